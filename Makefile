@@ -1,0 +1,32 @@
+# All set-up happens here: a local virtual environment in .venv, the project installed into it.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+EXTRAS ?= test,torch
+
+.PHONY: venv test recover bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+## The test suite (what CI runs).
+test: $(VENV)/.installed
+	$(PY) -m pytest -q tests
+
+## The main job: recover a default planted layer with the embedded solvers.
+recover: $(VENV)/.installed
+	$(VENV)/bin/sculpt recover --d 8 --k 4 --m 2 --samples 20000 --seed 0 --out results/recover
+
+## Benchmarks (tables to stdout, JSON under results/).
+bench:
+	$(MAKE) EXTRAS=test,torch,bench venv
+	$(PY) -m pip install --quiet -e ".[test,torch,bench]"
+	$(PY) benchmarks/engine.py --out results/engine.json
+
+clean:
+	rm -rf $(VENV) results .pytest_cache .hypothesis

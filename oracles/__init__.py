@@ -1,0 +1,16 @@
+"""oracles: a general convex-body engine.
+
+Convex bodies known through membership, separation and linear-optimisation oracles (``Polytope``,
+``Ball``, ``OracleBody`` and their intersections), cuts as values, ellipsoid and analytic-centre
+cutting-plane methods, affine-hull and span extraction, min-norm points, Chebyshev centres and widths,
+over a registry of LP/QP/conic backends. It knows nothing of attention.
+"""
+from . import solvers
+from .bodies import Ball, ConvexBody, Intersection, OracleBody, Polytope
+from .cuts import Cut, ParallelCut
+from .errors import EmptyBodyError, MissingOracleError, OracleError, SolverError, UnboundedError
+
+__all__ = [
+    "Polytope", "Ball", "OracleBody", "Intersection", "ConvexBody", "Cut", "ParallelCut",
+    "solvers", "EmptyBodyError", "UnboundedError", "SolverError", "MissingOracleError", "OracleError",
+]

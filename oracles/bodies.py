@@ -1,0 +1,389 @@
+"""Convex bodies with oracles: membership (``contains``), separation (``separate``), optimisation (``maximize``).
+
+Every body has ``dim``, ``contains(x, tol)`` and ``separate(x, tol)``; ``separate`` returns None exactly
+when ``contains`` is True. Bodies that can optimise a linear function also have ``maximize(c)``.
+Explicit bodies (Polytope, Ball and intersections of them) also expose ``cvxpy_constraints(x)`` so the
+engine's convex programs (min-norm point, Chebyshev centre, widths) can be written once for all of them.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ._validate import as_matrix, as_rhs, as_vector, positive
+from .cuts import Cut
+from .errors import MissingOracleError
+
+
+class ConvexBody(ABC):
+    """A closed convex subset of R^dim known through oracles."""
+
+    dim: int
+
+    @abstractmethod
+    def separate(self, x: np.ndarray, tol: float = 1e-9) -> Cut | None:
+        """None if x lies in the body (within tol), else a Cut valid for the body and violated by x."""
+
+    def contains(self, x: np.ndarray, tol: float = 1e-9) -> bool:
+        """Membership: True iff x lies in the body up to tol."""
+        return self.separate(x, tol) is None
+
+    @property
+    def has_separate(self) -> bool:
+        return True
+
+    @property
+    def has_maximize(self) -> bool:
+        return False
+
+    @property
+    def is_explicit(self) -> bool:
+        """True when the body can be written as cvxpy constraints (exact convex programs apply)."""
+        return False
+
+    def maximize(self, c: np.ndarray, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+        """max c @ x over the body: returns (value, maximiser)."""
+        raise MissingOracleError(f"{type(self).__name__} has no maximize oracle (a linear-optimisation oracle)")
+
+    def cvxpy_constraints(self, x) -> list:
+        raise MissingOracleError(f"{type(self).__name__} is not an explicit body: it cannot be written as constraints")
+
+    def _check_point(self, x) -> np.ndarray:
+        return as_vector(x, "x", self.dim)
+
+    def __and__(self, other: "ConvexBody") -> "Intersection":
+        if not isinstance(other, ConvexBody):
+            return NotImplemented
+        return Intersection([self, other])
+
+
+class Polytope(ConvexBody):
+    """P = {x : A x <= b, A_eq x = b_eq}. Rows are appended cheaply (amortised O(1) per row)."""
+
+    def __init__(self, A, b, A_eq=None, b_eq=None, *, dim: int | None = None):
+        A_arr = np.asarray(A, dtype=float)
+        if A_arr.ndim == 2:
+            n = A_arr.shape[1]
+        elif dim is not None:
+            n = int(dim)
+        else:
+            raise ValueError(f"A must be a 2-D array (rows, dim), got shape {A_arr.shape}")
+        if dim is not None and int(dim) != n:
+            raise ValueError(f"A has {n} columns but dim={dim}")
+        if n < 1:
+            raise ValueError("Polytope needs dim >= 1")
+        self.dim = n
+        self._A = np.empty((0, n))
+        self._b = np.empty(0)
+        self._m = 0
+        self._Aeq = np.empty((0, n))
+        self._beq = np.empty(0)
+        self._meq = 0
+        A_arr = A_arr.reshape(-1, n) if A_arr.size == 0 else A_arr
+        self.add_halfspaces(A_arr, b)
+        if A_eq is not None or b_eq is not None:
+            if A_eq is None or b_eq is None:
+                raise ValueError("A_eq and b_eq must be given together")
+            self.add_equalities(A_eq, b_eq)
+
+    # -- growth -----------------------------------------------------------------------------------
+    @staticmethod
+    def _append(buf: np.ndarray, rhs: np.ndarray, used: int, rows: np.ndarray, vals: np.ndarray):
+        need = used + rows.shape[0]
+        if need > buf.shape[0]:
+            cap = max(need, 2 * buf.shape[0], 16)
+            nbuf = np.empty((cap, buf.shape[1]))
+            nbuf[:used] = buf[:used]
+            nrhs = np.empty(cap)
+            nrhs[:used] = rhs[:used]
+            buf, rhs = nbuf, nrhs
+        buf[used:need] = rows
+        rhs[used:need] = vals
+        return buf, rhs, need
+
+    def add_halfspaces(self, A, b) -> "Polytope":
+        """Append rows A x <= b."""
+        A = as_matrix(np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, "A", self.dim)
+        b = as_rhs(b, "b", A.shape[0])
+        self._A, self._b, self._m = self._append(self._A, self._b, self._m, A, b)
+        return self
+
+    def add_equalities(self, A, b) -> "Polytope":
+        """Append rows A x = b."""
+        A = as_matrix(A, "A_eq", self.dim)
+        b = as_rhs(b, "b_eq", A.shape[0])
+        self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
+        return self
+
+    def add_slabs(self, A, c, eta) -> "Polytope":
+        """Append |A x - c| <= eta row-wise, as the two half-spaces A x <= c + eta and -A x <= eta - c."""
+        A = as_matrix(A, "A", self.dim)
+        c = as_rhs(c, "c", A.shape[0])
+        eta = as_rhs(eta, "eta", A.shape[0])
+        if np.any(eta < 0):
+            raise ValueError("eta must be non-negative")
+        return self.add_halfspaces(np.vstack([A, -A]), np.concatenate([c + eta, eta - c]))
+
+    # -- views ------------------------------------------------------------------------------------
+    @property
+    def A(self) -> np.ndarray:
+        return self._A[: self._m]
+
+    @property
+    def b(self) -> np.ndarray:
+        return self._b[: self._m]
+
+    @property
+    def A_eq(self) -> np.ndarray:
+        return self._Aeq[: self._meq]
+
+    @property
+    def b_eq(self) -> np.ndarray:
+        return self._beq[: self._meq]
+
+    @property
+    def n_constraints(self) -> int:
+        """Number of inequality rows plus equality rows."""
+        return self._m + self._meq
+
+    @property
+    def is_explicit(self) -> bool:
+        return True
+
+    @property
+    def has_maximize(self) -> bool:
+        return True
+
+    def copy(self) -> "Polytope":
+        return Polytope(self.A.copy(), self.b.copy(), self.A_eq.copy() if self._meq else None,
+                        self.b_eq.copy() if self._meq else None, dim=self.dim)
+
+    def __repr__(self) -> str:
+        return f"Polytope(dim={self.dim}, inequalities={self._m}, equalities={self._meq})"
+
+    # -- oracles ----------------------------------------------------------------------------------
+    def violations(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Normalised violations (a_i x - b_i)/‖a_i‖ of inequality rows and |a x - b|/‖a‖ of equalities."""
+        x = self._check_point(x)
+        return _normalised(self.A, self.b, x), np.abs(_normalised(self.A_eq, self.b_eq, x))
+
+    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+        """The most violated row, normalised to a unit normal; None if every row holds within tol."""
+        x = self._check_point(x)
+        best, cut = tol, None
+        if self._m:
+            v = _normalised(self.A, self.b, x)
+            i = int(np.argmax(v))
+            if v[i] > best:
+                best, cut = v[i], _unit_cut(self.A[i], self.b[i])
+        if self._meq:
+            r = _normalised(self.A_eq, self.b_eq, x)
+            i = int(np.argmax(np.abs(r)))
+            if abs(r[i]) > best:
+                s = 1.0 if r[i] > 0 else -1.0
+                cut = _unit_cut(s * self.A_eq[i], s * self.b_eq[i])
+        return cut
+
+    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+        from . import solvers
+
+        c = as_vector(c, "c", self.dim)
+        sol = solvers.solve_lp(-c, self.A, self.b, self.A_eq, self.b_eq, solver=solver)
+        return -sol.value, sol.x
+
+    def cvxpy_constraints(self, x) -> list:
+        cons = []
+        if self._m:
+            cons.append(self.A @ x <= self.b)
+        if self._meq:
+            cons.append(self.A_eq @ x == self.b_eq)
+        return cons
+
+
+def _normalised(A: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if A.shape[0] == 0:
+        return np.empty(0)
+    norms = np.linalg.norm(A, axis=1)
+    raw = A @ x - b
+    safe = np.where(norms > 0, norms, 1.0)
+    return raw / safe
+
+
+def _unit_cut(a: np.ndarray, b: float) -> Cut:
+    nrm = float(np.linalg.norm(a))
+    if nrm == 0.0:
+        # 0 @ x <= b with b < 0: the body is empty; any cut is valid. Use a unit vector and offset -inf-like.
+        e = np.zeros_like(a)
+        e[0] = 1.0
+        return Cut(e, -1e300)
+    return Cut(a / nrm, b / nrm)
+
+
+class Ball(ConvexBody):
+    """B = {x : ‖x - center‖ <= radius}."""
+
+    def __init__(self, center, radius: float):
+        self.center = as_vector(center, "center")
+        self.radius = positive(radius, "radius", strict=False)
+        self.dim = self.center.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Ball(dim={self.dim}, radius={self.radius})"
+
+    @property
+    def is_explicit(self) -> bool:
+        return True
+
+    @property
+    def has_maximize(self) -> bool:
+        return True
+
+    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+        x = self._check_point(x)
+        d = x - self.center
+        nrm = float(np.linalg.norm(d))
+        if nrm <= self.radius + tol:
+            return None
+        u = d / nrm
+        return Cut(u, float(u @ self.center) + self.radius)
+
+    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+        c = as_vector(c, "c", self.dim)
+        nrm = float(np.linalg.norm(c))
+        x = self.center + (self.radius * c / nrm if nrm > 0 else 0.0)
+        return float(c @ x), x
+
+    def cvxpy_constraints(self, x) -> list:
+        import cvxpy as cp
+
+        return [cp.norm(x - self.center, 2) <= self.radius]
+
+
+class OracleBody(ConvexBody):
+    """A body given by the user's own callables.
+
+    ``separate(x) -> Cut | (normal, offset) | None``; ``contains(x) -> bool``; ``maximize(c) -> (value, x)``.
+    Any of them may be missing; algorithms that need a missing one raise MissingOracleError.
+    """
+
+    def __init__(self, dim: int, separate: Callable | None = None, contains: Callable | None = None,
+                 maximize: Callable | None = None):
+        if int(dim) != dim or dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim}")
+        if separate is None and contains is None and maximize is None:
+            raise ValueError("OracleBody needs at least one oracle: separate, contains or maximize")
+        for name, f in (("separate", separate), ("contains", contains), ("maximize", maximize)):
+            if f is not None and not callable(f):
+                raise TypeError(f"{name} must be callable, got {type(f).__name__}")
+        self.dim = int(dim)
+        self._separate, self._contains, self._maximize = separate, contains, maximize
+
+    def __repr__(self) -> str:
+        have = [n for n, f in (("separate", self._separate), ("contains", self._contains),
+                               ("maximize", self._maximize)) if f is not None]
+        return f"OracleBody(dim={self.dim}, oracles={have})"
+
+    @property
+    def has_separate(self) -> bool:
+        return self._separate is not None
+
+    @property
+    def has_maximize(self) -> bool:
+        return self._maximize is not None
+
+    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+        if self._separate is None:
+            raise MissingOracleError("this OracleBody has no separation oracle (pass separate=...)")
+        x = self._check_point(x)
+        out = self._separate(x)
+        if out is None:
+            return None
+        cut = out if isinstance(out, Cut) else Cut(*out)
+        if cut.normal.shape != (self.dim,):
+            raise ValueError(f"separate returned a normal of shape {cut.normal.shape}, expected ({self.dim},)")
+        if cut.violation(x) <= tol * max(1.0, float(np.linalg.norm(cut.normal))):
+            return None
+        return cut
+
+    def contains(self, x, tol: float = 1e-9) -> bool:
+        if self._contains is not None:
+            return bool(self._contains(self._check_point(x)))
+        if self._separate is None:
+            raise MissingOracleError("this OracleBody has neither a membership nor a separation oracle")
+        return self.separate(x, tol) is None
+
+    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+        if self._maximize is None:
+            raise MissingOracleError("this OracleBody has no maximize oracle (pass maximize=...)")
+        c = as_vector(c, "c", self.dim)
+        value, x = self._maximize(c)
+        return float(value), as_vector(x, "maximize(c)[1]", self.dim)
+
+
+class Intersection(ConvexBody):
+    """The intersection of bodies of one dimension: separate returns the deepest cut among the parts."""
+
+    def __init__(self, parts: Sequence[ConvexBody]):
+        flat: list[ConvexBody] = []
+        for p in parts:
+            if not isinstance(p, ConvexBody):
+                raise TypeError(f"can only intersect ConvexBody objects, got {type(p).__name__}")
+            flat.extend(p.parts if isinstance(p, Intersection) else [p])
+        dims = {p.dim for p in flat}
+        if len(dims) != 1:
+            raise ValueError(f"cannot intersect bodies of different dimensions {sorted(dims)}")
+        self.parts = flat
+        self.dim = flat[0].dim
+
+    def __repr__(self) -> str:
+        return " & ".join(repr(p) for p in self.parts)
+
+    @property
+    def has_separate(self) -> bool:
+        return all(p.has_separate for p in self.parts)
+
+    @property
+    def is_explicit(self) -> bool:
+        return all(p.is_explicit for p in self.parts)
+
+    @property
+    def has_maximize(self) -> bool:
+        return self.is_explicit
+
+    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+        x = self._check_point(x)
+        best: Cut | None = None
+        for p in self.parts:
+            cut = p.separate(x, tol)
+            if cut is not None and (best is None or cut.depth(x) > best.depth(x)):
+                best = cut
+        return best
+
+    def contains(self, x, tol: float = 1e-9) -> bool:
+        return all(p.contains(x, tol) for p in self.parts)
+
+    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+        if not self.is_explicit:
+            raise MissingOracleError("maximize over an intersection needs every part to be explicit "
+                                     "(Polytope or Ball)")
+        c = as_vector(c, "c", self.dim)
+        polys = [p for p in self.parts if isinstance(p, Polytope)]
+        if len(polys) == len(self.parts):
+            return _merge_polytopes(polys).maximize(c, solver=solver)
+        from . import solvers
+
+        return solvers.maximize_explicit(self, c, solver=solver)
+
+    def cvxpy_constraints(self, x) -> list:
+        return [con for p in self.parts for con in p.cvxpy_constraints(x)]
+
+
+def _merge_polytopes(polys: Sequence[Polytope]) -> Polytope:
+    n = polys[0].dim
+    A = np.vstack([p.A for p in polys]) if polys else np.empty((0, n))
+    b = np.concatenate([p.b for p in polys])
+    A_eq = np.vstack([p.A_eq for p in polys])
+    b_eq = np.concatenate([p.b_eq for p in polys])
+    return Polytope(A.reshape(-1, n), b, A_eq if len(b_eq) else None, b_eq if len(b_eq) else None, dim=n)

@@ -1,0 +1,48 @@
+"""Cuts as values: ``Cut(normal, offset)`` means ``normal @ y <= offset`` for every y of the body."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Half-space {y : normal @ y <= offset}; for a query x it separates when ``normal @ x > offset``."""
+
+    normal: np.ndarray
+    offset: float
+
+    def __post_init__(self) -> None:
+        normal = np.asarray(self.normal, dtype=float)
+        if normal.ndim != 1:
+            raise ValueError(f"Cut.normal must be a vector, got shape {normal.shape}")
+        if not np.all(np.isfinite(normal)) or not np.isfinite(self.offset):
+            raise ValueError("Cut.normal and Cut.offset must be finite")
+        object.__setattr__(self, "normal", normal)
+        object.__setattr__(self, "offset", float(self.offset))
+
+    def violation(self, x: np.ndarray) -> float:
+        """normal @ x - offset (positive: x is cut off)."""
+        return float(self.normal @ np.asarray(x, dtype=float) - self.offset)
+
+    def depth(self, x: np.ndarray) -> float:
+        """Violation measured in units of ‖normal‖ (Euclidean distance of x to the cut's hyperplane)."""
+        return self.violation(x) / float(np.linalg.norm(self.normal))
+
+
+@dataclass(frozen=True)
+class ParallelCut:
+    """Slab {y : lower <= normal @ y <= upper}: two parallel cuts from one oracle answer."""
+
+    normal: np.ndarray
+    lower: float
+    upper: float
+
+    def __post_init__(self) -> None:
+        normal = np.asarray(self.normal, dtype=float)
+        if normal.ndim != 1 or not np.all(np.isfinite(normal)):
+            raise ValueError("ParallelCut.normal must be a finite vector")
+        if not (np.isfinite(self.lower) and np.isfinite(self.upper)) or self.lower > self.upper:
+            raise ValueError(f"ParallelCut needs finite lower <= upper, got {self.lower}, {self.upper}")
+        object.__setattr__(self, "normal", normal)
