@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= test,torch
+EXTRAS ?= test,torch,dask,plot
 
 .PHONY: venv test recover bench clean
 
@@ -23,8 +23,7 @@ recover: $(VENV)/.installed
 	$(VENV)/bin/sculpt recover --d 8 --k 4 --m 2 --samples 20000 --seed 0 --out results/recover
 
 ## Benchmarks (tables to stdout, JSON under results/).
-bench:
-	$(MAKE) EXTRAS=test,torch,bench venv
+bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[test,torch,bench]"
 	$(PY) benchmarks/engine.py --out results/engine.json
 
