@@ -1,0 +1,18 @@
+"""sculpt: learn a multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from random examples by
+sculpting a convex body (Chen & Li, STOC 2025), on top of the ``oracles`` convex-body engine.
+
+Public names: ``MultiHeadAttention`` (the layer), ``sample_inputs`` / ``plant`` / ``nondegeneracy`` (data
+and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttention interop, torch imported
+lazily), ``LearnResult`` / ``PhaseRecord`` (results); gradient baselines in ``sculpt.baselines``.
+"""
+from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
+from .model import HeadDistance, MultiHeadAttention
+from .result import LearnResult, PhaseRecord
+from .torch_interop import from_torch, to_torch
+
+__all__ = [
+    "MultiHeadAttention", "HeadDistance", "sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport",
+    "from_torch", "to_torch", "LearnResult", "PhaseRecord",
+]
+# The learner adds its entry point here with one line, e.g.:
+#   from .learner import learn   (and "learn" to __all__)

@@ -1,0 +1,123 @@
+"""Input validation shared by the model, the data tools, the gradients and the learner.
+
+Every helper returns a clean float64 array (or int) and raises ValueError naming the argument and what is
+wrong (TypeError when the argument is not array-like / not an integer at all).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_inputs", "check_outputs", "check_data", "check_m", "check_positive_int", "check_params",
+           "check_positive", "as_generator"]
+
+
+def _as_float_array(value: Any, name: str) -> np.ndarray:
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"{name} must be an array of numbers, got {type(value).__name__}")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers ({exc})") from None
+    return arr
+
+
+def check_inputs(X: Any, name: str = "X", *, d: int | None = None, k: int | None = None,
+                 boolean: bool = False) -> tuple[np.ndarray, bool]:
+    """Validate token sequences: shape (k, d) or (N, k, d), finite, optionally ±1 entries.
+
+    Returns ``(X3, single)`` with ``X3`` float64 of shape (N, k, d) (a (k, d) input becomes N = 1) and
+    ``single`` telling whether the input was 2-D (so callers can return the matching shape).
+    """
+    arr = _as_float_array(X, name)
+    if arr.ndim == 2:
+        arr, single = arr[None], True
+    elif arr.ndim == 3:
+        single = False
+    else:
+        raise ValueError(f"{name} must have shape (k, d) or (N, k, d), got shape {arr.shape}")
+    if arr.shape[1] < 1 or arr.shape[2] < 1:
+        raise ValueError(f"{name} must have k >= 1 tokens of dimension d >= 1, got shape {arr.shape}")
+    if d is not None and arr.shape[2] != d:
+        raise ValueError(f"{name} has token dimension {arr.shape[2]}, expected d = {d}")
+    if k is not None and arr.shape[1] != k:
+        raise ValueError(f"{name} has {arr.shape[1]} tokens per sequence, expected k = {k}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    if boolean and not np.all(np.abs(arr) == 1.0):
+        raise ValueError(f"{name} must have entries in {{-1, +1}}")
+    return arr, single
+
+
+def check_outputs(Y: Any, X: np.ndarray, name: str = "Y") -> np.ndarray:
+    """Validate labels against already-checked inputs ``X`` (N, k, d): same shape, finite; float64 (N, k, d)."""
+    arr = _as_float_array(Y, name)
+    if arr.ndim == 2 and X.shape[0] == 1:
+        arr = arr[None]
+    if arr.shape != X.shape:
+        raise ValueError(f"{name} must have the shape of X {X.shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def check_data(X: Any, Y: Any, *, boolean: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a labelled data set: X (N, k, d) (or (k, d)) and Y of the same shape, both finite."""
+    X3, _ = check_inputs(X, "X", boolean=boolean)
+    return X3, check_outputs(Y, X3, "Y")
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """An integer >= 1 (bools rejected); TypeError for non-integers, ValueError for < 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if int(value) < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
+
+
+def check_m(m: Any) -> int:
+    """Number of heads: an integer >= 1."""
+    return check_positive_int(m, "m")
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A finite real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return v
+
+
+def check_params(thetas: Any, ws: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Head parameters: ``thetas`` and ``ws`` of equal shape (m, d, d) (a (d, d) pair means m = 1), finite."""
+    out = []
+    for value, name in ((thetas, "thetas"), (ws, "ws")):
+        arr = _as_float_array(value, name)
+        if arr.ndim == 2:
+            arr = arr[None]
+        if arr.ndim != 3 or arr.shape[1] != arr.shape[2] or arr.shape[0] < 1 or arr.shape[1] < 1:
+            raise ValueError(f"{name} must have shape (m, d, d) with m, d >= 1, got {np.shape(value)}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or inf")
+        out.append(np.array(arr, dtype=np.float64, copy=True))
+    if out[0].shape != out[1].shape:
+        raise ValueError(f"thetas and ws must have the same shape, got {out[0].shape} and {out[1].shape}")
+    return out[0], out[1]
+
+
+def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
+    """A numpy Generator from None, an int seed, a SeedSequence or a Generator (never global state)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral):
+        raise TypeError(f"{name} must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
+    if int(rng) < 0:
+        raise ValueError(f"{name} seed must be non-negative, got {rng}")
+    return np.random.default_rng(int(rng))

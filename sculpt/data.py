@@ -1,0 +1,248 @@
+"""Inputs, planted instances and non-degeneracy diagnostics.
+
+- ``sample_inputs``: X uniform on {±1}^{k×d} (or standard Gaussian), n sequences.
+- ``plant``: the planted-instance generator of algorithm.md §8.2: Θ_i = Θ_0 + Δ_i with ‖Θ_0‖_F = s0,
+  ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5 and √(s0² + s1²) = scale; W_i ~ N(0, 1/d); draws are rejected until
+  cond(Σ W_i) ≤ 10, min_{i≠j} ‖Θ_i − Θ_j‖_F ≥ 0.5 s1 and ``nondegeneracy`` finds no structural problem.
+- ``nondegeneracy``: the figures behind assumptions A1–A6 of algorithm.md §2.4 and a pass/fail verdict.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_generator, check_positive, check_positive_int
+from .model import MultiHeadAttention, attention_patterns
+
+__all__ = ["sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport", "Thresholds", "DEFAULT_THRESHOLDS"]
+
+_DISTRIBUTIONS = ("boolean", "gaussian")
+_MAX_TRIES = 1000
+
+
+def sample_inputs(n: int, k: int, d: int, *, rng: Any = None, distribution: str = "boolean") -> np.ndarray:
+    """n i.i.d. sequences X ∈ R^{k×d}: entries independent Rademacher ±1 ("boolean") or N(0, 1)
+    ("gaussian"); float64 of shape (n, k, d). ``rng``: None, an int seed or a numpy Generator."""
+    n, k, d = (check_positive_int(v, name) for v, name in ((n, "n"), (k, "k"), (d, "d")))
+    gen = as_generator(rng)
+    if distribution == "boolean":
+        bits = gen.integers(0, 2, size=(n, k, d), dtype=np.int8)
+        return (2.0 * bits - 1.0).astype(np.float64)
+    if distribution == "gaussian":
+        return gen.standard_normal((n, k, d))
+    raise ValueError(f"distribution must be one of {_DISTRIBUTIONS}, got {distribution!r}")
+
+
+# ---------------------------------------------------------------------------------------------- report
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits used by ``nondegeneracy`` (norms are relative to the mean head norm ‖Θ̄_F‖ = mean_i ‖Θ_i‖_F).
+
+    - ``max_cond_sum_w``: cond(Σ W_i) ≤ 10 (A2; plant rejects above 10).
+    - ``min_head_separation``: min_{i≠j} ‖Θ_i − Θ_j‖_F ≥ 0.15 mean‖Θ_i‖ (A6; plant's default heads are
+      ≈ 0.85 mean‖Θ_i‖ apart and rejected below 0.3 scale).
+    - ``min_affine_offset``: ‖min-norm point of aff{Θ_i}‖_F ≥ 0.2 mean‖Θ_i‖ (A3; plant's is ≈ 0.8).
+    - ``min_centred_sv``: (m−1)-th singular value of the centred heads ≥ 0.05 mean‖Θ_i‖ (A4).
+    - ``min_w_ratio``: min_i ‖W_i‖_F / max_i ‖W_i‖_F ≥ 0.1 (A5: no head with negligible output).
+    - ``max_entropy`` / ``min_entropy``: mean row entropy H / log k within [0.02, 0.995] (A1: attention
+      neither uniform nor one-hot), and ``max_top_weight``: mean largest weight ≤ 0.995.
+    """
+
+    max_cond_sum_w: float = 10.0
+    min_head_separation: float = 0.15
+    min_affine_offset: float = 0.2
+    min_centred_sv: float = 0.05
+    min_w_ratio: float = 0.1
+    min_entropy: float = 0.02
+    max_entropy: float = 0.995
+    max_top_weight: float = 0.995
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+# Checks that depend on the random draw (plant rejects on these) vs on the chosen scale (reported only).
+STRUCTURAL_CHECKS = ("sum_w", "head_separation", "affine_offset", "centred_sv", "w_ratio")
+ATTENTION_CHECKS = ("entropy", "top_weight")
+
+
+@dataclass(frozen=True)
+class NondegeneracyReport:
+    """Figures behind the non-degeneracy assumptions (algorithm.md §2.4) and the verdict.
+
+    ``sigma_min_sum_w`` and ``cond_sum_w``: of Σ_i W_i. ``min_head_distance``: min_{i≠j} ‖Θ_i − Θ_j‖_F (inf
+    for m = 1). ``affine_offset``: ‖Θ̄‖_F for Θ̄ the min-norm point of aff{Θ_i}. ``centred_sv``: the
+    (m−1)-th singular value of the m×d² matrix of vec(Θ_i − mean_j Θ_j) (its smallest possibly non-zero one;
+    nan for m = 1). ``mean_theta_norm``: mean_i ‖Θ_i‖_F; ``w_ratio``: min_i ‖W_i‖_F / max_i ‖W_i‖_F.
+    ``entropy``: mean over rows, heads and inputs of H(p_a·)/log k; ``top_weight``: mean of max_b p_ab (both
+    nan unless k ≥ 2 is given). ``checks`` maps each check name to pass/fail; ``problems`` explains failures.
+    """
+
+    m: int
+    d: int
+    k: int | None
+    sigma_min_sum_w: float
+    cond_sum_w: float
+    min_head_distance: float
+    affine_offset: float
+    centred_sv: float
+    mean_theta_norm: float
+    w_ratio: float
+    entropy: float
+    top_weight: float
+    ok: bool
+    problems: list[str] = field(default_factory=list)
+    checks: dict[str, bool] = field(default_factory=dict)
+
+
+def _min_norm_point(thetas: np.ndarray) -> np.ndarray:
+    """Min-norm point of aff{Θ_i}: μ − proj_{span(Θ_i − μ)} μ (least squares on the centred heads)."""
+    m = thetas.shape[0]
+    V = thetas.reshape(m, -1)
+    mu = V.mean(axis=0)
+    C = V - mu
+    if m == 1 or not np.any(C):
+        return mu
+    coef, *_ = np.linalg.lstsq(C.T, mu, rcond=None)
+    return mu - C.T @ coef
+
+
+def nondegeneracy(model: MultiHeadAttention, *, k: int | None = None, n_inputs: int = 2000, seed: Any = 0,
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> NondegeneracyReport:
+    """Check a layer against the non-degeneracy conditions A1–A6 (algorithm.md §2.4) with ``thresholds``.
+
+    The attention statistics (entropy, top weight) are averaged over ``n_inputs`` uniform ±1 inputs with
+    ``k`` tokens drawn from ``seed``; they are skipped (nan, not checked) when k is None or k = 1.
+    """
+    if not isinstance(model, MultiHeadAttention):
+        raise TypeError(f"model must be a MultiHeadAttention, got {type(model).__name__}")
+    if k is not None:
+        k = check_positive_int(k, "k")
+    n_inputs = check_positive_int(n_inputs, "n_inputs")
+    m, d = model.m, model.d
+    thetas, ws = model.thetas, model.ws
+    t = thresholds
+
+    sv = np.linalg.svd(ws.sum(axis=0), compute_uv=False)
+    sigma_min = float(sv[-1])
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf")
+    norms = np.linalg.norm(thetas.reshape(m, -1), axis=1)
+    mean_norm = float(norms.mean())
+    scale = max(mean_norm, np.finfo(float).tiny)
+    if m > 1:
+        diff = np.linalg.norm((thetas[:, None] - thetas[None]).reshape(m, m, -1), axis=2)
+        min_dist = float(np.min(diff[~np.eye(m, dtype=bool)]))
+        centred = thetas.reshape(m, -1) - thetas.reshape(m, -1).mean(axis=0)
+        csv = np.linalg.svd(centred, compute_uv=False)
+        centred_sv = float(csv[m - 2]) if len(csv) >= m - 1 else 0.0
+    else:
+        min_dist, centred_sv = float("inf"), float("nan")
+    offset = float(np.linalg.norm(_min_norm_point(thetas)))
+    wn = np.linalg.norm(ws.reshape(m, -1), axis=1)
+    w_ratio = float(wn.min() / wn.max()) if wn.max() > 0 else 0.0
+
+    entropy = top = float("nan")
+    if k is not None and k >= 2:
+        X = sample_inputs(n_inputs, k, d, rng=seed)
+        P = attention_patterns(thetas, X)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            plogp = np.where(P > 0, P * np.log(P), 0.0)
+        entropy = float(-plogp.sum(axis=-1).mean() / math.log(k))
+        top = float(P.max(axis=-1).mean())
+
+    checks: dict[str, bool] = {}
+    problems: list[str] = []
+
+    def check(name: str, passed: bool, message: str) -> None:
+        checks[name] = bool(passed)
+        if not passed:
+            problems.append(f"{name}: {message}")
+
+    check("sum_w", cond <= t.max_cond_sum_w,
+          f"cond(Σ W_i) = {cond:.3g} > {t.max_cond_sum_w:g} (σ_min = {sigma_min:.3g})")
+    if m > 1:
+        check("head_separation", min_dist >= t.min_head_separation * scale,
+              f"min ‖Θ_i − Θ_j‖_F = {min_dist:.3g} < {t.min_head_separation:g} × mean‖Θ_i‖ = {mean_norm:.3g}")
+        check("centred_sv", centred_sv >= t.min_centred_sv * scale,
+              f"centred heads' σ_(m−1) = {centred_sv:.3g} < {t.min_centred_sv:g} × mean‖Θ_i‖ ({mean_norm:.3g}):"
+              " heads nearly affinely dependent")
+        check("w_ratio", w_ratio >= t.min_w_ratio,
+              f"min ‖W_i‖ / max ‖W_i‖ = {w_ratio:.3g} < {t.min_w_ratio:g}: a head is nearly silent")
+    check("affine_offset", offset >= t.min_affine_offset * scale,
+          f"min-norm point of aff{{Θ_i}} has norm {offset:.3g} < {t.min_affine_offset:g} × mean‖Θ_i‖"
+          f" ({mean_norm:.3g})")
+    if not math.isnan(entropy):
+        check("entropy", t.min_entropy <= entropy <= t.max_entropy,
+              f"attention entropy H/log k = {entropy:.3g} outside [{t.min_entropy:g}, {t.max_entropy:g}]"
+              " (attention nearly uniform or one-hot)")
+        check("top_weight", top <= t.max_top_weight,
+              f"mean top attention weight {top:.4g} > {t.max_top_weight:g} (attention nearly one-hot)")
+    return NondegeneracyReport(
+        m=m, d=d, k=k, sigma_min_sum_w=sigma_min, cond_sum_w=cond, min_head_distance=min_dist,
+        affine_offset=offset, centred_sv=centred_sv, mean_theta_norm=mean_norm, w_ratio=w_ratio,
+        entropy=entropy, top_weight=top, ok=not problems, problems=problems, checks=checks)
+
+
+# ----------------------------------------------------------------------------------------------- plant
+def _rescaled(gen: np.random.Generator, d: int, norm: float) -> np.ndarray:
+    g = gen.standard_normal((d, d))
+    return g * (norm / np.linalg.norm(g))
+
+
+def plant(d: int, k: int, m: int, *, scale: float = 2.5, seed: Any = None, weak_head: float | None = None,
+          separation: float | None = None) -> MultiHeadAttention:
+    """A planted layer (algorithm.md §8.2): Θ_i = Θ_0 + Δ_i, ‖Θ_0‖_F = s0, ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5,
+    √(s0² + s1²) = ``scale`` (m = 1: ‖Θ‖_F = scale); W_i ~ N(0, 1/d) entrywise.
+
+    Rejection sampling until cond(Σ W_i) ≤ 10, min_{i≠j} ‖Θ_i − Θ_j‖_F ≥ 0.5 s1 and no structural problem
+    of ``nondegeneracy`` (the instance does not depend on k, which is only validated; attention statistics
+    depend on the chosen scale and are reported by ``nondegeneracy(model, k=k)``, not enforced).
+    Hard-regime knobs (off by default; the corresponding nondegeneracy check is then not enforced, since
+    the violation is the point):
+    - ``weak_head=r``: W_m is multiplied by r (e.g. 0.01) after drawing (the "w_ratio" check is waived);
+    - ``separation=ε``: s1 = ε·scale/√2, so ‖Θ_i − Θ_j‖_F ≈ ε ‖Θ_i‖_F, and s0 = √(scale² − s1²) (the
+      "head_separation" and "centred_sv" checks are waived; the 0.5 s1 rule still applies).
+    Reproducible from ``seed`` (None, int or Generator). Raises ValueError on bad arguments, or when no
+    acceptable draw is found in 1000 tries (e.g. d too small for m distinct heads).
+    """
+    d, k, m = (check_positive_int(v, name) for v, name in ((d, "d"), (k, "k"), (m, "m")))
+    scale = check_positive(scale, "scale")
+    waived: set[str] = set()
+    if weak_head is not None:
+        weak_head = check_positive(weak_head, "weak_head")
+        if m < 2:
+            raise ValueError("weak_head needs m >= 2 heads")
+        waived.add("w_ratio")
+    if separation is not None:
+        separation = check_positive(separation, "separation")
+        if m < 2:
+            raise ValueError("separation needs m >= 2 heads")
+        if separation >= math.sqrt(2):
+            raise ValueError(f"separation must be < √2 (heads of norm ≈ scale), got {separation}")
+        s1 = separation * scale / math.sqrt(2)
+        s0 = math.sqrt(scale * scale - s1 * s1)
+        waived |= {"head_separation", "centred_sv"}
+    else:
+        s0, s1 = scale * 2.0 / 2.5, scale * 1.5 / 2.5
+    gen = as_generator(seed, "seed")
+    for _ in range(_MAX_TRIES):
+        if m == 1:
+            thetas = _rescaled(gen, d, scale)[None]
+        else:
+            theta0 = _rescaled(gen, d, s0)
+            thetas = np.stack([theta0 + _rescaled(gen, d, s1) for _ in range(m)])
+        ws = gen.standard_normal((m, d, d)) / math.sqrt(d)
+        if weak_head is not None:
+            ws[-1] *= weak_head
+        if m > 1:
+            dist = np.linalg.norm((thetas[:, None] - thetas[None]).reshape(m, m, -1), axis=2)
+            if np.min(dist[~np.eye(m, dtype=bool)]) < 0.5 * s1:
+                continue
+        model = MultiHeadAttention(thetas, ws)
+        report = nondegeneracy(model)  # structural checks only (no k): cheap
+        if all(passed for name, passed in report.checks.items() if name not in waived):
+            return model
+    raise ValueError(f"no non-degenerate instance found for d={d}, k={k}, m={m}, scale={scale} in "
+                     f"{_MAX_TRIES} draws (d too small for m distinct heads?)")

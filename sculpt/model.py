@@ -1,0 +1,272 @@
+"""The multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i (rows of X are tokens, softmax row-wise).
+
+Vectorised numpy kernels (shared with ``sculpt.gradients``) plus the ``MultiHeadAttention`` value class:
+forward, attention patterns, npz save/load, head-matched parameter distance and prediction error.
+
+Internal layout of the kernels (chosen so every reduction runs over a non-innermost axis and every product
+is one GEMM or one batched matmul): for a chunk of n sequences,
+``logits[n, b, a*m + i] = x_aᵀ Θ_i x_b`` (key b on axis 1, query a and head i flattened on axis 2), the
+softmax runs over axis 1, ``A[n, a*m + i, :] = Σ_b P[n, b, a*m + i] x_b`` and
+``F[n, a, :] = Σ_i A[n, a*m + i, :] W_i``.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from ._checks import check_inputs, check_params
+
+__all__ = ["MultiHeadAttention", "HeadDistance", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "sculpt.MultiHeadAttention"
+FORMAT_VERSION = 1
+_CHUNK_ELEMENTS = 1 << 19  # target size (in float64 elements) of the per-chunk intermediates
+
+
+def chunk_size(k: int, d: int, m: int) -> int:
+    """Sequences per chunk so that the (n, k, k m) and (n, k m, d) intermediates stay near 4 MB each."""
+    return max(1, _CHUNK_ELEMENTS // (k * m * max(k, d)))
+
+
+def concat_thetas(thetas: np.ndarray) -> np.ndarray:
+    """[Θ_1 | … | Θ_m] as a (d, m d) matrix: column block i is Θ_i, so x Θ_cat = [xΘ_1, …, xΘ_m]."""
+    m, d, _ = thetas.shape
+    return np.ascontiguousarray(thetas.transpose(1, 0, 2).reshape(d, m * d))
+
+
+def softmax_axis1(logits: np.ndarray) -> np.ndarray:
+    """In-place numerically stable softmax over axis 1 of a (n, k, c) array (max subtracted first)."""
+    k = logits.shape[1]
+    mx = logits[:, 0].copy()
+    for b in range(1, k):
+        np.maximum(mx, logits[:, b], out=mx)
+    logits -= mx[:, None]
+    np.exp(logits, out=logits)
+    total = logits[:, 0].copy()
+    for b in range(1, k):
+        total += logits[:, b]
+    logits /= total[:, None]
+    return logits
+
+
+def forward_chunk(theta_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, m: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One chunk of the forward pass.
+
+    ``theta_cat`` = concat_thetas(thetas) (d, m d), ``w_cat`` = ws.reshape(m d, d), X (n, k, d).
+    Returns ``P`` (n, k, k m) attention with keys on axis 1, ``A`` (n, k m, d) = attention-weighted tokens
+    and ``F`` (n, k, d) the layer output.
+    """
+    n, k, d = X.shape
+    xt = (X.reshape(n * k, d) @ theta_cat).reshape(n, k * m, d)  # xt[n, a m + i] = x_aᵀ Θ_i
+    P = softmax_axis1(X @ xt.transpose(0, 2, 1))  # P[n, b, a m + i] = softmax_b(x_aᵀ Θ_i x_b)
+    A = P.transpose(0, 2, 1) @ X  # A[n, a m + i] = Σ_b p^{(i)}_{ab} x_b
+    F = (A.reshape(n * k, m * d) @ w_cat).reshape(n, k, d)
+    return P, A, F
+
+
+def forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """F(X) for validated float64 thetas, ws (m, d, d) and X (N, k, d), chunked over N; returns (N, k, d)."""
+    m, d, _ = thetas.shape
+    N, k, _ = X.shape
+    theta_cat, w_cat = concat_thetas(thetas), ws.reshape(m * d, d)
+    out = np.empty((N, k, d))
+    step = chunk_size(k, d, m)
+    for s in range(0, N, step):
+        out[s:s + step] = forward_chunk(theta_cat, w_cat, X[s:s + step], m)[2]
+    return out
+
+
+def attention_patterns(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Patterns p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b) for validated inputs; returns (N, m, k, k)."""
+    m, d, _ = thetas.shape
+    N, k, _ = X.shape
+    theta_cat = concat_thetas(thetas)
+    out = np.empty((N, m, k, k))
+    step = chunk_size(k, d, m)
+    for s in range(0, N, step):
+        Xc = X[s:s + step]
+        n = Xc.shape[0]
+        xt = (Xc.reshape(n * k, d) @ theta_cat).reshape(n, k * m, d)
+        P = softmax_axis1(Xc @ xt.transpose(0, 2, 1))  # (n, b, a, i)
+        out[s:s + step] = P.reshape(n, k, k, m).transpose(0, 3, 2, 1)
+    return out
+
+
+@dataclass(frozen=True)
+class HeadDistance:
+    """Parameter distance after the best matching of heads.
+
+    ``theta_error`` = (Σ_i ‖Θ_i − Θ̂_π(i)‖_F²)^{1/2} / (Σ_i ‖Θ_i‖_F²)^{1/2}, likewise ``w_error``;
+    ``permutation[i]`` is the head of the other model matched to head i of this one; ``max_theta_error`` and
+    ``max_w_error`` are the largest per-head relative errors ‖Θ_i − Θ̂_π(i)‖_F / ‖Θ_i‖_F.
+    """
+
+    theta_error: float
+    w_error: float
+    permutation: tuple[int, ...]
+    max_theta_error: float
+    max_w_error: float
+
+
+def _as_path(path: Any, name: str = "path") -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
+    return os.fspath(path)
+
+
+class MultiHeadAttention:
+    """F(X) = Σ_{i=1}^m softmax(X Θ_i Xᵀ) X W_i, row-wise softmax, X (k, d) with tokens as rows.
+
+    ``thetas`` and ``ws`` are float64 arrays of shape (m, d, d) (copied on construction). Calling the model
+    on X of shape (k, d) or (N, k, d) returns an array of the same shape.
+    """
+
+    __slots__ = ("thetas", "ws")
+
+    def __init__(self, thetas: Any, ws: Any) -> None:
+        self.thetas, self.ws = check_params(thetas, ws)
+
+    # ----------------------------------------------------------------------------------------- basics
+    @property
+    def m(self) -> int:
+        """Number of heads."""
+        return int(self.thetas.shape[0])
+
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return int(self.thetas.shape[1])
+
+    @property
+    def n_params(self) -> int:
+        """2 m d² real parameters."""
+        return 2 * self.m * self.d * self.d
+
+    def __repr__(self) -> str:
+        tn = np.linalg.norm(self.thetas.reshape(self.m, -1), axis=1)
+        return f"MultiHeadAttention(m={self.m}, d={self.d}, |Θ_i|_F={np.round(tn, 3).tolist()})"
+
+    def copy(self) -> "MultiHeadAttention":
+        return MultiHeadAttention(self.thetas, self.ws)
+
+    def params(self) -> np.ndarray:
+        """Flat parameter vector [vec(Θ_1..Θ_m), vec(W_1..W_m)] (row-major), length 2 m d²."""
+        return np.concatenate([self.thetas.ravel(), self.ws.ravel()])
+
+    @classmethod
+    def from_params(cls, params: Any, m: int, d: int) -> "MultiHeadAttention":
+        """Inverse of ``params()``."""
+        p = np.asarray(params, dtype=np.float64)
+        if p.shape != (2 * m * d * d,):
+            raise ValueError(f"params must have shape ({2 * m * d * d},) for m={m}, d={d}, got {p.shape}")
+        half = m * d * d
+        return cls(p[:half].reshape(m, d, d), p[half:].reshape(m, d, d))
+
+    # ---------------------------------------------------------------------------------------- forward
+    def __call__(self, X: Any) -> np.ndarray:
+        """F(X); X (k, d) or (N, k, d) of finite reals, result of the same shape (float64)."""
+        X3, single = check_inputs(X, "X", d=self.d)
+        out = forward(self.thetas, self.ws, X3)
+        return out[0] if single else out
+
+    forward = __call__
+
+    def attention(self, X: Any) -> np.ndarray:
+        """Patterns p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b): (N, m, k, k) for X (N, k, d), (m, k, k) for (k, d)."""
+        X3, single = check_inputs(X, "X", d=self.d)
+        out = attention_patterns(self.thetas, X3)
+        return out[0] if single else out
+
+    # ---------------------------------------------------------------------------------------- metrics
+    def _check_other(self, other: Any) -> "MultiHeadAttention":
+        if not isinstance(other, MultiHeadAttention):
+            raise TypeError(f"other must be a MultiHeadAttention, got {type(other).__name__}")
+        if other.d != self.d:
+            raise ValueError(f"other has d = {other.d}, this model has d = {self.d}")
+        return other
+
+    def distance(self, other: "MultiHeadAttention") -> HeadDistance:
+        """Relative Frobenius errors of Θ and W of ``other`` against this model, heads matched by
+        linear_sum_assignment on cost ‖Θ_i−Θ̂_j‖²/Σ‖Θ‖² + ‖W_i−Ŵ_j‖²/Σ‖W‖² (this model is the reference)."""
+        other = self._check_other(other)
+        if other.m != self.m:
+            raise ValueError(f"other has m = {other.m} heads, this model has m = {self.m}")
+        tiny = np.finfo(float).tiny
+        t_sq = max(float(np.sum(self.thetas ** 2)), tiny)
+        w_sq = max(float(np.sum(self.ws ** 2)), tiny)
+        dt = np.sum((self.thetas[:, None] - other.thetas[None]) ** 2, axis=(2, 3))  # (m, m)
+        dw = np.sum((self.ws[:, None] - other.ws[None]) ** 2, axis=(2, 3))
+        rows, cols = linear_sum_assignment(dt / t_sq + dw / w_sq)
+        perm = tuple(int(c) for c in cols[np.argsort(rows)])
+        idx = np.arange(self.m)
+        et, ew = dt[idx, list(perm)], dw[idx, list(perm)]
+        tn = np.maximum(np.sum(self.thetas ** 2, axis=(1, 2)), tiny)
+        wn = np.maximum(np.sum(self.ws ** 2, axis=(1, 2)), tiny)
+        return HeadDistance(
+            theta_error=float(np.sqrt(et.sum() / t_sq)), w_error=float(np.sqrt(ew.sum() / w_sq)),
+            permutation=perm, max_theta_error=float(np.sqrt(np.max(et / tn))),
+            max_w_error=float(np.sqrt(np.max(ew / wn))))
+
+    def prediction_error(self, other: "MultiHeadAttention", X: Any) -> float:
+        """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf)."""
+        other = self._check_other(other)
+        X3, _ = check_inputs(X, "X", d=self.d)
+        F = forward(self.thetas, self.ws, X3)
+        num = float(np.sum((F - forward(other.thetas, other.ws, X3)) ** 2))
+        den = float(np.sum(F ** 2))
+        if den == 0.0:
+            return 0.0 if num == 0.0 else float("inf")
+        return num / den
+
+    # --------------------------------------------------------------------------------------------- io
+    def save(self, path: str | os.PathLike) -> None:
+        """Write an npz (no pickle) holding ``thetas``, ``ws`` and ``metadata``: a 0-d unicode array with the
+        JSON {"format": "sculpt.MultiHeadAttention", "version": 1, "m": m, "d": d}. Written to ``path``
+        exactly (no ".npz" appended)."""
+        meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "m": self.m, "d": self.d})
+        with open(_as_path(path), "wb") as fh:
+            np.savez(fh, thetas=self.thetas, ws=self.ws, metadata=np.array(meta))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "MultiHeadAttention":
+        """Read a file written by ``save``; a missing, corrupted or foreign file raises ValueError."""
+        p = _as_path(path)
+        try:
+            with open(p, "rb") as fh:
+                raw = fh.read()
+        except OSError as exc:
+            raise ValueError(f"cannot read model file {p!r}: {exc}") from None
+        try:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+                if not hasattr(z, "files"):
+                    raise ValueError("not an npz archive")
+                missing = {"thetas", "ws", "metadata"} - set(z.files)
+                if missing:
+                    raise ValueError(f"missing arrays {sorted(missing)}")
+                meta_arr, thetas, ws = z["metadata"], z["thetas"], z["ws"]
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{p!r} is not a sculpt model file: {exc}") from None
+        try:
+            if meta_arr.ndim != 0 or meta_arr.dtype.kind != "U":
+                raise ValueError("metadata is not a string")
+            meta = json.loads(str(meta_arr))
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+                raise ValueError(f"format is {meta.get('format') if isinstance(meta, dict) else None!r}")
+            if meta.get("version") != FORMAT_VERSION:
+                raise ValueError(f"unsupported version {meta.get('version')!r} (expected {FORMAT_VERSION})")
+            m, d = meta.get("m"), meta.get("d")
+            if thetas.dtype != np.float64 or ws.dtype != np.float64:
+                raise ValueError("arrays are not float64")
+            if thetas.shape != (m, d, d) or ws.shape != (m, d, d):
+                raise ValueError(f"array shapes {thetas.shape}, {ws.shape} disagree with m={m}, d={d}")
+            return cls(thetas, ws)
+        except (ValueError, TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{p!r} is not a valid sculpt model file: {exc}") from None
