@@ -1,0 +1,340 @@
+"""Benchmark grids: which instances (cells), seeds and methods a sweep runs.
+
+A grid file (TOML, or JSON with the same structure) holds top-level defaults and a list of ``[[cells]]``
+blocks; every list-valued field of a block is expanded as a Cartesian product::
+
+    name = "quick"
+    seeds = [0, 1]                      # or an int n meaning range(n)
+    methods = ["sculpt", "exact", "lbfgs", "adam"]
+    test_samples = 2000                 # fresh inputs for the test relative MSE
+    threshold = 1e-12                   # success: test relative MSE <= threshold
+
+    [method_options.lbfgs]              # keyword options of each method (see sculpt.bench.methods)
+    max_iter = 500
+
+    [[cells]]
+    regime = "generic"                  # a label for the report
+    d = [4, 8]
+    k = 4
+    m = [1, 2]
+    N = [200, 2000]                     # or n_factor = [1.2, 2]: N = ceil(n_factor * 2 m d / k)
+    scale = 2.5                         # plant(..., scale=)
+    distribution = "boolean"            # or "gaussian"
+    noise = 0.0                         # label noise: Y = F(X) + noise * rms(F) * N(0, 1)
+    weak_head = 0.01                    # optional, plant(..., weak_head=)
+    separation = 0.03                   # optional, plant(..., separation=)
+
+A block may also override ``seeds``, ``methods``, ``threshold``, ``test_samples`` and (merged key by key)
+``method_options``. Seeds are derived from the instance, never from the position in the grid, so any
+trial can be re-run alone (see :func:`derive_seed`).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .methods import registered
+
+__all__ = ["Cell", "RunSpec", "Grid", "load_grid", "grid_from_dict", "builtin_grid", "GRID_DIR",
+           "derive_seed", "ALL_METHODS"]
+
+ALL_METHODS: tuple[str, ...] = ("sculpt", "exact", "lbfgs", "adam")
+GRID_DIR: Path = Path(__file__).resolve().parents[2] / "benchmarks" / "grids"
+
+_CELL_FIELDS = ("regime", "d", "k", "m", "N", "n_factor", "scale", "distribution", "noise", "weak_head",
+                "separation")
+_BLOCK_ONLY = ("seeds", "methods", "threshold", "test_samples", "method_options")
+_TOP_LEVEL = ("name", "description") + _BLOCK_ONLY + ("cells",)
+
+
+def _fmt(x: Any) -> str:
+    """Canonical short text of a cell value for keys: ints as ints, floats by repr, None as '-'."""
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return repr(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+    return str(x)
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 63-bit seed from the canonical text of ``parts``: seed = sha256("|".join(parts)) mod 2⁶³."""
+    text = "|".join(_fmt(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One instance family: sizes (d, k, m), examples N, plant scale, input law, label noise and the
+    optional hard-regime knobs ``weak_head`` / ``separation`` of :func:`sculpt.data.plant`."""
+
+    regime: str
+    d: int
+    k: int
+    m: int
+    N: int
+    scale: float = 2.5
+    distribution: str = "boolean"
+    noise: float = 0.0
+    weak_head: float | None = None
+    separation: float | None = None
+    n_factor: float | None = None
+
+    @property
+    def count(self) -> float:
+        """The parameter-counting sample size 2md/k (2md² unknowns over kd outputs per example)."""
+        return 2 * self.m * self.d / self.k
+
+    @property
+    def instance_key(self) -> str:
+        """What the planted layer depends on (not N, not the noise, not the regime label)."""
+        return (f"d{self.d}k{self.k}m{self.m}:scale{_fmt(self.scale)}:{self.distribution}"
+                f":weak{_fmt(self.weak_head)}:sep{_fmt(self.separation)}")
+
+    @property
+    def key(self) -> str:
+        """Canonical cell key: regime label, the instance and the data size / noise."""
+        return f"{self.regime}:{self.instance_key}:N{self.N}:noise{_fmt(self.noise)}"
+
+    @property
+    def data_key(self) -> str:
+        """What the training / test data depend on (the instance, N and the noise; not the label)."""
+        return f"{self.instance_key}:N{self.N}:noise{_fmt(self.noise)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: a method on the data of one trial (cell, seed). Everything needed to reproduce it."""
+
+    cell: Cell
+    seed: int
+    method: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    threshold: float = 1e-12
+    test_samples: int = 2000
+
+    @property
+    def trial_key(self) -> str:
+        return f"{self.cell.key}:seed{self.seed}"
+
+    @property
+    def options_digest(self) -> str:
+        """Eight hex digits of the method options, so changed options are not mistaken for done runs."""
+        text = json.dumps(dict(self.options), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+    @property
+    def key(self) -> str:
+        """Run key: trial key, method and options digest (the resume key)."""
+        return f"{self.trial_key}:{self.method}@{self.options_digest}"
+
+    @property
+    def instance_seed(self) -> int:
+        """Seeds the planted layer: shared by every N, noise level and method of one (instance, seed)."""
+        return derive_seed("instance", self.cell.instance_key, self.seed)
+
+    @property
+    def data_seed(self) -> int:
+        """Seeds the training inputs, label noise and test inputs of the trial (shared by its methods)."""
+        return derive_seed("data", self.cell.data_key, self.seed)
+
+    @property
+    def method_seed(self) -> int:
+        """Seeds the method's own randomness (initialisation, row sampling)."""
+        return derive_seed("method", self.cell.data_key, self.seed, self.method)
+
+
+@dataclass
+class Grid:
+    """An expanded grid: its ``name``, the cells, seeds, methods and per-method options."""
+
+    name: str
+    cells: list[Cell]
+    seeds: dict[str, list[int]]                 # cell key -> seeds
+    methods: dict[str, list[str]]               # cell key -> methods
+    method_options: dict[str, dict[str, dict[str, Any]]]   # cell key -> method -> options
+    threshold: dict[str, float]
+    test_samples: dict[str, int]
+    description: str = ""
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def runs(self, methods: Iterable[str] | None = None) -> list[RunSpec]:
+        """Every (cell, seed, method) run, in grid order; ``methods`` restricts the method set. The exact
+        route applies only to single-head cells (m = 1) and is left out elsewhere."""
+        wanted = None if methods is None else list(methods)
+        out: list[RunSpec] = []
+        for cell in self.cells:
+            ms = self.methods[cell.key]
+            if wanted is not None:
+                ms = [m for m in wanted if m in ms]
+            for seed in self.seeds[cell.key]:
+                for method in ms:
+                    if method == "exact" and cell.m != 1:
+                        continue
+                    out.append(RunSpec(cell, seed, method, self.method_options[cell.key].get(method, {}),
+                                       self.threshold[cell.key], self.test_samples[cell.key]))
+        return out
+
+    def with_seeds(self, n: int) -> "Grid":
+        """A copy running seeds 0..n-1 in every cell."""
+        g = copy.deepcopy(self)
+        g.seeds = {key: list(range(n)) for key in g.seeds}
+        return g
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _seeds(value: Any, where: str) -> list[int]:
+    if isinstance(value, bool):
+        raise TypeError(f"{where}: seeds must be an int or a list of ints")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"{where}: seeds = {value} must be >= 1")
+        return list(range(value))
+    seeds = _as_list(value)
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"{where}: seeds must be a non-empty list of non-negative ints, got {value!r}")
+    return seeds
+
+
+def _check_cell(c: Cell, where: str) -> None:
+    for name in ("d", "k", "m", "N"):
+        v = getattr(c, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{where}: {name} must be an integer >= 1, got {v!r}")
+    if c.distribution not in ("boolean", "gaussian"):
+        raise ValueError(f"{where}: distribution must be 'boolean' or 'gaussian', got {c.distribution!r}")
+    if not (isinstance(c.scale, (int, float)) and c.scale > 0):
+        raise ValueError(f"{where}: scale must be a positive number, got {c.scale!r}")
+    if not (isinstance(c.noise, (int, float)) and c.noise >= 0):
+        raise ValueError(f"{where}: noise must be a number >= 0, got {c.noise!r}")
+    for name in ("weak_head", "separation"):
+        v = getattr(c, name)
+        if v is not None and not (isinstance(v, (int, float)) and v > 0):
+            raise ValueError(f"{where}: {name} must be a positive number or absent, got {v!r}")
+
+
+def _expand_block(block: Mapping[str, Any], where: str) -> list[Cell]:
+    unknown = set(block) - set(_CELL_FIELDS) - set(_BLOCK_ONLY)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
+                         f"{sorted(set(_CELL_FIELDS) | set(_BLOCK_ONLY))}")
+    for name in ("d", "k", "m"):
+        if name not in block:
+            raise ValueError(f"{where}: missing field {name!r}")
+    if ("N" in block) == ("n_factor" in block):
+        raise ValueError(f"{where}: give exactly one of 'N' and 'n_factor'")
+    names = [n for n in _CELL_FIELDS if n in block]
+    cells = []
+    for values in itertools.product(*(_as_list(block[n]) for n in names)):
+        kw = dict(zip(names, values))
+        kw.setdefault("regime", "generic")
+        for name in ("scale", "noise", "weak_head", "separation", "n_factor"):
+            if isinstance(kw.get(name), int) and not isinstance(kw.get(name), bool):
+                kw[name] = float(kw[name])
+        if "n_factor" in kw:
+            f = kw["n_factor"]
+            if not (isinstance(f, float) and f > 0):
+                raise ValueError(f"{where}: n_factor must be a positive number, got {f!r}")
+            kw["N"] = math.ceil(f * 2 * kw["m"] * kw["d"] / kw["k"] - 1e-9)
+        cell = Cell(**kw)
+        _check_cell(cell, where)
+        cells.append(cell)
+    return cells
+
+
+def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
+    """Build a :class:`Grid` from the parsed grid-file structure (see the module docstring)."""
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"grid spec must be a mapping, got {type(spec).__name__}")
+    unknown = set(spec) - set(_TOP_LEVEL)
+    if unknown:
+        raise ValueError(f"grid: unknown top-level field(s) {sorted(unknown)}; allowed: {sorted(_TOP_LEVEL)}")
+    blocks = spec.get("cells")
+    if not isinstance(blocks, list) or not blocks:
+        raise ValueError("grid: 'cells' must be a non-empty list of cell blocks")
+    default_methods = _as_list(spec.get("methods", list(ALL_METHODS)))
+    default_opts = spec.get("method_options", {})
+    grid = Grid(name=name or str(spec.get("name", "grid")), cells=[], seeds={}, methods={}, method_options={},
+                threshold={}, test_samples={}, description=str(spec.get("description", "")), source=dict(spec))
+    for i, block in enumerate(blocks):
+        where = f"grid cells[{i}]"
+        if not isinstance(block, Mapping):
+            raise TypeError(f"{where} must be a table/mapping, got {type(block).__name__}")
+        seeds = _seeds(block.get("seeds", spec.get("seeds", [0])), where)
+        methods = _as_list(block.get("methods", default_methods))
+        known = set(ALL_METHODS) | set(registered())
+        bad = [m for m in methods if m not in known]
+        if bad:
+            raise ValueError(f"{where}: unknown method(s) {bad}; choose from {sorted(known)}")
+        opts = {m: dict(default_opts.get(m, {})) for m in known}
+        for m, o in block.get("method_options", {}).items():
+            opts.setdefault(m, {}).update(o)
+        threshold = float(block.get("threshold", spec.get("threshold", 1e-12)))
+        test_samples = int(block.get("test_samples", spec.get("test_samples", 2000)))
+        if not threshold > 0 or test_samples < 1:
+            raise ValueError(f"{where}: threshold must be > 0 and test_samples >= 1")
+        for cell in _expand_block(block, where):
+            if cell.key in grid.seeds:
+                raise ValueError(f"{where}: cell {cell.key} appears twice in the grid")
+            grid.cells.append(cell)
+            grid.seeds[cell.key] = seeds
+            grid.methods[cell.key] = methods
+            grid.method_options[cell.key] = opts
+            grid.threshold[cell.key] = threshold
+            grid.test_samples[cell.key] = test_samples
+    return grid
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise ValueError(f"reading {path} needs Python >= 3.11 (tomllib) or the tomli package; "
+                             f"on Python 3.10 write the grid as JSON with the same structure") from None
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read a grid file: ``.toml`` (tomllib; tomli on 3.10) or ``.json`` with the same structure."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"grid file {p} does not exist")
+    if p.suffix.lower() == ".json":
+        spec = json.loads(p.read_text())
+    elif p.suffix.lower() == ".toml":
+        spec = _read_toml(p)
+    else:
+        raise ValueError(f"grid file {p} must end in .toml or .json")
+    return grid_from_dict(spec, name=spec.get("name", p.stem))
+
+
+def builtin_grid(name: str) -> Grid:
+    """The grid shipped in benchmarks/grids/<name>.toml (``"default"`` or ``"quick"``); a .json twin is
+    used on Python 3.10 without tomli."""
+    for suffix in (".toml", ".json"):
+        p = GRID_DIR / f"{name}{suffix}"
+        if p.is_file():
+            if suffix == ".toml" and sys.version_info < (3, 11):
+                try:
+                    import tomli  # type: ignore[import-not-found] # noqa: F401
+                except ImportError:
+                    continue
+            return load_grid(p)
+    raise ValueError(f"built-in grid {name!r} not found under {GRID_DIR} (run from a source checkout, "
+                     f"or pass --grid FILE)")

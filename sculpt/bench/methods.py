@@ -1,0 +1,83 @@
+"""The methods a sweep can run, behind one signature: ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult``.
+
+- ``sculpt``: :func:`sculpt.learner.learn` with ``method="sculpt"`` (the Chen & Li pipeline).
+- ``exact``:  :func:`sculpt.learner.learn` with ``method="exact"`` (the m = 1 route only).
+- ``lbfgs``:  :func:`sculpt.baselines.gradient_descent` with ``method="lbfgs"`` from a random start.
+- ``adam``:   :func:`sculpt.torch_adam.torch_adam` (PyTorch, float64, cosine schedule) when torch is
+  installed, else the numpy Adam of ``gradient_descent(method="adam")``.
+
+:func:`register` adds a method (tests use it for cheap stand-ins); imports are lazy so a sweep only loads
+what it runs.
+"""
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Callable
+
+from ..result import LearnResult
+
+__all__ = ["register", "get_method", "registered", "adam_implementation"]
+
+Method = Callable[..., LearnResult]
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(name: str, fn: Method) -> None:
+    """Make ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult`` runnable under ``name``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"method name must be a non-empty string, got {name!r}")
+    if not callable(fn):
+        raise TypeError(f"method {name!r} must be callable, got {type(fn).__name__}")
+    _REGISTRY[name] = fn
+
+
+def registered() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_method(name: str) -> Method:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; registered: {registered()}") from None
+
+
+def adam_implementation() -> str:
+    """'torch' when PyTorch is importable, else 'numpy'."""
+    return "torch" if importlib.util.find_spec("torch") is not None else "numpy"
+
+
+def _learn(route: str) -> Method:
+    def run(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
+        from ..learner import learn
+
+        return learn(X, Y, m, method=route, seed=seed, truth=truth, **options)
+
+    run.__name__ = f"learn_{route}"
+    return run
+
+
+def _lbfgs(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
+    from ..baselines import gradient_descent
+
+    return gradient_descent(X, Y, m, method="lbfgs", seed=seed, **options)
+
+
+def _adam(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
+    if adam_implementation() == "torch":
+        from ..torch_adam import torch_adam
+
+        return torch_adam(X, Y, m, seed=seed, **options)
+    from ..baselines import gradient_descent
+
+    numpy_opts = {k: v for k, v in options.items() if k not in _TORCH_ONLY}
+    return gradient_descent(X, Y, m, method="adam", seed=seed, **numpy_opts)
+
+
+# options only the torch Adam understands; dropped when falling back to the numpy Adam
+_TORCH_ONLY = frozenset({"lr", "lr_min", "batch_size", "threads"})
+
+register("sculpt", _learn("sculpt"))
+register("exact", _learn("exact"))
+register("lbfgs", _lbfgs)
+register("adam", _adam)

@@ -1,0 +1,224 @@
+"""Run a sweep: serially, in local processes, or on a dask.distributed scheduler; resumable.
+
+Runs are appended to ``<out>/trials.jsonl`` by the driving process as they finish; a re-run into the
+same folder loads the file and skips every run whose key is present (a torn last line from an
+interrupted write is dropped). Records do not depend on the scheduler: each run derives all of its
+randomness from its key (:class:`sculpt.bench.grid.RunSpec`).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, TextIO
+
+from .grid import Grid, RunSpec
+from .trials import run_trial
+
+__all__ = ["RecordStore", "Progress", "SweepResult", "run_sweep", "default_workers", "execute"]
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def default_workers() -> int:
+    """min(2, cores): the benchmark machines are small and shared."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class RecordStore:
+    """The append-only JSON-lines file of a sweep; ``load()`` maps run key -> last record for it."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """Read every complete line; a torn final line (no newline, or not valid JSON) is cut off."""
+        if not self.path.exists():
+            return {}
+        raw = self.path.read_bytes()
+        records: dict[str, dict[str, Any]] = {}
+        good_end = 0
+        pos = 0
+        while pos < len(raw):
+            nl = raw.find(b"\n", pos)
+            if nl < 0:
+                break
+            line = raw[pos:nl].strip()
+            if line:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                if isinstance(rec, dict) and isinstance(rec.get("key"), str):
+                    records[rec["key"]] = rec
+            pos = good_end = nl + 1
+        if good_end < len(raw):
+            with self.path.open("r+b") as fh:
+                fh.truncate(good_end)
+        return records
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+class Progress:
+    """A plain-text progress bar over runs on ``stream`` (stderr): redrawn in place on a terminal,
+    one line per finished run otherwise."""
+
+    def __init__(self, total: int, *, skipped: int = 0, stream: TextIO | None = None, enabled: bool = True,
+                 width: int = 30):
+        self.total, self.skipped, self.done, self.ok, self.failed = total, skipped, 0, 0, 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled, self.width = enabled, width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.perf_counter()
+
+    @staticmethod
+    def _clock(seconds: float) -> str:
+        s = int(round(seconds))
+        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+    def start(self) -> None:
+        if self.enabled:
+            note = f" ({self.skipped} already done, skipped)" if self.skipped else ""
+            self.stream.write(f"bench: {self.total} runs to do{note}\n")
+            self.stream.flush()
+
+    def update(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        self.ok += bool(record.get("success"))
+        self.failed += record.get("status") == "error"
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        filled = int(self.width * self.done / max(self.total, 1))
+        bar = "#" * filled + "." * (self.width - filled)
+        mark = "ok" if record.get("success") else ("ERROR" if record.get("status") == "error" else "fail")
+        line = (f"[{bar}] {self.done}/{self.total} | success {self.ok} errors {self.failed} | "
+                f"{self._clock(elapsed)} elapsed, ~{self._clock(eta)} left | "
+                f"{record.get('trial_key', '?')} {record.get('method', '?')}: {mark}")
+        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
+        if self.tty and self.done == self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def _single_threaded_children() -> Iterator[None]:
+    """Child processes get one BLAS/OpenMP thread each (unless the caller set the variables)."""
+    saved = {v: os.environ.get(v) for v in _THREAD_VARS}
+    for v in _THREAD_VARS:
+        os.environ.setdefault(v, "1")
+    try:
+        yield
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+
+
+def execute(specs: list[RunSpec], *, scheduler: str = "local", workers: int | None = None,
+            fn: Callable[[RunSpec], dict[str, Any]] = run_trial) -> Iterator[dict[str, Any]]:
+    """Yield ``fn(spec)`` for every spec as runs finish (any order).
+
+    ``scheduler``: "serial" (this process), "local" (a pool of ``workers`` processes; one worker means
+    serial), or a dask.distributed scheduler address such as "tcp://host:8786" (needs the dask extra).
+    """
+    if not isinstance(scheduler, str) or not scheduler:
+        raise ValueError(f"scheduler must be 'serial', 'local' or a dask scheduler address, got {scheduler!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if not specs:
+        return
+    if scheduler == "serial" or (scheduler == "local" and (workers or default_workers()) == 1):
+        for spec in specs:
+            yield fn(spec)
+    elif scheduler == "local":
+        import multiprocessing as mp
+
+        with _single_threaded_children():
+            pool = ProcessPoolExecutor(max_workers=min(workers or default_workers(), len(specs)),
+                                       mp_context=mp.get_context("spawn"))
+            try:
+                futures = [pool.submit(fn, spec) for spec in specs]
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+    else:
+        yield from _execute_dask(specs, scheduler, fn)
+
+
+def _execute_dask(specs: list[RunSpec], address: str,
+                  fn: Callable[[RunSpec], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    try:
+        from distributed import Client, as_completed as dask_completed
+    except ImportError:
+        raise RuntimeError(f"--scheduler {address} needs dask.distributed, which is not installed; "
+                           f"install the extra (pip install 'sculpt[dask]') or use --scheduler local") from None
+    client = Client(address)
+    try:
+        futures = client.map(fn, specs, pure=False)
+        try:
+            for fut in dask_completed(futures):
+                yield fut.result()
+        finally:
+            client.cancel(futures)
+    finally:
+        client.close()
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: ``records`` of the planned runs (grid order), counts, and the output folder."""
+
+    out: Path
+    records: list[dict[str, Any]]
+    planned: int
+    skipped: int
+    ran: int
+    errors: int
+    wall: float
+    error_messages: list[str] = field(default_factory=list)
+
+
+def run_sweep(grid: Grid, out: str | Path, *, methods: Iterable[str] | None = None, scheduler: str = "local",
+              workers: int | None = None, progress: bool = True, retry_errors: bool = False,
+              stream: TextIO | None = None, fn: Callable[[RunSpec], dict[str, Any]] = run_trial) -> SweepResult:
+    """Run every run of ``grid`` (restricted to ``methods``) whose key is not yet in <out>/trials.jsonl,
+    appending records as they finish; runs that ended in status "error" are redone if ``retry_errors``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = RecordStore(out / "trials.jsonl")
+    done = store.load()
+    plan = grid.runs(methods)
+    keys = [s.key for s in plan]
+    if len(set(keys)) != len(keys):
+        raise ValueError("grid produces duplicate run keys")
+    todo = [s for s in plan if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
+    bar = Progress(len(todo), skipped=len(plan) - len(todo), stream=stream, enabled=progress)
+    bar.start()
+    t0 = time.perf_counter()
+    errors: list[str] = []
+    for record in execute(todo, scheduler=scheduler, workers=workers, fn=fn):
+        store.append(record)
+        done[record["key"]] = record
+        if record.get("status") == "error":
+            errors.append(f"{record['key']}: {record.get('error')}")
+        bar.update(record)
+    return SweepResult(out=out, records=[done[k] for k in keys if k in done], planned=len(plan),
+                       skipped=len(plan) - len(todo), ran=len(todo), errors=len(errors),
+                       wall=time.perf_counter() - t0, error_messages=errors)
