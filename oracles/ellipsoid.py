@@ -1,0 +1,372 @@
+"""The ellipsoid method: feasibility and linear minimisation with a separation oracle only.
+
+E = {c + J z : ‖z‖ <= 1} = {y : (y - c)ᵀ (J Jᵀ)⁻¹ (y - c) <= 1}. A cut aᵀy <= b with α = (aᵀc - b)/‖Jᵀa‖
+replaces E by the least-volume ellipsoid containing E ∩ {aᵀy <= b} (engine.md §5):
+c' = c - (1 + nα)/(n + 1) · J v,  J' = √δ · J (I - k v vᵀ),  v = Jᵀa/‖Jᵀa‖,
+δ = n²(1 - α²)/(n² - 1),  (1 - k)² = 1 - σ,  σ = 2(1 + nα)/((n + 1)(1 + α)).
+The factor J is updated instead of the shape P = J Jᵀ, so P stays symmetric positive semidefinite by
+construction and thin semi-axes (flat bodies) are resolved to eps·‖J‖ rather than √eps·‖J‖.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+
+from ._validate import as_matrix, as_vector, positive
+from .bodies import ConvexBody
+from .cuts import Cut, ParallelCut
+from .errors import MissingOracleError
+from .results import EllipsoidResult
+
+UpdateStatus = Literal["success", "empty", "no_effect"]
+
+_ALPHA_MAX = 1.0 - 1e-12  # alpha in [_ALPHA_MAX, 1] leaves (at most) one point: keep a sliver instead
+
+
+class Ellipsoid:
+    """E = {center + factor @ z : ‖z‖ <= 1}; ``shape = factor @ factorᵀ`` is the matrix P of (y-c)ᵀP⁻¹(y-c) <= 1.
+
+    ``update(cut)`` supports central (α = 0), deep (α > 0), shallow (-1/n < α < 0) and parallel cuts and
+    returns ``"success"``, ``"empty"`` (α > 1: the cut misses E) or ``"no_effect"`` (α <= -1/n, or a cut
+    direction along which E has zero width). ``log_volume`` = log(vol E / vol unit ball) never increases.
+    """
+
+    def __init__(self, center, shape) -> None:
+        c = as_vector(center, "center")
+        P = as_matrix(shape, "shape", c.shape[0])
+        if P.shape[0] != c.shape[0]:
+            raise ValueError(f"shape must be ({c.shape[0]}, {c.shape[0]}), got {P.shape}")
+        if not np.allclose(P, P.T, rtol=1e-10, atol=1e-12 * max(1.0, float(np.abs(P).max()))):
+            raise ValueError("shape must be symmetric")
+        try:
+            J = np.linalg.cholesky(0.5 * (P + P.T))
+        except np.linalg.LinAlgError:
+            raise ValueError("shape must be positive definite") from None
+        self._init(c, J)
+
+    def _init(self, c: np.ndarray, J: np.ndarray) -> None:
+        self._c = np.array(c, dtype=float)
+        self._J = np.array(J, dtype=float)
+        self.dim = self._c.shape[0]
+        sign, logdet = np.linalg.slogdet(self._J)
+        self._log_volume = float(logdet) if sign != 0 else -math.inf
+
+    @classmethod
+    def ball(cls, center, radius: float) -> "Ellipsoid":
+        """The ball B(center, radius)."""
+        c = as_vector(center, "center")
+        r = positive(radius, "radius")
+        return cls.from_factor(c, r * np.eye(c.shape[0]))
+
+    @classmethod
+    def from_factor(cls, center, factor) -> "Ellipsoid":
+        """E = {center + factor @ z : ‖z‖ <= 1} for a square non-singular factor."""
+        c = as_vector(center, "center")
+        J = as_matrix(factor, "factor", c.shape[0])
+        if J.shape[0] != c.shape[0]:
+            raise ValueError(f"factor must be ({c.shape[0]}, {c.shape[0]}), got {J.shape}")
+        E = cls.__new__(cls)
+        E._init(c, J)
+        return E
+
+    def copy(self) -> "Ellipsoid":
+        return Ellipsoid.from_factor(self._c, self._J)
+
+    def __repr__(self) -> str:
+        return f"Ellipsoid(dim={self.dim}, log_volume={self._log_volume:.4g})"
+
+    # -- views ------------------------------------------------------------------------------------
+    @property
+    def center(self) -> np.ndarray:
+        return self._c.copy()
+
+    @property
+    def factor(self) -> np.ndarray:
+        return self._J.copy()
+
+    @property
+    def shape(self) -> np.ndarray:
+        """P = J Jᵀ (symmetric positive semidefinite by construction)."""
+        return self._J @ self._J.T
+
+    @property
+    def log_volume(self) -> float:
+        """log(vol E / vol of the unit ball) = log |det J|."""
+        return self._log_volume
+
+    def half_width(self, normal) -> float:
+        """max over E of aᵀ(y - c) = ‖Jᵀa‖ (for a unit a: the half-width of E along a)."""
+        return float(np.linalg.norm(self._J.T @ as_vector(normal, "normal", self.dim)))
+
+    def semi_axes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lengths ascending, directions as columns): E = {c + Σ t_i l_i u_i : ‖t‖ <= 1}."""
+        U, s, _ = np.linalg.svd(self._J)
+        order = np.argsort(s)
+        return s[order], U[:, order]
+
+    def contains(self, points, tol: float = 0.0) -> np.ndarray | bool:
+        """‖J⁻¹(y - c)‖ <= 1 + tol for a point (bool) or each row of a 2-D array (bool array)."""
+        Y = np.asarray(points, dtype=float)
+        Z = np.linalg.solve(self._J, (np.atleast_2d(Y) - self._c).T)
+        inside = np.linalg.norm(Z, axis=0) <= 1.0 + tol
+        return bool(inside[0]) if Y.ndim == 1 else inside
+
+    def alpha(self, cut: Cut) -> float:
+        """Depth of the cut in units of E's half-width along it: (aᵀc - b)/‖Jᵀa‖ (inf if that width is 0)."""
+        tau = self.half_width(cut.normal)
+        viol = float(cut.normal @ self._c - cut.offset)
+        if tau == 0.0:
+            return math.inf if viol > 0 else -math.inf
+        return viol / tau
+
+    # -- updates ----------------------------------------------------------------------------------
+    def update(self, cut: Cut | ParallelCut) -> UpdateStatus:
+        """Replace E by the least-volume ellipsoid containing E ∩ cut; see the module docstring."""
+        if isinstance(cut, ParallelCut):
+            return self._update_parallel(cut)
+        if not isinstance(cut, Cut):
+            raise TypeError(f"cut must be a Cut or ParallelCut, got {type(cut).__name__}")
+        a = self._check_normal(cut.normal)
+        w = self._J.T @ a
+        tau = float(np.linalg.norm(w))
+        if not tau > 0.0:
+            return "empty" if float(a @ self._c) > cut.offset else "no_effect"
+        return self._single(w / tau, (float(a @ self._c) - cut.offset) / tau)
+
+    def _check_normal(self, normal: np.ndarray) -> np.ndarray:
+        if normal.shape != (self.dim,):
+            raise ValueError(f"cut normal must have shape ({self.dim},), got {normal.shape}")
+        if not np.any(normal):
+            raise ValueError("cut normal must be non-zero")
+        return normal
+
+    def _single(self, v: np.ndarray, alpha: float) -> UpdateStatus:
+        """Cut {z : vᵀz <= -alpha} of the unit ball in the coordinates y = c + J z (‖v‖ = 1)."""
+        n = self.dim
+        if alpha > 1.0:
+            return "empty"
+        if n == 1:
+            if alpha <= -1.0:
+                return "no_effect"
+            alpha = min(alpha, _ALPHA_MAX)
+            Jv = self._J @ v
+            self._c -= 0.5 * (1.0 + alpha) * Jv
+            self._J *= 0.5 * (1.0 - alpha)
+            self._log_volume += math.log(0.5 * (1.0 - alpha))
+            return "success"
+        if alpha <= -1.0 / n:
+            return "no_effect"
+        alpha = min(alpha, _ALPHA_MAX)
+        rho = (1.0 + n * alpha) / (n + 1.0)
+        one_minus_sigma = (n - 1.0) * (1.0 - alpha) / ((n + 1.0) * (1.0 + alpha))
+        delta = n * n * (1.0 - alpha) * (1.0 + alpha) / (n * n - 1.0)
+        self._apply(v, rho, one_minus_sigma, delta)
+        return "success"
+
+    def _apply(self, v: np.ndarray, rho: float, one_minus_sigma: float, delta: float) -> None:
+        """c -= ρ J v;  J <- √δ J (I - k v vᵀ) with (1 - k)² = 1 - σ;  log vol += (n/2) log δ + ½ log(1 - σ)."""
+        Jv = self._J @ v
+        self._c -= rho * Jv
+        k = 1.0 - math.sqrt(one_minus_sigma)
+        self._J -= k * np.outer(Jv, v)
+        self._J *= math.sqrt(delta)
+        self._log_volume += 0.5 * self.dim * math.log(delta) + 0.5 * math.log(one_minus_sigma)
+
+    def _update_parallel(self, cut: ParallelCut) -> UpdateStatus:
+        """Slab lower <= aᵀy <= upper: the two-sided update (Bland–Goldfarb–Todd; ellalgo's (ρ, σ, δ))."""
+        a = self._check_normal(cut.normal)
+        w = self._J.T @ a
+        tau = float(np.linalg.norm(w))
+        u0 = float(a @ self._c)
+        if not tau > 0.0:
+            return "no_effect" if cut.lower <= u0 <= cut.upper else "empty"
+        v = w / tau
+        zl, zu = (cut.lower - u0) / tau, (cut.upper - u0) / tau  # slab zl <= vᵀz <= zu in the unit ball
+        if zl > 1.0 or zu < -1.0:
+            return "empty"
+        n = self.dim
+        upper_active, lower_active = zu < 1.0, zl > -1.0
+        if not (upper_active and lower_active):
+            if upper_active:
+                return self._single(v, -zu)
+            if lower_active:
+                return self._single(-v, zl)
+            return "no_effect"
+        if n == 1:
+            width = 0.5 * (zu - zl)
+            if width <= 0.0:
+                width = 0.5 * (1.0 - _ALPHA_MAX)
+            Jv = self._J @ v
+            self._c += 0.5 * (zl + zu) * Jv
+            self._J *= width
+            self._log_volume += math.log(width)
+            return "success"
+        b0, b1 = -zu, -zl  # ellalgo's convention: b0 <= b1, cut vᵀz + b0 <= 0 and vᵀz + b1 >= 0
+        eta = 1.0 + n * b0 * b1
+        single = max((-zu, v), (zl, -v), key=lambda t: t[0])
+        if eta <= 0.0:
+            return self._single(single[1], single[0])
+        z0, z1 = 1.0 - b0 * b0, 1.0 - b1 * b1
+        xi = math.sqrt(max(z0 * z1 + (0.5 * n * (b1 * b1 - b0 * b0)) ** 2, 0.0))
+        sigma = 2.0 * eta / (1.0 + b0 * b1 + 0.5 * n * (b0 + b1) ** 2 + xi)
+        rho = 0.5 * sigma * (b0 + b1)
+        delta = n * n / (n * n - 1.0) * (0.5 * (z0 + z1) + xi / n)
+        one_minus_sigma = 1.0 - sigma
+        if not (one_minus_sigma > 0.0 and delta > 0.0):
+            one_minus_sigma = max(one_minus_sigma, (1.0 - _ALPHA_MAX) ** 2)
+        if not delta > 0.0 or 0.5 * n * math.log(delta) + 0.5 * math.log(one_minus_sigma) >= 0.0:
+            return self._single(single[1], single[0])
+        self._apply(v, rho, one_minus_sigma, delta)
+        return "success"
+
+
+class _CutStore:
+    """Ring buffer of unit-normal cuts already returned by the oracle (valid for the body, reused for free)."""
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.A = np.empty((max(capacity, 0), dim))
+        self.b = np.empty(max(capacity, 0))
+        self.size = 0
+        self._next = 0
+
+    def add(self, cut: Cut) -> None:
+        cap = self.A.shape[0]
+        if cap == 0:
+            return
+        nrm = float(np.linalg.norm(cut.normal))
+        self.A[self._next] = cut.normal / nrm
+        self.b[self._next] = cut.offset / nrm
+        self._next = (self._next + 1) % cap
+        self.size = min(self.size + 1, cap)
+
+    def deepest(self, E: Ellipsoid, tol: float) -> Cut | None:
+        """The stored cut of largest α among those the centre violates by more than tol, or None."""
+        if self.size == 0:
+            return None
+        A, b = self.A[: self.size], self.b[: self.size]
+        viol = A @ E._c - b
+        idx = np.flatnonzero(viol > tol)
+        if idx.size == 0:
+            return None
+        taus = np.linalg.norm(A[idx] @ E._J, axis=1)
+        alphas = viol[idx] / np.maximum(taus, 1e-300)
+        i = idx[int(np.argmax(alphas))]
+        return Cut(A[i].copy(), float(b[i]))
+
+
+def _check_body(body: ConvexBody) -> None:
+    if not isinstance(body, ConvexBody):
+        raise TypeError(f"body must be a ConvexBody, got {type(body).__name__}")
+    if not body.has_separate:
+        raise MissingOracleError(f"{type(body).__name__} has no separate oracle (a separation oracle is required)")
+
+
+def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tuple:
+    _check_body(body)
+    n = body.dim
+    c = as_vector(center, "center", n)
+    r = positive(radius, "radius")
+    obj = None if objective is None else as_vector(objective, "objective", n)
+    if obj is not None and not np.any(obj):
+        raise ValueError("objective must be non-zero")
+    if max_iter is None:
+        max_iter = 100 * n * n + 1000
+    if int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
+    return n, c, r, obj, int(max_iter)
+
+
+def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
+              max_iter: int | None = None, cut: Literal["deep", "central"] = "deep", flat_tol: float = 1e-7,
+              oracle_tol: float = 1e-9, memory: int | None = None) -> EllipsoidResult:
+    """Find a point of the body, or minimise ``objective @ x`` over it, starting from E_0 = B(center, radius).
+
+    Each step cuts E_k with a stored cut the centre violates (no oracle call) or else with
+    ``body.separate(center, oracle_tol)``; with an objective, a feasible centre gives the cut
+    objective @ y <= best value (central when the centre is the new best), and the stop is
+    best - min_{E_k} objective <= tol. ``cut="central"`` moves every separating cut through the centre.
+    Emptiness is certified by a cut missing E_k or by E_k's smallest semi-axis falling below oracle_tol/2
+    (a non-empty body, enlarged by oracle_tol, would contain such a ball). Before a point is found, a
+    smallest semi-axis below flat_tol·radius stops with status "flat" and the thin directions (flat_tol=0:
+    never). ``memory`` cuts are kept for reuse (default 10·n; 0 gives the textbook method).
+    """
+    n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
+    tol = positive(tol, "tol")
+    oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
+    flat_tol = positive(flat_tol, "flat_tol", strict=False)
+    if cut not in ("deep", "central"):
+        raise ValueError(f"cut must be 'deep' or 'central', got {cut!r}")
+    memory = 10 * n if memory is None else int(memory)
+    if memory < 0:
+        raise ValueError(f"memory must be non-negative, got {memory}")
+    store = _CutStore(n, memory if cut == "deep" else 0)
+    E = Ellipsoid.ball(c0, R)
+    log_volumes = [E.log_volume]
+    best_x: np.ndarray | None = None
+    best_val = math.inf
+    lower = -math.inf
+    calls = recycled = 0
+    check_every = max(1, n)
+    flat_thr = flat_tol * R
+    empty_thr = 0.5 * oracle_tol
+
+    def result(status: str, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None) -> EllipsoidResult:
+        dirs, widths = flat if flat is not None else (np.zeros((n, 0)), np.zeros(0))
+        return EllipsoidResult(
+            status=status, x=None if best_x is None else best_x.copy(),
+            value=None if best_x is None or obj is None else best_val, iterations=it, oracle_calls=calls,
+            center=E.center, shape=E.shape, lower_bound=None if obj is None else lower,
+            log_volumes=np.asarray(log_volumes), flat_directions=dirs, flat_widths=widths,
+            recycled_cuts=recycled, message=message)
+
+    it = 0
+    while it < max_iter:
+        xc = E._c
+        sep = store.deepest(E, oracle_tol) if store.size else None
+        if sep is not None:
+            recycled += 1
+        else:
+            calls += 1
+            sep = body.separate(xc.copy(), oracle_tol)
+            if sep is not None:
+                store.add(sep)
+                if cut == "central":
+                    sep = Cut(sep.normal, float(sep.normal @ xc))
+        if sep is None:
+            if obj is None:
+                best_x = xc.copy()
+                return result("feasible", "the centre of the ellipsoid is in the body")
+            val = float(obj @ xc)
+            if val < best_val:
+                best_x, best_val = xc.copy(), val
+            step = Cut(obj, best_val)
+        elif obj is not None and best_x is not None:
+            oc = Cut(obj, best_val)
+            step = oc if E.alpha(oc) > E.alpha(sep) else sep
+        else:
+            step = sep
+        status = E.update(step)
+        it += 1
+        log_volumes.append(E.log_volume)
+        if status == "empty":
+            if best_x is not None:
+                lower = best_val
+                return result("optimal", "no point of the body improves on the best value")
+            return result("empty", "a cut missed the ellipsoid: the body has no point in the starting ball")
+        if status == "no_effect":
+            return result("max_iter", "a cut had no effect (the ellipsoid has zero width along it)")
+        if obj is not None and best_x is not None:
+            lower = max(lower, float(obj @ E._c) - E.half_width(obj))
+            if best_val - lower <= tol:
+                return result("optimal", "the gap best - min over the ellipsoid is within tol")
+        if it % check_every == 0 or E.half_width(step.normal) < flat_thr * float(np.linalg.norm(step.normal)):
+            s, U = E.semi_axes()
+            if best_x is None and s[0] < empty_thr:
+                return result("empty", "the ellipsoid became thinner than the oracle tolerance")
+            if best_x is None and flat_thr > 0 and s[0] < flat_thr:
+                k = int(np.sum(s < flat_thr))
+                return result("flat", f"{k} semi-axes below flat_tol·radius before a point was found",
+                              (U[:, :k], s[:k]))
+    return result("max_iter", f"no answer within max_iter={max_iter} updates")
