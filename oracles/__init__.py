@@ -6,11 +6,15 @@ cutting-plane methods, affine-hull and span extraction, min-norm points, Chebysh
 over a registry of LP/QP/conic backends. It knows nothing of attention.
 """
 from . import solvers
+from .affine import ImplicitEqualities, affine_hull, implicit_equalities, linear_span
 from .bodies import Ball, ConvexBody, Intersection, OracleBody, Polytope
 from .cuts import Cut, ParallelCut
 from .errors import EmptyBodyError, MissingOracleError, OracleError, SolverError, UnboundedError
+from .geometry import chebyshev_center, min_norm_point, width, widths
 
 __all__ = [
     "Polytope", "Ball", "OracleBody", "Intersection", "ConvexBody", "Cut", "ParallelCut",
     "solvers", "EmptyBodyError", "UnboundedError", "SolverError", "MissingOracleError", "OracleError",
+    "affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities",
+    "min_norm_point", "chebyshev_center", "width", "widths",
 ]

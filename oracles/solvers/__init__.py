@@ -1,64 +1,207 @@
-"""Solver backends behind one registry (first cut: HiGHS through scipy; extended by the solvers helper).
+"""Solver backends behind one registry (the cvxpy pattern: one adapter module per backend).
 
-``solve_lp(c, A_ub, b_ub, A_eq, b_eq, bounds=None, solver=None) -> LPSolution`` minimises c @ x.
+Backends: HIGHS (LPs; highspy directly, IPM + crossover), CLARABEL (QPs and conic problems), SCS (large
+conic problems, eps tightened to 1e-9), MOSEK (only when its licence checks out). ``available()`` lists
+the ones that work here; ``default(kind)`` picks one per problem kind; every solve takes ``solver=``.
+
+``solve_lp`` minimises cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds; ``solve_qp`` minimises
+½ xᵀP x + cᵀx over the same constraints. Infeasible -> EmptyBodyError, unbounded -> UnboundedError,
+any other untrusted status -> SolverError(backend=..., status=...).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
-from scipy.optimize import linprog
 
-from ..errors import EmptyBodyError, SolverError, UnboundedError
+from ..errors import SolverError
+from ._base import Backend, LPSolution, ProblemData, QPSolution, prepare
+from ._cvx import solve_problem
+from .backend_clarabel import ClarabelBackend
+from .backend_highs import HighsBackend, HighsModel
+from .backend_mosek import MosekBackend, licence_status as mosek_licence_status
+from .backend_scs import ScsBackend
 
-
-@dataclass
-class LPSolution:
-    """Result of one LP: minimiser x, value c @ x, backend name, and the backend's raw status."""
-
-    x: np.ndarray
-    value: float
-    backend: str
-    status: str
-    info: dict = field(default_factory=dict)
-
-
-def available() -> list[str]:
-    return ["HIGHS"]
+KINDS = ("lp", "qp", "conic")
+_REGISTRY: dict[str, Backend] = {b.name: b for b in (HighsBackend(), ClarabelBackend(), ScsBackend(), MosekBackend())}
+_PREFERENCE = {"lp": ("HIGHS", "MOSEK", "CLARABEL", "SCS"),
+               "qp": ("CLARABEL", "MOSEK", "SCS", "HIGHS"),
+               "conic": ("MOSEK", "CLARABEL", "SCS")}
+_probe_cache: dict[str, tuple[bool, str]] = {}
 
 
-def default(problem: str = "lp") -> str:
-    return "HIGHS"
+def _probe(name: str) -> tuple[bool, str]:
+    if name not in _probe_cache:
+        try:
+            _probe_cache[name] = _REGISTRY[name].probe()
+        except Exception as e:  # a probe must never raise
+            _probe_cache[name] = (False, f"probe failed: {type(e).__name__}: {e}")
+    return _probe_cache[name]
+
+
+def registered() -> list[str]:
+    """Every backend the engine knows about (usable here or not)."""
+    return list(_REGISTRY)
+
+
+def available(kind: str | None = None) -> list[str]:
+    """Backends that actually work here (MOSEK only with a valid licence), optionally for one kind."""
+    if kind is not None:
+        _check_kind(kind)
+    return [n for n in _REGISTRY if _probe(n)[0] and (kind is None or kind in _REGISTRY[n].kinds)]
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why a registered backend is unusable here (None when it is usable)."""
+    ok, why = _probe(_canonical(name))
+    return None if ok else why
+
+
+def default(kind: str = "lp") -> str:
+    """The preferred usable backend for ``kind`` in {"lp", "qp", "conic"}."""
+    _check_kind(kind)
+    for n in _PREFERENCE[kind]:
+        if _probe(n)[0]:
+            return n
+    raise SolverError(f"no usable backend for {kind} problems", backend=None, status="unavailable")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def _canonical(name) -> str:
+    if not isinstance(name, str):
+        raise ValueError(f"solver must be a backend name (str) or None, got {type(name).__name__}")
+    key = name.upper()
+    if key not in _REGISTRY:
+        raise ValueError(f"solver must be one of {registered()}, got {name!r}")
+    return key
+
+
+def get(solver: str | None = None, kind: str = "lp") -> Backend:
+    """The adapter for ``solver`` (default for ``kind`` when None). Unknown name -> ValueError; known but
+    unusable here (e.g. MOSEK without a licence) or unable to do ``kind`` -> SolverError saying why."""
+    name = default(kind) if solver is None else _canonical(solver)
+    ok, why = _probe(name)
+    if not ok:
+        raise SolverError(f"solver {name!r} is not usable here: {why}", backend=name, status="unavailable")
+    be = _REGISTRY[name]
+    if kind not in be.kinds:
+        raise SolverError(f"solver {name!r} cannot solve {kind} problems (it handles {sorted(be.kinds)})",
+                          backend=name, status="unsupported")
+    return be
 
 
 def solve_lp(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
-             method: str = "highs-ipm") -> LPSolution:
-    c = np.asarray(c, dtype=float)
-    n = c.shape[0]
-    A_ub = None if A_ub is None or np.size(A_ub) == 0 else np.asarray(A_ub, dtype=float)
-    A_eq = None if A_eq is None or np.size(A_eq) == 0 else np.asarray(A_eq, dtype=float)
-    res = linprog(c, A_ub=A_ub, b_ub=None if A_ub is None else b_ub, A_eq=A_eq,
-                  b_eq=None if A_eq is None else b_eq,
-                  bounds=bounds if bounds is not None else [(None, None)] * n, method=method)
-    if res.status == 2:
-        raise EmptyBodyError("LP infeasible: the body is empty")
-    if res.status == 3:
-        raise UnboundedError("LP unbounded: the objective is unbounded over the body")
-    if res.status != 0:
-        raise SolverError(f"HiGHS failed: {res.message}", backend="HIGHS", status=str(res.status))
-    return LPSolution(np.asarray(res.x), float(res.fun), "HIGHS", "optimal", {"result": res})
+             interior: bool = False, options: dict | None = None) -> LPSolution:
+    """min cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds (None: all free; (lo, hi); or per-variable pairs).
+
+    ``interior=True`` asks for a central point of the optimal face (HiGHS IPM without crossover).
+    """
+    data = prepare(c, A_ub, b_ub, A_eq, b_eq, bounds)
+    return get(solver, "lp").solve(data, interior=interior, options=options)
 
 
-def maximize_explicit(body, c, *, solver: str | None = None):
+def solve_qp(P, c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
+             options: dict | None = None) -> QPSolution:
+    """min ½ xᵀP x + cᵀx (P symmetric PSD) s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds."""
+    data = prepare(c, A_ub, b_ub, A_eq, b_eq, bounds, P=P)
+    return get(solver, "qp").solve(data, options=options)
+
+
+def solve_cvxpy(problem, *, solver: str | None = None, kind: str = "conic", options: dict | None = None) -> float:
+    """Solve a cvxpy Problem on one of our backends with the engine's status mapping; returns its value."""
+    return solve_problem(problem, get(solver, kind), options)
+
+
+def maximize_explicit(body, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+    """max cᵀx over an explicit body (cvxpy constraints; conic backend). Returns (value, maximiser)."""
     import cvxpy as cp
 
+    c = np.asarray(c, dtype=float)
+    if c.shape != (body.dim,) or not np.all(np.isfinite(c)):
+        raise ValueError(f"c must be a finite vector of length {body.dim}, got shape {c.shape}")
     x = cp.Variable(body.dim)
-    prob = cp.Problem(cp.Maximize(c @ x), body.cvxpy_constraints(x))
-    prob.solve(solver=cp.CLARABEL)
-    if prob.status in ("infeasible", "infeasible_inaccurate"):
-        raise EmptyBodyError("the body is empty")
-    if prob.status in ("unbounded", "unbounded_inaccurate"):
-        raise UnboundedError("objective unbounded over the body")
-    if prob.status != "optimal":
-        raise SolverError(f"CLARABEL returned {prob.status}", backend="CLARABEL", status=prob.status)
-    return float(prob.value), np.asarray(x.value)
+    value = solve_cvxpy(cp.Problem(cp.Maximize(c @ x), body.cvxpy_constraints(x)), solver=solver)
+    return value, np.asarray(x.value, dtype=float)
+
+
+class LPModel:
+    """Many LPs over one fixed feasible set that differ only in the objective (Clarabel.py-style object).
+
+    ``LPModel(polytope)`` or ``LPModel(A_ub, b_ub, A_eq, b_eq, bounds)``; then ``minimize(c)`` /
+    ``maximize(c)``, ``update(c=...)`` + ``solve()``, and ``add_halfspaces(A, b)`` as the body grows.
+    With HiGHS the model is built once and only the costs change (``algorithm="ipm"``: IPM + crossover,
+    measured fastest for unrelated objectives; ``"simplex"`` warm-starts from the previous basis).
+    Other backends re-solve from the kept, validated data.
+    """
+
+    def __init__(self, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
+                 algorithm: str = "ipm", options: dict | None = None):
+        if hasattr(A_ub, "A") and hasattr(A_ub, "b") and hasattr(A_ub, "A_eq"):  # a Polytope
+            poly = A_ub
+            A_ub, b_ub = poly.A, poly.b
+            A_eq, b_eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
+        if A_ub is None and A_eq is None:
+            raise ValueError("LPModel needs a Polytope or constraint matrices A_ub/A_eq")
+        n = (A_ub if A_ub is not None else A_eq).shape[1]
+        if algorithm not in ("ipm", "simplex"):
+            raise ValueError(f"algorithm must be 'ipm' or 'simplex', got {algorithm!r}")
+        self.data: ProblemData = prepare(np.zeros(n), A_ub, b_ub, A_eq, b_eq, bounds)
+        self.backend = get(solver, "lp")
+        self.options = options
+        self._c = np.zeros(n)
+        self._highs = HighsModel(self.data, algorithm=algorithm, options=options) \
+            if self.backend.name == "HIGHS" else None
+        self.n_solves = 0
+
+    @property
+    def dim(self) -> int:
+        return self.data.n
+
+    def _cost(self, c) -> np.ndarray:
+        c = np.asarray(c, dtype=float)
+        if c.shape != (self.dim,) or not np.all(np.isfinite(c)):
+            raise ValueError(f"c must be a finite vector of length {self.dim}, got shape {c.shape}")
+        return c
+
+    def update(self, *, c=None) -> "LPModel":
+        """Replace the objective (the only data an LPModel re-solve may change besides added rows)."""
+        if c is not None:
+            self._c = self._cost(c)
+        return self
+
+    def solve(self) -> LPSolution:
+        """Minimise the current objective."""
+        self.n_solves += 1
+        if self._highs is not None:
+            return self._highs.minimize(self._c)
+        return self.backend.solve(self.data.with_cost(self._c), options=self.options)
+
+    def minimize(self, c) -> LPSolution:
+        return self.update(c=c).solve()
+
+    def maximize(self, c) -> tuple[float, np.ndarray]:
+        """max cᵀx: returns (value, maximiser) like ConvexBody.maximize."""
+        sol = self.minimize(-self._cost(c))
+        return -sol.value, sol.x
+
+    def add_halfspaces(self, A, b) -> "LPModel":
+        """Append rows A x <= b to the kept model."""
+        extra = prepare(np.zeros(self.dim), A, b)
+        if self._highs is not None:
+            self._highs.add_rows(extra.A_ub, extra.b_ub)
+            self.data = self._highs.data
+        else:
+            import scipy.sparse as sp
+
+            A_ub = sp.vstack([sp.csr_matrix(self.data.A_ub), sp.csr_matrix(extra.A_ub)], format="csr") \
+                if sp.issparse(self.data.A_ub) else np.vstack([self.data.A_ub, extra.A_ub])
+            self.data = ProblemData(self.data.c, A_ub, np.concatenate([self.data.b_ub, extra.b_ub]),
+                                    self.data.A_eq, self.data.b_eq, self.data.lb, self.data.ub)
+        return self
+
+
+__all__ = ["LPSolution", "QPSolution", "LPModel", "available", "registered", "default", "get",
+           "unavailable_reason", "mosek_licence_status", "solve_lp", "solve_qp", "solve_cvxpy",
+           "maximize_explicit", "KINDS"]

@@ -1,0 +1,151 @@
+"""Metric questions about a convex body: min-norm point, Chebyshev centre, widths.
+
+* ``min_norm_point``: argmin ‖x‖ over K (a QP; Clarabel by default).
+* ``chebyshev_center``: the centre and radius of the largest ball inside K
+  (LP max r s.t. a_i x + r ‖a_i‖ <= b_i). A flat body has radius 0; its centre is then the *relative*
+  Chebyshev centre, the centre of the largest ball inside K within aff(K).
+* ``width(K, u) = max u·x - min u·x`` over K (two LPs or two maximize calls); ``widths`` for many u.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import solvers
+from ._validate import as_matrix, as_vector
+from .affine import _as_polytope, _normalised_rows, affine_hull
+from .affine_subspace import AffineSubspace
+from .bodies import Ball, ConvexBody, Intersection, Polytope
+from .errors import MissingOracleError, UnboundedError
+
+
+def _check_body(body) -> None:
+    if not isinstance(body, (ConvexBody, AffineSubspace)):
+        raise TypeError(f"body must be a ConvexBody or AffineSubspace, got {type(body).__name__}")
+
+
+def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
+    """argmin_{x in K} ‖x‖₂. Polytope: the QP min ½‖x‖² (Clarabel by default); Ball and flats: closed form;
+    other explicit bodies: a conic program. Empty -> EmptyBodyError."""
+    _check_body(body)
+    if isinstance(body, AffineSubspace):
+        return body.point.copy()
+    if isinstance(body, Ball):
+        nc = float(np.linalg.norm(body.center))
+        return np.zeros(body.dim) if nc <= body.radius else body.center * (1.0 - body.radius / nc)
+    poly = _as_polytope(body)
+    if poly is not None:
+        n = poly.dim
+        eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
+        A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
+        return solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver).x
+    if body.is_explicit:
+        import cvxpy as cp
+
+        x = cp.Variable(body.dim)
+        solvers.solve_cvxpy(cp.Problem(cp.Minimize(cp.sum_squares(x)), body.cvxpy_constraints(x)), solver=solver)
+        return np.asarray(x.value, dtype=float)
+    raise MissingOracleError(f"min_norm_point needs an explicit body (Polytope, Ball, intersections); "
+                             f"got {type(body).__name__}")
+
+
+def _cheb_lp(An: np.ndarray, bn: np.ndarray, Ae: np.ndarray | None, be: np.ndarray | None,
+             solver: str | None) -> tuple[np.ndarray, float]:
+    """max r s.t. An x + r <= bn (unit rows), Ae x = be, r >= 0."""
+    n = An.shape[1]
+    A_ub = np.hstack([An, np.ones((An.shape[0], 1))])
+    A_eq = np.hstack([Ae, np.zeros((Ae.shape[0], 1))]) if Ae is not None and Ae.shape[0] else None
+    c = np.concatenate([np.zeros(n), [-1.0]])
+    lo = np.concatenate([np.full(n, -np.inf), [0.0]])
+    try:
+        sol = solvers.solve_lp(c, A_ub, bn, A_eq, be if A_eq is not None else None, (lo, None), solver=solver)
+    except UnboundedError as e:
+        raise UnboundedError("the body contains balls of every radius (no Chebyshev centre)") from e
+    return sol.x[:n], float(sol.x[n])
+
+
+def chebyshev_center(body, *, solver: str | None = None, tol: float = 1e-9,
+                     relative: bool = False) -> tuple[np.ndarray, float]:
+    """(centre, radius) of the largest Euclidean ball inside the body.
+
+    When the body is flat (radius <= tol) the radius is 0 and the centre returned is the relative
+    Chebyshev centre: the centre of the largest ball inside K within aff(K) (a relative-interior point
+    as far as possible from the relative boundary). ``relative=True`` returns that relative radius instead
+    of 0. Unbounded radius -> UnboundedError; empty -> EmptyBodyError.
+    """
+    _check_body(body)
+    if isinstance(body, AffineSubspace):
+        if body.dim == body.ambient_dim or relative and body.dim > 0:
+            raise UnboundedError("an affine subspace of positive dimension contains arbitrarily large balls")
+        return body.point.copy(), 0.0
+    if isinstance(body, Ball):
+        return body.center.copy(), body.radius
+    poly = _as_polytope(body)
+    if poly is not None:
+        An, bn, Ae, be, _ = _normalised_rows(poly, tol)
+        if An.shape[0] == 0:
+            raise UnboundedError("a polytope without inequality rows contains arbitrarily large balls")
+        x, r = _cheb_lp(An, bn, Ae, be, solver)
+        if r > tol * max(1.0, float(np.max(np.abs(x)))):
+            return x, r
+        hull = affine_hull(poly, solver=solver)
+        if hull.dim == 0:
+            return hull.point.copy(), 0.0
+        N = hull.basis
+        G = An @ N
+        g = bn - An @ hull.point
+        gn = np.linalg.norm(G, axis=1)
+        live = gn > 1e-9
+        y, rr = _cheb_lp(G[live] / gn[live, None], g[live] / gn[live], None, None, solver)
+        return hull.to_global(y), (rr if relative else 0.0)
+    if isinstance(body, Intersection) and body.is_explicit:
+        return _cheb_conic(body, solver)
+    raise MissingOracleError(f"chebyshev_center needs an explicit body; got {type(body).__name__}")
+
+
+def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, float]:
+    import cvxpy as cp
+
+    x, r = cp.Variable(body.dim), cp.Variable(nonneg=True)
+    cons = []
+    for p in body.parts:
+        if isinstance(p, Polytope):
+            if p.A.shape[0]:
+                cons.append(p.A @ x + r * np.linalg.norm(p.A, axis=1) <= p.b)
+            if p.A_eq.shape[0]:
+                cons.append(p.A_eq @ x == p.b_eq)
+        else:  # Ball
+            cons.append(cp.norm(x - p.center, 2) + r <= p.radius)
+    solvers.solve_cvxpy(cp.Problem(cp.Maximize(r), cons), solver=solver)
+    return np.asarray(x.value, dtype=float), max(float(r.value), 0.0)
+
+
+def width(body, u, *, solver: str | None = None) -> float:
+    """max_{x in K} u·x - min_{x in K} u·x (two LPs, or two calls of the body's maximize oracle)."""
+    _check_body(body)
+    u = as_vector(u, "u", body.ambient_dim if isinstance(body, AffineSubspace) else body.dim)
+    if isinstance(body, AffineSubspace):
+        if np.linalg.norm(body.basis.T @ u) <= 1e-12 * max(1.0, float(np.linalg.norm(u))):
+            return 0.0
+        raise UnboundedError("u is not orthogonal to the flat: the width is infinite")
+    if not body.has_maximize:
+        raise MissingOracleError(f"width needs a maximize oracle; {type(body).__name__} has none")
+    hi, _ = body.maximize(u, solver=solver)
+    lo, _ = body.maximize(-u, solver=solver)
+    return max(hi + lo, 0.0)
+
+
+def widths(body, U, *, solver: str | None = None) -> np.ndarray:
+    """width(body, u) for every row u of U (one kept LP model for a Polytope)."""
+    _check_body(body)
+    if isinstance(body, AffineSubspace):
+        U = as_matrix(U, "U", body.ambient_dim)
+        return np.array([width(body, u) for u in U])
+    U = as_matrix(U, "U", body.dim)
+    poly = _as_polytope(body)
+    if poly is None:
+        return np.array([width(body, u, solver=solver) for u in U])
+    model = solvers.LPModel(poly, solver=solver)
+    return np.array([max(model.maximize(u)[0] + model.maximize(-u)[0], 0.0) for u in U])
+
+
+__all__ = ["min_norm_point", "chebyshev_center", "width", "widths"]

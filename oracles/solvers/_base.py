@@ -1,0 +1,191 @@
+"""Shared pieces of the solver layer: result types, validated problem data, the adapter interface.
+
+Every backend solves   min ½ xᵀP x + cᵀx  s.t.  A_ub x <= b_ub,  A_eq x = b_eq,  lb <= x <= ub
+(P = 0 for an LP) and reports multipliers in one convention: ``dual_ub >= 0`` and free ``dual_eq`` with
+P x + c + A_ubᵀ dual_ub + A_eqᵀ dual_eq + (bound multipliers) = 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SolverError
+
+Matrix = Any  # a dense ndarray or a scipy.sparse matrix
+
+
+@dataclass
+class LPSolution:
+    """Result of one LP: minimiser x, value c @ x, backend name, status text, raw extras, multipliers."""
+
+    x: np.ndarray
+    value: float
+    backend: str
+    status: str
+    info: dict = field(default_factory=dict)
+    dual_ub: np.ndarray | None = None
+    dual_eq: np.ndarray | None = None
+
+
+@dataclass
+class QPSolution(LPSolution):
+    """Result of one QP min ½ xᵀP x + cᵀx (value includes the quadratic term)."""
+
+
+@dataclass
+class ProblemData:
+    """Validated data of min ½ xᵀP x + cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, lb <= x <= ub."""
+
+    c: np.ndarray
+    A_ub: Matrix
+    b_ub: np.ndarray
+    A_eq: Matrix
+    b_eq: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    P: Matrix | None = None
+
+    @property
+    def n(self) -> int:
+        return self.c.shape[0]
+
+    @property
+    def m_ub(self) -> int:
+        return self.b_ub.shape[0]
+
+    @property
+    def m_eq(self) -> int:
+        return self.b_eq.shape[0]
+
+    def with_cost(self, c: np.ndarray) -> "ProblemData":
+        return ProblemData(c, self.A_ub, self.b_ub, self.A_eq, self.b_eq, self.lb, self.ub, self.P)
+
+    def csc(self, which: str) -> sp.csc_matrix:
+        A = self.A_ub if which == "ub" else self.A_eq
+        return A.tocsc() if sp.issparse(A) else sp.csc_matrix(A)
+
+    def bound_rows(self) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray, np.ndarray]:
+        """Finite bounds as extra rows G x <= h: returns (G, h, column index, sign (+1 upper, -1 lower))."""
+        up = np.flatnonzero(np.isfinite(self.ub))
+        lo = np.flatnonzero(np.isfinite(self.lb))
+        cols = np.concatenate([up, lo])
+        sign = np.concatenate([np.ones(up.size), -np.ones(lo.size)])
+        G = sp.csc_matrix((sign, (np.arange(cols.size), cols)), shape=(cols.size, self.n))
+        h = np.concatenate([self.ub[up], -self.lb[lo]])
+        return G, h, cols, sign
+
+    def max_violation(self, x: np.ndarray) -> float:
+        """Largest violation of x (absolute) over all constraints."""
+        v = [0.0]
+        if self.m_ub:
+            v.append(float(np.max(self.A_ub @ x - self.b_ub)))
+        if self.m_eq:
+            v.append(float(np.max(np.abs(self.A_eq @ x - self.b_eq))))
+        v.append(float(np.max(self.lb - x, initial=0.0)))
+        v.append(float(np.max(x - self.ub, initial=0.0)))
+        return max(v)
+
+
+def _finite_matrix(A, name: str, n: int | None) -> Matrix:
+    if sp.issparse(A):
+        M = A.astype(float)
+        data = M.data
+    else:
+        M = np.asarray(A, dtype=float)
+        if M.ndim == 1 and n is not None and M.shape[0] == n:
+            M = M[None, :]
+        if M.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D array, got shape {M.shape}")
+        data = M
+    if n is not None and M.shape[1] != n:
+        raise ValueError(f"{name} must have {n} columns (the length of c), got {M.shape[1]}")
+    if not np.all(np.isfinite(data)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return M
+
+
+def _rhs(b, name: str, rows: int) -> np.ndarray:
+    if b is None:
+        raise ValueError(f"{name} is required when its matrix has rows")
+    arr = np.asarray(b, dtype=float).reshape(-1) if np.ndim(b) <= 1 else np.asarray(b, dtype=float)
+    if arr.ndim != 1 or arr.shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows},), got {np.shape(b)}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def _bounds(bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """None: free; (lo, hi) with scalars/arrays/None; or a length-n sequence of (lo, hi) pairs."""
+    if bounds is None:
+        return np.full(n, -np.inf), np.full(n, np.inf)
+    try:
+        if len(bounds) == 2 and not (n == 2 and all(isinstance(p, (tuple, list)) for p in bounds)):
+            lo, hi = bounds
+            lo = np.full(n, -np.inf) if lo is None else np.broadcast_to(np.asarray(lo, dtype=float), (n,)).copy()
+            hi = np.full(n, np.inf) if hi is None else np.broadcast_to(np.asarray(hi, dtype=float), (n,)).copy()
+        else:
+            if len(bounds) != n:
+                raise ValueError(f"bounds must be None, (lo, hi) or {n} (lo, hi) pairs, got {len(bounds)} entries")
+            lo = np.array([-np.inf if p[0] is None else p[0] for p in bounds], dtype=float)
+            hi = np.array([np.inf if p[1] is None else p[1] for p in bounds], dtype=float)
+    except (TypeError, IndexError) as e:
+        raise ValueError(f"bounds must be None, (lo, hi) or a sequence of (lo, hi) pairs: {e}") from None
+    if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo == np.inf) or np.any(hi == -np.inf):
+        raise ValueError("bounds contain NaN or an infinite bound on the wrong side")
+    if np.any(lo > hi):
+        raise ValueError("bounds have lo > hi for some variable")
+    return lo, hi
+
+
+def prepare(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, P=None) -> ProblemData:
+    """Validate and normalise problem data (ValueError naming the offending argument)."""
+    c = np.asarray(c, dtype=float)
+    if c.ndim != 1 or c.shape[0] < 1:
+        raise ValueError(f"c must be a non-empty 1-D array, got shape {c.shape}")
+    if not np.all(np.isfinite(c)):
+        raise ValueError("c contains NaN or inf")
+    n = c.shape[0]
+    out = []
+    for A, b, an, bn in ((A_ub, b_ub, "A_ub", "b_ub"), (A_eq, b_eq, "A_eq", "b_eq")):
+        if A is None or (not sp.issparse(A) and np.size(A) == 0):
+            if b is not None and np.size(b) != 0:
+                raise ValueError(f"{bn} given without {an}")
+            out += [np.zeros((0, n)), np.zeros(0)]
+            continue
+        M = _finite_matrix(A, an, n)
+        out += [M, _rhs(b, bn, M.shape[0])]
+    lo, hi = _bounds(bounds, n)
+    Pm = None
+    if P is not None:
+        Pm = _finite_matrix(P, "P", n)
+        if Pm.shape[0] != n:
+            raise ValueError(f"P must be {n}x{n}, got {Pm.shape}")
+    return ProblemData(c, out[0], out[1], out[2], out[3], lo, hi, Pm)
+
+
+class Backend:
+    """One solver adapter. Subclasses set ``name``, ``kinds`` and implement the probe and the solves."""
+
+    name: str = ""
+    kinds: frozenset = frozenset()
+    cvxpy_name: str | None = None
+
+    def probe(self) -> tuple[bool, str]:
+        """(usable, reason): whether the backend imports and runs here; reason says why not."""
+        raise NotImplementedError
+
+    def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
+        """Solve the LP/QP in ``data``. ``interior=True`` asks for a central (relative-interior) optimum
+        where the backend can give one (an IPM without crossover)."""
+        raise NotImplementedError
+
+    def cvxpy_options(self) -> dict:
+        return {}
+
+    def fail(self, status: str, message: str = "") -> SolverError:
+        return SolverError(f"{self.name} returned status {status!r}{': ' + message if message else ''}",
+                           backend=self.name, status=status)
