@@ -49,6 +49,11 @@ def available(kind: str | None = None) -> list[str]:
     return [n for n in _REGISTRY if _probe(n)[0] and (kind is None or kind in _REGISTRY[n].kinds)]
 
 
+def capabilities(name: str) -> frozenset:
+    """The problem kinds ("lp", "qp", "conic") a registered backend handles."""
+    return _REGISTRY[_canonical(name)].kinds
+
+
 def unavailable_reason(name: str) -> str | None:
     """Why a registered backend is unusable here (None when it is usable)."""
     ok, why = _probe(_canonical(name))
@@ -203,5 +208,5 @@ class LPModel:
 
 
 __all__ = ["LPSolution", "QPSolution", "LPModel", "available", "registered", "default", "get",
-           "unavailable_reason", "mosek_licence_status", "solve_lp", "solve_qp", "solve_cvxpy",
+           "unavailable_reason", "capabilities", "mosek_licence_status", "solve_lp", "solve_qp", "solve_cvxpy",
            "maximize_explicit", "KINDS"]

@@ -183,6 +183,15 @@ class Backend:
         where the backend can give one (an IPM without crossover)."""
         raise NotImplementedError
 
+    def unbounded(self, data: ProblemData, message: str):
+        """An unbounded report (a dual-infeasibility certificate) says nothing about primal feasibility:
+        confirm feasibility by a zero-objective solve, so an empty body is reported as empty."""
+        if np.any(data.c != 0) or data.P is not None:
+            self.solve(ProblemData(np.zeros(data.n), data.A_ub, data.b_ub, data.A_eq, data.b_eq, data.lb, data.ub))
+        from ..errors import UnboundedError
+
+        return UnboundedError(message)
+
     def cvxpy_options(self) -> dict:
         return {}
 

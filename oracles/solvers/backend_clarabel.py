@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import EmptyBodyError, UnboundedError
+from ..errors import EmptyBodyError
 from ._base import Backend, LPSolution, ProblemData, QPSolution
 
 
@@ -55,7 +55,7 @@ class ClarabelBackend(Backend):
         if status in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
             raise EmptyBodyError(f"Clarabel: the constraints are infeasible ({status})")
         if status in ("DualInfeasible", "AlmostDualInfeasible"):
-            raise UnboundedError(f"Clarabel: the objective is unbounded ({status})")
+            raise self.unbounded(data, f"Clarabel: the objective is unbounded ({status})")
         x = np.array(sol.x, dtype=float)
         if status == "AlmostSolved":
             # reduced accuracy: keep it only if the point is feasible to 1e-7 (relative to the data)

@@ -61,6 +61,6 @@ class MosekBackend(Backend):
             opts.setdefault("mosek_params", {"MSK_IPAR_INTPNT_BASIS": "MSK_BI_NEVER"})
         value = _cvx.solve_problem(cp.Problem(cp.Minimize(obj), cons), self, opts)
         lam = np.maximum(np.asarray(cons[0].dual_value), 0.0) if data.m_ub else np.zeros(0)
-        mu = -np.asarray(cons[int(data.m_ub > 0)].dual_value) if data.m_eq else np.zeros(0)
+        mu = np.asarray(cons[int(data.m_ub > 0)].dual_value) if data.m_eq else np.zeros(0)
         cls = QPSolution if data.P is not None else LPSolution
         return cls(np.asarray(x.value, dtype=float), value, self.name, "optimal", {}, lam, mu)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EmptyBodyError, UnboundedError
+from ..errors import EmptyBodyError
 from ._base import Backend, LPSolution, ProblemData, QPSolution
 from .backend_clarabel import split_duals, stack_conic
 
@@ -44,7 +44,7 @@ class ScsBackend(Backend):
         if status.startswith("infeasible"):
             raise EmptyBodyError(f"SCS: the constraints are infeasible ({status})")
         if status.startswith("unbounded"):
-            raise UnboundedError(f"SCS: the objective is unbounded ({status})")
+            raise self.unbounded(data, f"SCS: the objective is unbounded ({status})")
         if status != "solved":
             raise self.fail(status)
         x = np.array(sol["x"], dtype=float)
