@@ -1,0 +1,128 @@
+"""Min-norm point (KKT), Chebyshev centre (ball inside, optimal), widths (0 along hull normals)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oracles import (Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, UnboundedError, affine_hull,
+                     chebyshev_center, min_norm_point, solvers, width, widths)
+from oracles.affine_subspace import AffineSubspace
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 10), k=st.integers(0, 3), shift=st.floats(0.0, 5.0))
+def test_min_norm_point_is_optimal(flat_case, seed, n, k, shift):
+    """x* in K and min_{y in K} x*·y >= ‖x*‖² (first-order optimality of ½‖x‖², checked by one LP)."""
+    case = flat_case(seed, n, min(k, n - 1), 4 * n + 2)
+    P = case.poly
+    P = Polytope(P.A, P.b + P.A @ np.full(n, shift))  # move the body around (often off the origin)
+    x = min_norm_point(P)
+    assert P.contains(x, tol=1e-7)
+    lowest = solvers.solve_lp(x, P.A, P.b).value
+    assert lowest >= x @ x - 1e-6 * max(1.0, x @ x)
+
+
+def test_min_norm_point_kkt_by_duals(flat_case):
+    case = flat_case(2, 8, 2, 40)
+    P = case.poly
+    x = min_norm_point(P)
+    sol = solvers.solve_qp(np.eye(8), np.zeros(8), P.A, P.b)
+    assert np.allclose(x, sol.x, atol=1e-7)
+    lam = sol.dual_ub
+    assert np.linalg.norm(x) > 0.1
+    assert np.max(np.abs(x + P.A.T @ lam)) <= 1e-6 and lam.min() >= 0
+    assert abs(lam @ (P.b - P.A @ x)) <= 1e-6
+
+
+def test_min_norm_point_closed_forms_and_conic():
+    assert np.allclose(min_norm_point(Ball(np.array([3.0, 4.0]), 1.0)), [2.4, 3.2])
+    assert np.allclose(min_norm_point(Ball(np.array([0.3, 0.4]), 1.0)), 0.0)
+    flat = AffineSubspace(np.array([1.0, 1.0]), np.array([[1.0], [0.0]]))
+    assert np.allclose(min_norm_point(flat), [0.0, 1.0])
+    cube = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([3.0, 3.0, -1.0, -1.0]))  # [1, 3]^2
+    body = cube & Ball(np.array([2.0, 2.0]), 1.2)
+    x = min_norm_point(body)
+    assert np.allclose(x, np.full(2, 2.0 - 1.2 / np.sqrt(2)), atol=1e-6)
+    with pytest.raises(MissingOracleError):
+        min_norm_point(OracleBody(2, separate=lambda x: None))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 8), m=st.integers(2, 30))
+def test_chebyshev_ball_lies_inside_and_is_largest(seed, n, m):
+    rng = np.random.default_rng(seed)
+    A = np.vstack([rng.standard_normal((m, n)), np.eye(n), -np.eye(n)])
+    b = rng.uniform(0.2, 2.0, A.shape[0])
+    P = Polytope(A, b)
+    c, r = chebyshev_center(P)
+    norms = np.linalg.norm(A, axis=1)
+    assert r > 0
+    assert np.all(A @ c + r * norms <= b + 1e-7)  # the ball B(c, r) lies inside
+    # no bigger ball fits: the LP with the radius fixed at r(1 + 1e-4) is infeasible
+    bigger = np.hstack([A, norms[:, None]])
+    with pytest.raises(EmptyBodyError):
+        solvers.solve_lp(np.zeros(n + 1), bigger, b, bounds=[(None, None)] * n + [(r * (1 + 1e-4) + 1e-9, None)])
+
+
+def test_chebyshev_of_flat_body_returns_relative_centre(flat_case):
+    case = flat_case(3, 5, 2, 30)
+    P = case.poly
+    c, r = chebyshev_center(P)
+    assert r == 0.0
+    hull = affine_hull(P)
+    assert hull.distance(c) <= 1e-8 and P.contains(c, tol=1e-8)
+    _, rr = chebyshev_center(P, relative=True)
+    assert rr > 0
+    # the relative ball (within the flat) lies inside: every row's slack exceeds rr times its in-flat norm
+    in_flat = np.linalg.norm(P.A @ hull.basis, axis=1)
+    assert np.all(P.b - P.A @ c >= rr * in_flat - 1e-7)
+
+
+def test_chebyshev_closed_forms_and_errors():
+    cube = Polytope(np.vstack([np.eye(3), -np.eye(3)]), np.ones(6))
+    c, r = chebyshev_center(cube)
+    assert np.allclose(c, 0, atol=1e-7) and abs(r - 1.0) <= 1e-8
+    c, r = chebyshev_center(cube & Ball(np.zeros(3), 0.5))
+    assert abs(r - 0.5) <= 1e-6
+    with pytest.raises(UnboundedError):
+        chebyshev_center(Polytope(-np.eye(2), np.zeros(2)))
+    with pytest.raises(EmptyBodyError):
+        chebyshev_center(Polytope(np.array([[1.0], [-1.0]]), np.array([0.0, -1.0])))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 8), k=st.integers(1, 3))
+def test_width_zero_along_normals_positive_elsewhere(flat_case, seed, n, k):
+    case = flat_case(seed, n, min(k, n - 1), 4 * n)
+    P = case.poly
+    hull = affine_hull(P)
+    normals, _ = hull.equations
+    for u in normals:
+        assert width(P, u) <= 1e-7
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((3, n))
+    w = widths(P, U)
+    assert np.all(w > 1e-3)
+    for u, wu in zip(U, w):
+        lo = solvers.solve_lp(u, P.A, P.b).value
+        hi = -solvers.solve_lp(-u, P.A, P.b).value
+        assert abs(wu - (hi - lo)) <= 1e-6 * max(1.0, hi - lo)
+        assert abs(width(P, u) - wu) <= 1e-6 * max(1.0, wu)
+
+
+def test_width_closed_forms_and_errors():
+    cube = Polytope(np.vstack([np.eye(3), -np.eye(3)]), np.ones(6))
+    assert abs(width(cube, np.array([1.0, 0, 0])) - 2.0) <= 1e-9
+    assert abs(width(Ball(np.zeros(3), 2.0), np.array([0.0, 3.0, 4.0])) - 20.0) <= 1e-9
+    flat = AffineSubspace(np.ones(2), np.array([[1.0], [0.0]]))
+    assert width(flat, np.array([0.0, 1.0])) == 0.0
+    with pytest.raises(UnboundedError):
+        width(flat, np.array([1.0, 1.0]))
+    with pytest.raises(ValueError, match="u"):
+        width(cube, np.ones(2))
+    with pytest.raises(ValueError, match="u"):
+        width(cube, np.array([np.nan, 0, 0]))
+    with pytest.raises(MissingOracleError):
+        width(OracleBody(3, separate=lambda x: None), np.ones(3))
