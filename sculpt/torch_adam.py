@@ -37,11 +37,12 @@ def _forward(torch: Any, thetas: Any, ws: Any, X: Any) -> Any:
 
 
 def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, max_iter: int = 3000,
-               lr: float = 0.03, lr_min: float = 1e-5, batch_size: int | None = None, tol: float = 1e-15,
+               lr: float = 0.03, lr_min: float | None = None, batch_size: int | None = 2000, tol: float = 1e-18,
                time_limit: float | None = None, threads: int | None = 1) -> LearnResult:
     """Fit m heads to (X, Y) with Adam (float64, cosine schedule from ``lr`` to ``lr_min`` over ``max_iter``
-    steps); ``batch_size`` None is full batch, else reshuffled minibatches; stop a restart when the full
-    training loss is ≤ ``tol``; keep the best of ``restarts`` random starts; stop everything after
+    steps; default lr·1e-3, as the numpy Adam of ``gradient_descent``); minibatches of ``batch_size``
+    drawn at random (full batch when N ≤ batch_size or batch_size is None); stop a restart when the
+    full-batch training loss is ≤ ``tol``; keep the best of ``restarts`` random starts; stop everything after
     ``time_limit`` seconds. ``threads`` pins torch's intra-op threads during the fit (None: leave as is).
     Returns a LearnResult with method "adam-torch" and one PhaseRecord "adam" per restart."""
     torch = _import_torch()
@@ -49,7 +50,8 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
     m = check_m(m)
     restarts = check_positive_int(restarts, "restarts")
     max_iter = check_positive_int(max_iter, "max_iter")
-    lr, lr_min, tol = check_positive(lr, "lr"), check_positive(lr_min, "lr_min"), check_positive(tol, "tol")
+    lr, tol = check_positive(lr, "lr"), check_positive(tol, "tol")
+    lr_min = lr * 1e-3 if lr_min is None else check_positive(lr_min, "lr_min")
     if lr_min > lr:
         raise ValueError(f"lr_min must be <= lr, got lr_min={lr_min}, lr={lr}")
     if batch_size is not None:
@@ -70,6 +72,7 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
         y_norm = float(np.mean(Y3 ** 2)) or 1.0
         best: tuple[float, np.ndarray, np.ndarray] | None = None
         best_restart = -1
+        full = batch_size is None or batch_size >= n
         phases: list[PhaseRecord] = []
         total_iter = 0
         timed_out = False
@@ -83,7 +86,7 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
             for it in range(1, max_iter + 1):
                 for group in opt.param_groups:
                     group["lr"] = lr_min + 0.5 * (lr - lr_min) * (1 + math.cos(math.pi * (it - 1) / max_iter))
-                if batch_size is None or batch_size >= n:
+                if full:
                     xb, yb = Xt, Yt
                 else:
                     idx = torch.from_numpy(gen.choice(n, size=batch_size, replace=False))
@@ -92,9 +95,12 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
                 loss = torch.mean((_forward(torch, th, w, xb) - yb) ** 2) / y_norm
                 loss.backward()
                 opt.step()
-                if batch_size is None or batch_size >= n:
+                if full:
                     loss_val = float(loss.detach())
-                if loss_val <= tol:
+                elif it % 50 == 0:  # minibatches: check the full training loss every 50 steps
+                    with torch.no_grad():
+                        loss_val = float(torch.mean((_forward(torch, th, w, Xt) - Yt) ** 2)) / y_norm
+                if loss_val <= tol or math.isnan(loss_val):
                     break
                 if time_limit is not None and time.perf_counter() - t0 > time_limit:
                     timed_out = True

@@ -329,3 +329,14 @@ def test_recovery_script_uses_the_same_code(tmp_path: Path) -> None:
                         "--no-progress"]) == 0
     assert len(_lines(tmp_path / "trials.jsonl")) == 6
     assert re.search(r"\| generic \| \(3,2,2\) \| 30 ", (tmp_path / "summary.md").read_text())
+
+
+def test_local_processes_give_the_serial_records(tmp_path: Path) -> None:
+    spec = {"name": "procs", "seeds": 2, "methods": ["lbfgs"], "test_samples": 200,
+            "method_options": {"lbfgs": {"max_iter": 40}},
+            "cells": [{"d": 3, "k": 2, "m": 1, "N": 30}]}
+    grid = grid_from_dict(spec)
+    serial = run_sweep(grid, tmp_path / "serial", scheduler="serial", progress=False).records
+    procs = run_sweep(grid, tmp_path / "procs", scheduler="local", workers=2, progress=False).records
+    assert len(serial) == 2 and all(r["status"] == "ok" for r in serial)
+    assert [strip_timings(r) for r in serial] == [strip_timings(r) for r in procs]
