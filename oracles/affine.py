@@ -118,7 +118,12 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
     # 3) Freund-Roundy-Todd LP with t only on the candidate rows
     in_c = np.zeros(m, dtype=bool)
     in_c[cand] = True
-    t, x_frt = _frt(An, bn, Ae, be, in_c, tol, backend.name)
+    try:
+        t, x_frt = _frt(An, bn, Ae, be, in_c, tol, backend.name)
+    except SolverError:
+        # an inaccurate solver may stall on the homogenised LP of an empty body: say "empty" when it is
+        solvers.solve_lp(np.zeros(n), An, bn, *eq, solver=backend.name)
+        raise
     n_solves += 1
     eq_rows = cand[t < 0.5]
     x_ri = x_frt if x_hat is None else 0.5 * (x_frt + x_hat)

@@ -37,7 +37,8 @@ def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
         n = poly.dim
         eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
         A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
-        return solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver).x
+        sol = solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver)
+        return _polish_min_norm(poly, sol.x)
     if body.is_explicit:
         import cvxpy as cp
 
@@ -46,6 +47,34 @@ def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
         return np.asarray(x.value, dtype=float)
     raise MissingOracleError(f"min_norm_point needs an explicit body (Polytope, Ball, intersections); "
                              f"got {type(body).__name__}")
+
+
+def _polish_min_norm(P: Polytope, x: np.ndarray) -> np.ndarray:
+    """Sharpen an interior-point answer: x* is the min-norm point of its active flat {a_i x = b_i}.
+
+    An IPM stops at objective gap ε, i.e. ‖x - x*‖ ~ sqrt(ε); guess the active rows, take the min-norm
+    solution of their equations, and keep it only if it passes the full KKT test (feasible, x = -Aᵀλ with
+    λ >= 0 on inequality rows)."""
+    A, b, Ae, be = P.A, P.b, P.A_eq, P.b_eq
+    na = np.linalg.norm(A, axis=1)
+    safe = np.where(na > 0, na, 1.0)
+    slack = (b - A @ x) / safe
+    scale = max(1.0, float(np.linalg.norm(x)))
+    act = np.flatnonzero((slack <= 1e-5 * scale) & (na > 0))
+    M = np.vstack([A[act], Ae])
+    if M.shape[0] == 0:
+        return np.zeros_like(x) if P.contains(np.zeros_like(x)) else x
+    rhs = np.concatenate([b[act], be])
+    xp = np.linalg.lstsq(M, rhs, rcond=None)[0]  # the min-norm solution of the active equations
+    if np.max(np.abs(M @ xp - rhs)) > 1e-9 * max(1.0, float(np.max(np.abs(rhs)))):
+        return x
+    if np.max((A @ xp - b) / safe, initial=0.0) > 1e-9 * scale or (Ae.shape[0] and
+                                                                   np.max(np.abs(Ae @ xp - be)) > 1e-9 * scale):
+        return x
+    mult = np.linalg.lstsq(M.T, -xp, rcond=None)[0]
+    if np.linalg.norm(M.T @ mult + xp) > 1e-8 * scale or np.min(mult[: act.size] * safe[act], initial=0.0) < -1e-8:
+        return x
+    return xp if np.linalg.norm(xp - x) <= 1e-3 * scale else x
 
 
 def _cheb_lp(An: np.ndarray, bn: np.ndarray, Ae: np.ndarray | None, be: np.ndarray | None,
