@@ -245,9 +245,10 @@ class MultiHeadAttention:
         except OSError as exc:
             raise ValueError(f"cannot read model file {p!r}: {exc}") from None
         try:
-            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-                if not hasattr(z, "files"):
-                    raise ValueError("not an npz archive")
+            z = np.load(io.BytesIO(raw), allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("not an npz archive")
+            with z:
                 missing = {"thetas", "ws", "metadata"} - set(z.files)
                 if missing:
                     raise ValueError(f"missing arrays {sorted(missing)}")

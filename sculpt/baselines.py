@@ -1,0 +1,231 @@
+"""Gradient baselines: fit F(X) = Σ_i softmax(XΘ_iXᵀ)XW_i to (X, Y) by L-BFGS or Adam on the squared loss.
+
+Objective: the training relative MSE L = Σ_n ‖F(X_n) − Y_n‖² / Σ_n ‖Y_n‖² (the MSE divided by mean(Y²)),
+with the analytic gradient of ``sculpt.gradients``. Random initialisation (baselines.md): Θ_i entries
+N(0, 1/d²) (‖Θ_i‖_F ≈ 1), W_i entries N(0, 1/d). Several restarts keep the best; the run stops early once a
+restart reaches ``tol``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ._checks import as_generator, check_data, check_m, check_positive, check_positive_int
+from .gradients import loss_and_grad_flat
+from .model import MultiHeadAttention
+from .result import LearnResult
+
+__all__ = ["gradient_descent", "random_init"]
+
+_METHODS = ("lbfgs", "adam")
+_DEFAULT_MAX_ITER = {"lbfgs": 5000, "adam": 3000}
+_STALL_WINDOW = 100  # L-BFGS: stop when the loss fell by < a relative 1e-6 over this many iterations
+_STALL_RTOL = 1e-6
+
+
+def random_init(m: int, d: int, rng: Any = None) -> np.ndarray:
+    """Flat parameters [vec Θ, vec W] with Θ_i entries N(0, 1/d²) and W_i entries N(0, 1/d)."""
+    gen = as_generator(rng)
+    thetas = gen.standard_normal((m, d, d)) / d
+    ws = gen.standard_normal((m, d, d)) / math.sqrt(d)
+    return np.concatenate([thetas.ravel(), ws.ravel()])
+
+
+class _Stop(Exception):
+    pass
+
+
+def _lbfgs_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float, *, max_iter: int,
+               tol: float, deadline: float, history: int) -> tuple[np.ndarray, float, int, int, str]:
+    """One L-BFGS restart: scipy L-BFGS-B (no bounds) with memory ``history``, re-entered with fresh
+    memory after a line-search failure as long as that made progress. Returns (x, loss, iterations,
+    evaluations, stop reason)."""
+    best = {"x": p0.copy(), "f": math.inf}
+    trace: list[float] = []
+    n_eval = 0
+
+    def fun(p: np.ndarray) -> tuple[float, np.ndarray]:
+        nonlocal n_eval
+        n_eval += 1
+        f, g = loss_and_grad_flat(p, X, Y, m, scale=scale)
+        if f < best["f"]:
+            best["x"], best["f"] = p.copy(), f
+        return f, g
+
+    reason = ""
+
+    def callback(intermediate_result: Any) -> None:
+        nonlocal reason
+        f = float(intermediate_result.fun)
+        trace.append(f)
+        if f <= tol:
+            reason = "tol reached"
+        elif time.perf_counter() > deadline:
+            reason = "time limit"
+        elif len(trace) > _STALL_WINDOW and f > (1.0 - _STALL_RTOL) * trace[-1 - _STALL_WINDOW]:
+            reason = "stalled"
+        if reason:
+            raise StopIteration
+
+    x = p0.copy()
+    while True:
+        start_f = best["f"]
+        remaining = max_iter - len(trace)
+        if remaining <= 0:
+            reason = reason or "max_iter"
+            break
+        res = minimize(fun, x, jac=True, method="L-BFGS-B", callback=callback,
+                       options={"maxcor": history, "maxiter": remaining, "maxfun": 4 * remaining + 20,
+                                "ftol": 0.0, "gtol": 0.0, "maxls": 40})
+        x = best["x"]
+        if reason:
+            break
+        if len(trace) >= max_iter:
+            reason = "max_iter"
+            break
+        # scipy stopped on its own (line search failure / no progress): re-enter with fresh memory only
+        # if this call still made real progress.
+        if not best["f"] < (1.0 - 1e-3) * start_f:
+            reason = f"no progress ({res.message})"
+            break
+    return best["x"], best["f"], len(trace), n_eval, reason
+
+
+def _adam_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float, *, max_iter: int,
+              tol: float, deadline: float, lr: float, batch_size: int, gen: np.random.Generator,
+              eval_every: int = 50) -> tuple[np.ndarray, float, int, int, str]:
+    """One Adam restart (β = 0.9, 0.999, ε = 1e-8), learning rate lr cosine-decayed to lr·1e-3 over
+    ``max_iter`` steps, minibatches of ``batch_size`` (full batch if N ≤ batch_size) drawn from shuffled
+    epochs; the full training loss is evaluated every ``eval_every`` steps (best iterate kept)."""
+    N = X.shape[0]
+    full = N <= batch_size
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    p = p0.copy()
+    mom = np.zeros_like(p)
+    vel = np.zeros_like(p)
+    best_x, best_f = p.copy(), math.inf
+    order = gen.permutation(N)
+    cursor = 0
+    n_eval = 0
+    reason = "max_iter"
+    step = 0
+    for step in range(1, max_iter + 1):
+        if full:
+            Xb, Yb, sb = X, Y, scale
+        else:
+            if cursor + batch_size > N:
+                order, cursor = gen.permutation(N), 0
+            idx = order[cursor:cursor + batch_size]
+            cursor += batch_size
+            Xb, Yb = X[idx], Y[idx]
+            sb = scale * batch_size / N
+        f, g = loss_and_grad_flat(p, Xb, Yb, m, scale=sb)
+        n_eval += 1
+        if full and f < best_f:
+            best_x, best_f = p.copy(), f
+        if not np.all(np.isfinite(g)):
+            reason = "diverged"
+            break
+        mom = b1 * mom + (1 - b1) * g
+        vel = b2 * vel + (1 - b2) * g * g
+        rate = lr * (1e-3 + (1 - 1e-3) * 0.5 * (1 + math.cos(math.pi * (step - 1) / max_iter)))
+        p = p - rate * (mom / (1 - b1 ** step)) / (np.sqrt(vel / (1 - b2 ** step)) + eps)
+        if step % eval_every == 0 or step == max_iter:
+            if not full:
+                f_full, _ = loss_and_grad_flat(p, X, Y, m, scale=scale)
+                n_eval += 1
+                if f_full < best_f:
+                    best_x, best_f = p.copy(), f_full
+            if best_f <= tol:
+                reason = "tol reached"
+                break
+            if time.perf_counter() > deadline:
+                reason = "time limit"
+                break
+    if full:  # the last update has not been evaluated yet
+        f_last, _ = loss_and_grad_flat(p, X, Y, m, scale=scale)
+        n_eval += 1
+        if f_last < best_f:
+            best_x, best_f = p.copy(), f_last
+    if reason == "max_iter" and best_f <= tol:
+        reason = "tol reached"
+    return best_x, best_f, step, n_eval, reason
+
+
+def gradient_descent(X: Any, Y: Any, m: int, *, method: str = "lbfgs", seed: Any = None, restarts: int = 1,
+                     max_iter: int | None = None, tol: float = 1e-20, time_limit: float | None = None,
+                     init: MultiHeadAttention | None = None, history: int = 50, lr: float = 0.03,
+                     batch_size: int = 2000) -> LearnResult:
+    """Fit m heads to (X, Y) by minimising the training relative MSE Σ‖F(X) − Y‖² / Σ‖Y‖².
+
+    ``method="lbfgs"``: full-batch scipy L-BFGS-B with the analytic gradient, memory ``history``, at most
+    ``max_iter`` iterations per restart (default 5000); a restart stops at loss ≤ ``tol``, on the time limit,
+    when the loss fell by less than a relative 1e-6 over 100 iterations, or when L-BFGS-B itself stops
+    without progress. ``method="adam"``: Adam, learning rate ``lr`` cosine-decayed to lr·1e-3 over
+    ``max_iter`` steps (default 3000), minibatches of ``batch_size``.
+    ``restarts`` random initialisations (the first starts from ``init`` if given) drawn from ``seed``; the
+    best is returned and later restarts are skipped once one reaches ``tol``. ``time_limit`` (seconds) caps
+    the whole call. Returns a LearnResult whose ``info["restarts"]`` lists each restart's figures.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    m = check_m(m)
+    X, Y = check_data(X, Y)
+    N, k, d = X.shape
+    restarts = check_positive_int(restarts, "restarts")
+    max_iter = _DEFAULT_MAX_ITER[method] if max_iter is None else check_positive_int(max_iter, "max_iter")
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    tol = float(tol)
+    deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
+    history = check_positive_int(history, "history")
+    lr = check_positive(lr, "lr")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if init is not None:
+        if not isinstance(init, MultiHeadAttention):
+            raise TypeError(f"init must be a MultiHeadAttention, got {type(init).__name__}")
+        if init.m != m or init.d != d:
+            raise ValueError(f"init has (m, d) = ({init.m}, {init.d}), expected ({m}, {d})")
+    scale = float(np.einsum("ijk,ijk->", Y, Y))
+    if scale <= 0:
+        raise ValueError("Y is identically zero: the relative MSE is undefined")
+    gen = as_generator(seed, "seed")
+
+    runs: list[dict[str, Any]] = []
+    best_x: np.ndarray | None = None
+    best_f = math.inf
+    total_iter = 0
+    for r in range(restarts):
+        if r > 0 and (best_f <= tol or time.perf_counter() > deadline):
+            break
+        p0 = init.params() if (r == 0 and init is not None) else random_init(m, d, gen)
+        tr = time.perf_counter()
+        if method == "lbfgs":
+            x, f, it, nev, why = _lbfgs_run(p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline,
+                                            history=history)
+        else:
+            x, f, it, nev, why = _adam_run(p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline,
+                                           lr=lr, batch_size=batch_size, gen=gen)
+        total_iter += it
+        runs.append({"restart": r, "init": "given" if (r == 0 and init is not None) else "random",
+                     "train_error": f, "iterations": it, "evaluations": nev,
+                     "time": time.perf_counter() - tr, "stop": why})
+        if f < best_f or best_x is None:
+            best_x, best_f = x, f
+    assert best_x is not None
+    model = MultiHeadAttention.from_params(best_x, m, d)
+    best_run = min(range(len(runs)), key=lambda i: runs[i]["train_error"])
+    converged = best_f <= tol
+    return LearnResult(
+        model=model, method=method, train_error=float(best_f), converged=converged,
+        time=time.perf_counter() - t0, iterations=total_iter, samples_used=N,
+        reason=f"restart {best_run}: {runs[best_run]['stop']}",
+        info={"restarts": runs, "best_restart": best_run, "tol": tol, "max_iter": max_iter,
+              "history": history if method == "lbfgs" else None,
+              "lr": lr if method == "adam" else None, "batch_size": batch_size if method == "adam" else None})
