@@ -29,7 +29,8 @@ method_seed          int         seed passed to the method (adds the method name
 threshold            float       success threshold on the test relative MSE (default 1e-12)
 test_samples         int         number of fresh noise-free test inputs
 n_train              int         N, the examples handed to the method
-status               str         ok | no-model | error
+status               str         ok | no-model | refused (the method declines the cell, e.g. too few
+                                 examples; not run) | error (the method raised)
 success              bool        status ok and test_error <= threshold
 test_error           float|null  Σ‖F̂−F‖²/Σ‖F‖² on the test inputs
 train_error          float|null  the method's training relative MSE
@@ -45,7 +46,7 @@ reason               str         LearnResult.reason
 phases               list        LearnResult.phases as dicts (name, figures, truth, time, status, message)
 info                 object      LearnResult.info (plus traceback / distance_error on failures)
 data_digest          str|null    sha256(X ‖ Y)[:16]: equal within a trial
-error                str|null    the exception, when status is error
+error                str|null    the exception (status error) or the refusal reason (status refused)
 time                 float|null  wall seconds of the method call (timing)
 learner_time         float|null  LearnResult.time (timing)
 versions             object      python, sculpt, numpy, scipy, cvxpy, ..., torch, git commit
@@ -85,7 +86,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "regime": (str,), "d": (int,), "k": (int,), "m": (int,), "N": (int,), "n_factor": _OPT_NUM,
     "scale": _NUM, "distribution": (str,), "noise": _NUM, "weak_head": _OPT_NUM, "separation": _OPT_NUM,
 }
-STATUSES = ("ok", "no-model", "error")
+STATUSES = ("ok", "no-model", "refused", "error")
 #: fields that vary between identical runs (excluded when comparing schedulers)
 TIMING_FIELDS = frozenset({"time", "learner_time", "timestamp", "host"})
 
@@ -119,8 +120,8 @@ def validate_record(record: Mapping[str, Any]) -> None:
         te, th = record.get("test_error"), record.get("threshold")
         if record.get("status") != "ok" or not isinstance(te, numbers.Real) or not te <= th:
             problems.append("success is true but status is not ok or test_error > threshold")
-    if record.get("status") == "error" and not record.get("error"):
-        problems.append("status error without an error message")
+    if record.get("status") in ("error", "refused") and not record.get("error"):
+        problems.append(f"status {record.get('status')} without an error message")
     for p in record.get("phases", []) if isinstance(record.get("phases"), list) else []:
         if not isinstance(p, Mapping) or not {"name", "figures", "status"} <= set(p):
             problems.append(f"phase {p!r} lacks name/figures/status")

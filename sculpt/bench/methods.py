@@ -16,27 +16,37 @@ from typing import Any, Callable
 
 from ..result import LearnResult
 
-__all__ = ["register", "get_method", "registered", "adam_implementation", "warm_up"]
+__all__ = ["register", "get_method", "registered", "adam_implementation", "warm_up", "refusal"]
 
 Method = Callable[..., LearnResult]
 _REGISTRY: dict[str, Method] = {}
 _WARM_UPS: dict[str, Callable[[], None]] = {}
 _WARMED: set[str] = set()
+_REQUIRES: dict[str, Callable[[Any], "str | None"]] = {}
 
 
-def register(name: str, fn: Method, *, warm: Callable[[], None] | None = None) -> None:
+def register(name: str, fn: Method, *, warm: Callable[[], None] | None = None,
+             requires: Callable[[Any], "str | None"] | None = None) -> None:
     """Make ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult`` runnable under ``name``; ``warm``
-    (optional) does the one-off work of a process (imports, first-call set-up) outside the timed call."""
+    (optional) does the one-off work of a process (imports, first-call set-up) outside the timed call;
+    ``requires(cell)`` (optional) returns why the method refuses a cell (e.g. too few examples), or None."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if not callable(fn):
         raise TypeError(f"method {name!r} must be callable, got {type(fn).__name__}")
     _REGISTRY[name] = fn
     _WARMED.discard(name)
-    if warm is None:
-        _WARM_UPS.pop(name, None)
-    else:
-        _WARM_UPS[name] = warm
+    for table, value in ((_WARM_UPS, warm), (_REQUIRES, requires)):
+        if value is None:
+            table.pop(name, None)
+        else:
+            table[name] = value
+
+
+def refusal(name: str, cell: Any) -> str | None:
+    """Why method ``name`` does not accept ``cell`` (a sculpt.bench.grid.Cell), or None if it does."""
+    fn = _REQUIRES.get(name)
+    return None if fn is None else fn(cell)
 
 
 def warm_up(name: str) -> None:
@@ -124,7 +134,22 @@ def _warm_adam() -> None:
     _adam(X, Y, 1, seed=0, max_iter=2)
 
 
-register("sculpt", _learn("sculpt"), warm=_warm_learner)
-register("exact", _learn("exact"), warm=_warm_learner)
+def _requires(route: str) -> Callable[[Any], "str | None"]:
+    def check(cell: Any) -> str | None:
+        from ..learner import min_examples
+
+        if route == "exact" and (cell.m != 1 or not 2 <= cell.k < cell.d):
+            return f"the exact route needs m = 1 and 2 <= k < d, got (d, k, m) = ({cell.d}, {cell.k}, {cell.m})"
+        need = min_examples(route, cell.d, cell.k, cell.m)
+        if cell.N < need:
+            return f"learn(method={route!r}) needs N >= {need} examples for (d, k, m) = " \
+                   f"({cell.d}, {cell.k}, {cell.m}), got N = {cell.N}"
+        return None
+
+    return check
+
+
+register("sculpt", _learn("sculpt"), warm=_warm_learner, requires=_requires("sculpt"))
+register("exact", _learn("exact"), warm=_warm_learner, requires=_requires("exact"))
 register("lbfgs", _lbfgs, warm=_warm_lbfgs)
 register("adam", _adam, warm=_warm_adam)

@@ -1,8 +1,8 @@
 """Markdown summary of a sweep: one row per cell, four columns per method.
 
 Per (cell, method): success = #runs with test relative MSE ≤ threshold over #runs; median test relative
-MSE (a run without a model counts as +inf); median wall time; and the time ratio to L-BFGS = median over
-the cell's trials of time(method) / time(lbfgs) on the same trial.
+MSE (a run without a model — error, refusal — counts as +inf); median wall time; and the time ratio to
+L-BFGS = median over the cell's trials of time(method) / time(lbfgs) on the same trial.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class MethodStats:
     runs: int = 0
     successes: int = 0
     errors: int = 0
+    refused: int = 0
     median_test: float | None = None
     median_theta: float | None = None
     median_w: float | None = None
@@ -77,6 +78,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[CellSummary]:
         cells[ck].methods[method] = MethodStats(
             runs=len(rs), successes=sum(bool(r.get("success")) for r in rs),
             errors=sum(r.get("status") == "error" for r in rs),
+            refused=sum(r.get("status") == "refused" for r in rs),
             median_test=_median(r["test_error"] if r.get("test_error") is not None else math.inf for r in rs),
             median_theta=_median(r.get("theta_error") for r in rs),
             median_w=_median(r.get("w_error") for r in rs),
@@ -133,7 +135,8 @@ def markdown_table(cells: Sequence[CellSummary], methods: Sequence[str] | None =
             if s is None:
                 row += ["—"] * 4
             else:
-                err = f" ({s.errors} err)" if s.errors else ""
+                notes = [f"{s.errors} err"] * bool(s.errors) + [f"{s.refused} refused"] * bool(s.refused)
+                err = f" ({', '.join(notes)})" if notes else ""
                 row += [f"{s.successes}/{s.runs}{err}", _e(s.median_test), _t(s.median_time), _r(s.ratio_lbfgs)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -175,6 +178,14 @@ def render_summary(records: Sequence[dict[str, Any]], *, title: str = "Recovery 
     notes = [f"- **{r}**: {REGIME_NOTES[r]}" for r in regimes if r in REGIME_NOTES]
     if notes:
         parts += ["## Regimes", ""] + notes + [""]
+    refused = {}
+    for r in records:
+        if r.get("status") == "refused":
+            refused.setdefault(r["method"], set()).add(r.get("error"))
+    if refused:
+        parts += ["## Refused runs (not run; counted as failures)", ""]
+        parts += [f"- {m}: {msg}" for m, msgs in refused.items() for msg in sorted(msgs)]
+        parts.append("")
     errs = [r for r in records if r.get("status") == "error"]
     if errs:
         parts += [f"## Errors ({len(errs)} runs)", ""]

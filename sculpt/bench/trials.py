@@ -23,7 +23,7 @@ import numpy as np
 
 from . import SCHEMA_VERSION
 from .grid import RunSpec
-from .methods import adam_implementation, get_method, warm_up
+from .methods import adam_implementation, get_method, refusal, warm_up
 
 __all__ = ["Problem", "make_problem", "run_trial", "relative_mse", "versions", "jsonable"]
 
@@ -168,6 +168,10 @@ def run_trial(spec: RunSpec) -> dict[str, Any]:
         return record
     record["data_digest"] = problem.digest
     fn = get_method(spec.method)
+    refused = refusal(spec.method, c)
+    if refused is not None:  # the method declines this cell (e.g. too few examples): a failure, not an error
+        record.update(status="refused", error=refused)
+        return record
     warm_up(spec.method)  # one-off imports / first-call set-up of this process, outside the timing
     t0 = time.perf_counter()
     try:

@@ -340,3 +340,24 @@ def test_local_processes_give_the_serial_records(tmp_path: Path) -> None:
     procs = run_sweep(grid, tmp_path / "procs", scheduler="local", workers=2, progress=False).records
     assert len(serial) == 2 and all(r["status"] == "ok" for r in serial)
     assert [strip_timings(r) for r in serial] == [strip_timings(r) for r in procs]
+
+
+def test_a_method_refusing_a_cell_is_recorded_as_a_failure_not_run(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def picky(X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: Any = None) -> LearnResult:
+        calls.append(len(X))
+        return _oracle(X, Y, m, seed=seed, truth=truth)
+
+    register("picky", picky, requires=lambda cell: None if cell.N >= 30 else f"needs N >= 30, got {cell.N}")
+    spec = {"name": "p", "seeds": 1, "methods": ["picky"], "test_samples": 50,
+            "cells": [{"d": 3, "k": 2, "m": 1, "N": [10, 30]}]}
+    res = run_sweep(grid_from_dict(spec), tmp_path, scheduler="serial", progress=False)
+    small, large = res.records
+    assert calls == [30] and res.errors == 0
+    assert small["status"] == "refused" and "needs N >= 30, got 10" in small["error"] and not small["success"]
+    assert large["success"]
+    for r in res.records:
+        validate_record(r)
+    text = render_summary(res.records)
+    assert "0/1 (1 refused)" in text and "## Refused runs" in text
