@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[f"example_{name}"] = module  # dataclasses look their module up by name
+    module.__name__ = f"example_{name}"
     spec.loader.exec_module(module)
     return module
 
