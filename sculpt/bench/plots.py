@@ -1,8 +1,8 @@
 """Figures of a sweep (matplotlib, imported lazily; ``available()`` says whether it is installed).
 
 - ``success_vs_N.png``: success rate against N per method, one panel per instance family (cells that
-  differ only in N).
-- ``time_vs_size.png``: median wall time of each cell against d and against m, per method.
+  differ only in N or in the regime label), families with the most N values first.
+- ``time_vs_size.png``: median wall time of each cell (completed runs) against d and against m, per method.
 - ``phases_vs_N.png``: the sculpting learner's phase diagnostics against N — acceptance rate of the
   sculpting rows, principal angle between the estimated and the true span, relative ΣW error.
 """
@@ -79,16 +79,27 @@ def phase_diagnostics(record: dict[str, Any]) -> dict[str, float | None]:
     return {name: fn(record) for name, fn in DIAGNOSTICS.items()}
 
 
+_STYLE = {"sculpt": ("tab:blue", "o"), "exact": ("tab:green", "s"), "lbfgs": ("tab:orange", "^"),
+          "adam": ("tab:red", "v")}
+
+
+def _style(method: str, i: int) -> dict[str, Any]:
+    colour, marker = _STYLE.get(method, (f"C{4 + i % 6}", "D"))
+    return {"color": colour, "marker": marker}
+
+
 def _family(cell: dict[str, Any]) -> tuple[Any, ...]:
-    return (cell["regime"], cell["d"], cell["k"], cell["m"], cell["scale"], cell["distribution"], cell["noise"],
+    """The instance family of a cell: everything but N and the regime label (so that e.g. the small-N
+    cells and the generic cell of the same (d, k, m) form one success-vs-N curve)."""
+    return (cell["d"], cell["k"], cell["m"], cell["scale"], cell["distribution"], cell["noise"],
             cell.get("weak_head"), cell.get("separation"))
 
 
 def _family_label(fam: tuple[Any, ...]) -> str:
-    regime, d, k, m, scale, law, noise, weak, sep = fam
+    d, k, m, scale, law, noise, weak, sep = fam
     extra = "".join([f" weak {weak:g}" if weak else "", f" sep {sep:g}" if sep else "",
                      f" noise {noise:g}" if noise else "", "" if law == "boolean" else f" {law}"])
-    return f"{regime} ({d},{k},{m}) ‖Θ‖={scale:g}{extra}"
+    return f"({d},{k},{m}) ‖Θ‖={scale:g}{extra}"
 
 
 def _methods(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -122,23 +133,28 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
     written: list[Path] = []
 
     families: dict[tuple[Any, ...], dict[str, dict[int, list[bool]]]] = {}
+    regimes: dict[tuple[Any, ...], list[str]] = {}
     for r in records:
+        regs = regimes.setdefault(_family(r["cell"]), [])
+        if r["cell"]["regime"] not in regs:
+            regs.append(r["cell"]["regime"])
         fam = families.setdefault(_family(r["cell"]), {})
         fam.setdefault(r["method"], {}).setdefault(r["cell"]["N"], []).append(bool(r.get("success")))
-    multi = {f: v for f, v in families.items() if len({n for per in v.values() for n in per}) > 1}
-    shown = multi or families
+    shown = dict(sorted(families.items(), key=lambda kv: -len({n for per in kv[1].values() for n in per})))
     if shown:
         fig, axes = _grid_axes(plt, len(shown))
         for ax, (fam, per_method) in zip(axes, shown.items()):
-            for m in methods:
+            for i, m in enumerate(methods):
                 if m in per_method:
                     ns = sorted(per_method[m])
-                    ax.plot(ns, [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns], "o-", label=m)
+                    shift = 1 + 0.03 * (i - (len(methods) - 1) / 2)  # side by side, not on top of each other
+                    ax.plot([n * shift for n in ns], [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns],
+                            "-", label=m, **_style(m, i))
             ax.set_xscale("log")
             ax.set_ylim(-0.05, 1.05)
             ax.set_xlabel("N (examples)")
             ax.set_ylabel("success rate")
-            ax.set_title(_family_label(fam), fontsize=8)
+            ax.set_title(f"{'/'.join(regimes[fam])} {_family_label(fam)}", fontsize=8)
             ax.legend(fontsize=7)
         fig.tight_layout()
         written.append(out / "success_vs_N.png")
@@ -148,7 +164,7 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
     cell_times: dict[tuple[str, str], list[float]] = {}
     cell_of: dict[str, dict[str, Any]] = {}
     for r in records:
-        if r.get("time") is not None:
+        if r.get("time") is not None and r.get("status") == "ok":
             cell_times.setdefault((r["cell_key"], r["method"]), []).append(r["time"])
             cell_of[r["cell_key"]] = r["cell"]
     if cell_times:
@@ -157,8 +173,10 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
             for i, m in enumerate(methods):
                 pts = [(cell_of[ck][size], statistics.median(ts)) for (ck, mm), ts in cell_times.items() if mm == m]
                 if pts:
-                    jitter = 1 + 0.04 * (i - len(methods) / 2)
-                    ax.scatter([p[0] * jitter for p in pts], [max(p[1], 1e-4) for p in pts], label=m, s=18)
+                    jitter = 1 + 0.015 * (i - (len(methods) - 1) / 2)
+                    st = _style(m, i)
+                    ax.scatter([p[0] * jitter for p in pts], [max(p[1], 1e-4) for p in pts], label=m, s=18,
+                               color=st["color"], marker=st["marker"])
             ax.set_yscale("log")
             ax.set_xlabel(size)
             ax.set_ylabel("median wall time per cell (s)")

@@ -2,7 +2,8 @@
 
 Per (cell, method): success = #runs with test relative MSE ≤ threshold over #runs; median test relative
 MSE (a run without a model — error, refusal — counts as +inf); median wall time; and the time ratio to
-L-BFGS = median over the cell's trials of time(method) / time(lbfgs) on the same trial.
+L-BFGS = median over the cell's trials of time(method) / time(lbfgs) on the same trial (times of runs
+that ended with status "ok" only).
 """
 from __future__ import annotations
 
@@ -72,9 +73,9 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[CellSummary]:
             cs.seeds.append(r["seed"])
         by.setdefault((r["cell_key"], r["method"]), []).append(r)
     for (ck, method), rs in by.items():
-        lbfgs_time = {r["trial_key"]: r.get("time") for r in by.get((ck, "lbfgs"), [])}
+        lbfgs_time = {r["trial_key"]: r.get("time") for r in by.get((ck, "lbfgs"), []) if r.get("status") == "ok"}
         ratios = [r["time"] / lbfgs_time[r["trial_key"]] for r in rs
-                  if r.get("time") is not None and lbfgs_time.get(r["trial_key"])]
+                  if r.get("status") == "ok" and r.get("time") is not None and lbfgs_time.get(r["trial_key"])]
         cells[ck].methods[method] = MethodStats(
             runs=len(rs), successes=sum(bool(r.get("success")) for r in rs),
             errors=sum(r.get("status") == "error" for r in rs),
@@ -82,7 +83,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[CellSummary]:
             median_test=_median(r["test_error"] if r.get("test_error") is not None else math.inf for r in rs),
             median_theta=_median(r.get("theta_error") for r in rs),
             median_w=_median(r.get("w_error") for r in rs),
-            median_time=_median(r.get("time") for r in rs),
+            median_time=_median(r.get("time") for r in rs if r.get("status") == "ok"),
             ratio_lbfgs=_median(ratios), median_samples=_median(r.get("samples_used") for r in rs))
     return list(cells.values())
 
@@ -171,7 +172,7 @@ def render_summary(records: Sequence[dict[str, Any]], *, title: str = "Recovery 
               f"- success: test relative MSE on fresh noise-free inputs ≤ "
               f"{', '.join(f'{t:g}' for t in thresholds)}",
               "- columns per method: succ = successes/runs; err = median test relative MSE (no model = inf); "
-              "s = median wall seconds; ×lb = median per-trial time ratio to L-BFGS", "",
+              "s = median wall seconds of completed runs; ×lb = median per-trial time ratio to L-BFGS", "",
               markdown_table(cells, methods), "", "## Head-matched parameter errors (medians)", "",
               parameter_table(cells, methods), ""]
     regimes = sorted({c.cell["regime"] for c in cells})
