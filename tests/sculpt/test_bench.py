@@ -361,3 +361,23 @@ def test_a_method_refusing_a_cell_is_recorded_as_a_failure_not_run(tmp_path: Pat
         validate_record(r)
     text = render_summary(res.records)
     assert "0/1 (1 refused)" in text and "## Refused runs" in text
+
+
+def test_quick_grid_runs_and_its_lines_follow_the_schema(tmp_path: Path) -> None:
+    """`sculpt bench --quick` with the cheap methods (the learners' cost is the benchmark's business)."""
+    args = build_parser().parse_args(["--quick", "--methods", "exact,lbfgs", "--out", str(tmp_path),
+                                      "--scheduler", "serial", "--no-progress", "--seeds", "1"])
+    status = run_bench(args)
+    records = _lines(tmp_path / "trials.jsonl")
+    planned = builtin_grid("quick").with_seeds(1).runs(["exact", "lbfgs"])
+    assert status == 0 and sorted(r["key"] for r in records) == sorted(s.key for s in planned)
+    for r in records:
+        validate_record(r)
+        assert r["status"] in ("ok", "refused")
+    by_trial: dict[str, set[str]] = {}
+    for r in records:
+        by_trial.setdefault(r["trial_key"], set()).add(r["data_digest"])
+    assert any(len(r) > 1 for r in [[x for x in records if x["trial_key"] == t] for t in by_trial])
+    assert all(len(d) == 1 for d in by_trial.values())            # every method saw the same data
+    assert all(r["success"] for r in records if r["method"] == "exact")
+    assert (tmp_path / "summary.md").read_text().count("| generic |") == 2 * 2
