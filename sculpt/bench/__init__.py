@@ -13,7 +13,8 @@ applicable; non-finite numbers are written as ``null``):
 field                type        meaning
 ===================  ==========  ===================================================================
 schema_version       int         version of this schema
-key                  str         run key = trial_key ":" method "@" 8-hex digest of the options (resume)
+key                  str         run key = trial_key ":" method "@" 8-hex digest of (options, threshold,
+                                 test_samples): the resume key
 trial_key            str         cell_key ":seed" seed
 cell_key             str         regime ":" instance ":N" N ":noise" noise
 regime               str         label of the grid block (generic, small-N, weak-head, ...)

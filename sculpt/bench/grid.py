@@ -128,13 +128,15 @@ class RunSpec:
 
     @property
     def options_digest(self) -> str:
-        """Eight hex digits of the method options, so changed options are not mistaken for done runs."""
-        text = json.dumps(dict(self.options), sort_keys=True, default=str)
+        """Eight hex digits of the method options, threshold and test size, so that runs with changed
+        settings are not mistaken for done ones."""
+        text = json.dumps({"options": dict(self.options), "threshold": self.threshold,
+                           "test_samples": self.test_samples}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
     @property
     def key(self) -> str:
-        """Run key: trial key, method and options digest (the resume key)."""
+        """Run key: trial key, method and settings digest (the resume key)."""
         return f"{self.trial_key}:{self.method}@{self.options_digest}"
 
     @property
