@@ -381,3 +381,11 @@ def test_quick_grid_runs_and_its_lines_follow_the_schema(tmp_path: Path) -> None
     assert all(len(d) == 1 for d in by_trial.values())            # every method saw the same data
     assert all(r["success"] for r in records if r["method"] == "exact")
     assert (tmp_path / "summary.md").read_text().count("| generic |") == 2 * 2
+
+
+def test_sculpt_command_line_has_the_bench_subcommand(tmp_path: Path) -> None:
+    cli = pytest.importorskip("sculpt.cli", reason="sculpt.cli (engineer L3) is not in this tree yet")
+    (tmp_path / "g.json").write_text(json.dumps(TINY))
+    status = cli.main(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"),
+                       "--scheduler", "serial", "--no-progress"])
+    assert status == 0 and len(_lines(tmp_path / "o" / "trials.jsonl")) == 6
