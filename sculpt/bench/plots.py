@@ -56,14 +56,18 @@ def _acceptance(record: dict[str, Any]) -> float | None:
 
 def _span_angle(record: dict[str, Any]) -> float | None:
     p = _phase(record, "4-span")
-    return None if p is None else (_find(p.get("truth", {}), "angle") or _find(p.get("figures", {}), "angle"))
+    if p is None:
+        return None
+    v = _find(p.get("truth", {}), "angle", "deg")
+    return v if v is not None else _find(p.get("figures", {}), "angle", "deg")
 
 
 def _sum_w_error(record: dict[str, Any]) -> float | None:
     for prefix in ("3-refine", "1-sum-w"):
         p = _phase(record, prefix)
         if p is not None:
-            v = _find(p.get("truth", {}), "sum_w", "err") or _find(p.get("truth", {}), "err")
+            v = _find(p.get("truth", {}), "sum_w", "err")
+            v = v if v is not None else _find(p.get("truth", {}), "err")
             if v is not None:
                 return v
     return None
@@ -71,7 +75,7 @@ def _sum_w_error(record: dict[str, Any]) -> float | None:
 
 #: diagnostic name -> extractor from a record (None when the record lacks it)
 DIAGNOSTICS: dict[str, Callable[[dict[str, Any]], float | None]] = {
-    "acceptance rate": _acceptance, "span angle (rad)": _span_angle, "ΣW relative error": _sum_w_error,
+    "acceptance rate": _acceptance, "span angle (degrees)": _span_angle, "ΣW relative error": _sum_w_error,
 }
 
 
