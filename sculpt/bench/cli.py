@@ -1,10 +1,11 @@
 """Command line of the recovery benchmark: ``sculpt bench`` and ``python benchmarks/recovery.py``.
 
     sculpt bench [--grid FILE] [--quick] [--out DIR] [--scheduler local|serial|ADDRESS] [--workers N]
-                 [--methods sculpt,exact,lbfgs,adam] [--seeds N] [--plots] [--retry-errors] [--no-progress]
+                 [--methods sculpt,exact,lbfgs,adam] [--seeds N] [--only TEXT] [--plots] [--retry-errors]
+                 [--no-progress]
 
 Writes <out>/trials.jsonl (one record per run, schema in ``sculpt.bench``), <out>/summary.md, <out>/grid.json
-(the grid as read) and, with --plots, <out>/plots/*.png; prints the summary table to stdout.
+(the grid as read, with the command-line overrides) and, with --plots, <out>/plots/*.png; prints the summary table to stdout.
 """
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help=f"comma list from {','.join(ALL_METHODS)} (default: the grid's; exact only runs at m=1)")
     p.add_argument("--seeds", type=_positive, default=None, metavar="N", help="override: seeds 0..N-1 per cell")
     p.add_argument("--plots", action="store_true", help="also write plots/*.png (needs matplotlib)")
+    p.add_argument("--only", metavar="TEXT", default=None,
+                   help="run only the runs whose key contains TEXT (e.g. a trial key from trials.jsonl, "
+                        "'near-identical', ':seed2:', ':lbfgs@')")
     p.add_argument("--retry-errors", action="store_true", help="redo runs that ended in an error")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -97,7 +101,8 @@ def run_bench(args: argparse.Namespace) -> int:
         grid = grid.with_seeds(args.seeds)
     out = Path(args.out or ("results/bench-quick" if args.quick and not args.grid else f"results/bench"))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "grid.json").write_text(json.dumps(grid.source, indent=2, default=str))
+    (out / "grid.json").write_text(json.dumps({"grid": grid.source, "overrides": {
+        "seeds": args.seeds, "methods": args.methods, "only": args.only}}, indent=2, default=str))
     if args.plots:
         from .plots import available
         if not available():
@@ -105,7 +110,7 @@ def run_bench(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     try:
         res = run_sweep(grid, out, methods=args.methods, scheduler=args.scheduler, workers=args.workers,
-                        progress=not args.no_progress, retry_errors=args.retry_errors)
+                        progress=not args.no_progress, retry_errors=args.retry_errors, only=args.only)
     except RuntimeError as exc:
         print(f"sculpt bench: {exc}", file=sys.stderr)
         return 2

@@ -197,14 +197,16 @@ class SweepResult:
 
 def run_sweep(grid: Grid, out: str | Path, *, methods: Iterable[str] | None = None, scheduler: str = "local",
               workers: int | None = None, progress: bool = True, retry_errors: bool = False,
-              stream: TextIO | None = None, fn: Callable[[RunSpec], dict[str, Any]] = run_trial) -> SweepResult:
-    """Run every run of ``grid`` (restricted to ``methods``) whose key is not yet in <out>/trials.jsonl,
-    appending records as they finish; runs that ended in status "error" are redone if ``retry_errors``."""
+              stream: TextIO | None = None, fn: Callable[[RunSpec], dict[str, Any]] = run_trial,
+              only: str | None = None) -> SweepResult:
+    """Run every run of ``grid`` (restricted to ``methods``, and to keys containing ``only``) whose key is
+    not yet in <out>/trials.jsonl, appending records as they finish; runs that ended in status "error" are
+    redone if ``retry_errors``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     store = RecordStore(out / "trials.jsonl")
     done = store.load()
-    plan = grid.runs(methods)
+    plan = [s for s in grid.runs(methods) if only is None or only in s.key]
     keys = [s.key for s in plan]
     if len(set(keys)) != len(keys):
         raise ValueError("grid produces duplicate run keys")

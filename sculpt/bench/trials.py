@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from . import SCHEMA_VERSION
-from .grid import RunSpec
+from .grid import Cell, RunSpec
 from .methods import adam_implementation, get_method, refusal, warm_up
 
-__all__ = ["Problem", "make_problem", "run_trial", "relative_mse", "versions", "jsonable"]
+__all__ = ["Problem", "make_problem", "run_trial", "spec_from_record", "relative_mse", "versions", "jsonable"]
 
 
 @dataclass
@@ -202,3 +202,14 @@ def run_trial(spec: RunSpec) -> dict[str, Any]:
     except Exception as exc:  # distance is a diagnostic; its failure must not hide the test error
         record["info"]["distance_error"] = f"{type(exc).__name__}: {exc}"
     return record
+
+
+def spec_from_record(record: dict[str, Any]) -> RunSpec:
+    """The RunSpec that produced ``record``: ``run_trial(spec_from_record(r))`` re-runs one trial alone and
+    gives ``r`` again (timings aside)."""
+    cell = Cell(**record["cell"])
+    spec = RunSpec(cell, int(record["seed"]), record["method"], dict(record["options"]),
+                   float(record["threshold"]), int(record["test_samples"]))
+    if spec.key != record["key"]:
+        raise ValueError(f"record {record['key']!r} does not match the spec rebuilt from it ({spec.key!r})")
+    return spec

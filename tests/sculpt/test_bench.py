@@ -311,7 +311,11 @@ def test_cli_writes_records_summary_and_plots(tmp_path: Path, capsys: pytest.Cap
     assert len(records) == 3 and {r["seed"] for r in records} == {0}
     summary = (tmp_path / "o" / "summary.md").read_text()
     assert summary in capsys.readouterr().out and summary.count("| generic") == 2 * 3  # main + parameter table
-    assert json.loads((tmp_path / "o" / "grid.json").read_text())["name"] == "tiny"
+    assert json.loads((tmp_path / "o" / "grid.json").read_text())["grid"]["name"] == "tiny"
+    args = top.parse_args(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "one"),
+                           "--scheduler", "serial", "--no-progress", "--only", records[2]["trial_key"]])
+    assert args.func(args) == 0
+    assert [r["key"] for r in _lines(tmp_path / "one" / "trials.jsonl")] == [records[2]["key"]]
     if importlib.util.find_spec("matplotlib"):
         assert (tmp_path / "o" / "plots" / "success_vs_N.png").exists()
     with pytest.raises(SystemExit):
@@ -389,3 +393,15 @@ def test_sculpt_command_line_has_the_bench_subcommand(tmp_path: Path) -> None:
     status = cli.main(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"),
                        "--scheduler", "serial", "--no-progress"])
     assert status == 0 and len(_lines(tmp_path / "o" / "trials.jsonl")) == 6
+
+
+def test_any_trial_can_be_rerun_alone_from_its_record(tmp_path: Path) -> None:
+    from sculpt.bench.trials import spec_from_record
+
+    records = run_sweep(grid_from_dict(TINY), tmp_path, scheduler="serial", progress=False).records
+    for rec in (records[-1], records[1]):
+        again = run_trial(spec_from_record(json.loads(json.dumps(rec))))
+        assert strip_timings(again) == strip_timings(rec)
+    broken = dict(records[0], seed=records[0]["seed"] + 1)
+    with pytest.raises(ValueError, match="does not match"):
+        spec_from_record(broken)
