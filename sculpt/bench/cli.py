@@ -4,8 +4,9 @@
                  [--methods sculpt,exact,lbfgs,adam] [--seeds N] [--only TEXT] [--plots] [--retry-errors]
                  [--no-progress]
 
-Writes <out>/trials.jsonl (one record per run, schema in ``sculpt.bench``), <out>/summary.md, <out>/grid.json
-(the grid as read, with the command-line overrides) and, with --plots, <out>/plots/*.png; prints the summary table to stdout.
+Writes <out>/trials.jsonl (one record per run, schema in ``sculpt.bench``), <out>/summary.md,
+<out>/grid.json (the grid as read, with the command-line overrides) and, with --plots, <out>/plots/*.png;
+prints the summary table to stdout.
 """
 from __future__ import annotations
 
