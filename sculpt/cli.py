@@ -1,0 +1,426 @@
+"""Command line: ``sculpt recover`` (plant a layer, learn it back, score it), ``sculpt learn`` (learn from
+your own X, Y arrays) and ``sculpt bench`` (the recovery benchmark, registered from ``sculpt.bench.cli``).
+
+    sculpt recover --d 8 --k 4 --m 2 --samples 20000 --seed 0 [--method sculpt|exact|gradient|auto]
+                   [--distribution boolean|gaussian] [--noise SIGMA] [--scale 2.5] [--solver NAME]
+                   [--tol TOL] [--test-samples 5000] [--out DIR] [--quiet]
+    sculpt learn --data FILE.npz --m 2 [--method ...] [--seed 0] [--solver NAME] [--tol TOL]
+                 [--truth MODEL.npz] [--out DIR] [--quiet]
+
+Exit status: 0 learned (converged), 1 ran but did not converge (or a solver failed), 2 bad input.
+Each subcommand is registered by an ``add_*_parser(subparsers)`` function that sets ``func`` (the runner,
+``args -> exit status``); ``SUBCOMMANDS`` lists them in help order.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["main", "build_parser", "add_recover_parser", "add_learn_parser", "SUBCOMMANDS", "run_recover",
+           "run_learn", "versions"]
+
+METHODS = ("sculpt", "exact", "gradient", "auto")
+DISTRIBUTIONS = ("boolean", "gaussian")
+EXIT_OK, EXIT_NOT_CONVERGED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """A user error found after parsing (a missing file, a wrong array shape): exit status 2."""
+
+
+# ------------------------------------------------------------------------------------------ arg types
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
+    return v
+
+
+def _real(lo: float, lo_open: bool) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v) or v < lo or (lo_open and v == lo):
+            raise argparse.ArgumentTypeError(f"expected a finite number {'>' if lo_open else '>='} {lo:g}, got {text}")
+        return v
+    return parse
+
+
+def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> None:
+    p.add_argument("--method", choices=METHODS, default=default_method,
+                   help=f"learning route (default {default_method}); exact needs m = 1 and k < d")
+    p.add_argument("--solver", metavar="NAME", default=None,
+                   help="LP/QP backend of the engine (HIGHS, CLARABEL, SCS, MOSEK; default: the engine's choice)")
+    p.add_argument("--tol", type=_real(0.0, True), default=None,
+                   help="validation relative MSE counted as converged (default: the learner's, 1e-12)")
+    p.add_argument("--out", metavar="DIR", default=None, help="write DIR/result.json and DIR/model.npz")
+    p.add_argument("--quiet", action="store_true", help="no progress lines and no phase table")
+
+
+# ------------------------------------------------------------------------------------------ parsers
+def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``recover``: plant a layer, sample and label inputs, learn, score on fresh inputs."""
+    p = subparsers.add_parser(
+        "recover", help="plant a random layer and learn it back from its examples",
+        description="Plant a layer (sculpt.plant(d, k, m, scale=, seed=)), sample N inputs, label them (plus "
+                    "relative Gaussian noise if asked), learn with the chosen method, and score the result on "
+                    "fresh inputs and against the planted parameters.")
+    p.add_argument("--d", type=_positive_int, required=True, help="token dimension")
+    p.add_argument("--k", type=_positive_int, required=True, help="tokens per sequence")
+    p.add_argument("--m", type=_positive_int, required=True, help="number of heads")
+    p.add_argument("--samples", type=_positive_int, required=True, help="number of training examples N")
+    p.add_argument("--seed", type=_nonneg_int, default=0,
+                   help="seed of the planted layer (as plant(seed=)) and of the data and learner streams")
+    p.add_argument("--distribution", choices=DISTRIBUTIONS, default="boolean", help="input law (default boolean)")
+    p.add_argument("--noise", type=_real(0.0, False), default=0.0, metavar="SIGMA",
+                   help="add N(0, (SIGMA·rms(Y))²) to every label entry (default 0)")
+    p.add_argument("--scale", type=_real(0.0, True), default=2.5, help="‖Θ_i‖_F of the planted layer (default 2.5)")
+    p.add_argument("--test-samples", type=_positive_int, default=5000,
+                   help="fresh inputs for the test relative MSE (default 5000)")
+    _add_learning_arguments(p, "sculpt")
+    p.set_defaults(func=run_recover, parser=p)
+    return p
+
+
+def add_learn_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``learn``: learn from arrays X, Y of shape (N, k, d) stored in an npz file."""
+    p = subparsers.add_parser(
+        "learn", help="learn a layer from your own arrays X, Y in an .npz file",
+        description="Learn m heads from the arrays X and Y (both of shape (N, k, d), rows are tokens) stored "
+                    "in an .npz file (np.savez(path, X=X, Y=Y); no pickled objects).")
+    p.add_argument("--data", required=True, metavar="FILE.npz", help="npz with arrays X and Y of shape (N, k, d)")
+    p.add_argument("--m", type=_positive_int, required=True, help="number of heads")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed of the learner (validation split, searches)")
+    p.add_argument("--truth", metavar="MODEL.npz", default=None,
+                   help="a saved MultiHeadAttention to report ground-truth errors against (optional)")
+    _add_learning_arguments(p, "auto")
+    p.set_defaults(func=run_learn, parser=p)
+    return p
+
+
+def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser | None:
+    """``bench``: registered from sculpt.bench.cli when that package is present."""
+    try:
+        from .bench.cli import add_bench_parser
+    except ImportError:
+        return None
+    p = add_bench_parser(subparsers)
+    p.set_defaults(parser=p)
+    return p
+
+
+SUBCOMMANDS: list[Callable[[Any], argparse.ArgumentParser | None]] = [
+    add_recover_parser, add_learn_parser, _add_bench_parser]
+
+
+def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
+    """The top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Learn a multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from "
+                               "examples by sculpting a convex body (Chen & Li, STOC 2025).",
+        epilog="exit status: 0 converged, 1 not converged, 2 bad input")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {versions()['sculpt']}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def versions() -> dict[str, str]:
+    """Versions of python, numpy, scipy, cvxpy and sculpt (read from package metadata, nothing imported)."""
+    out = {"python": sys.version.split()[0]}
+    for name in ("numpy", "scipy", "cvxpy", "clarabel", "highspy", "scs", "sculpt"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _check_solver(name: str | None) -> str | None:
+    if name is None:
+        return None
+    from oracles import solvers
+
+    key = name.upper()
+    if key not in solvers.registered():
+        raise BadInput(f"--solver: unknown backend {name!r}; choose from {', '.join(solvers.registered())}")
+    why = solvers.unavailable_reason(key)
+    if why is not None:
+        raise BadInput(f"--solver: backend {key} is not usable here ({why}); usable: "
+                       f"{', '.join(solvers.available())}")
+    return key
+
+
+def _jsonable(obj: Any) -> Any:
+    """Plain JSON values: numpy scalars/arrays to Python, non-finite floats to the strings "inf"/"-inf"/"nan"."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if obj is None or isinstance(obj, str):
+        return obj
+    return str(obj)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.3g}"
+    if v is None:
+        return "-"
+    return str(v)
+
+
+def _items(figures: dict[str, Any]) -> list[str]:
+    """Scalar entries of a figures dict as "key=value" strings (lists and dicts are left to result.json)."""
+    return [f"{k}={_fmt(v)}" for k, v in figures.items()
+            if isinstance(v, (bool, int, float, str, np.generic)) or v is None]
+
+
+def _wrap(items: list[str], width: int) -> list[str]:
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + 2 + len(item) <= width:
+            lines[-1] += ", " + item
+        else:
+            lines.append(item if len(item) <= width else item[: width - 1] + "…")
+    return lines or ["-"]
+
+
+def phase_table(phases: Sequence[Any], fig_width: int = 58, truth_width: int = 40) -> str:
+    """Plain-text table, one block per PhaseRecord: phase, status, time, its figures and its ground-truth
+    figures (wrapped over several lines); a failed phase gets its message underneath."""
+    header = f"{'phase':<18} {'status':<7} {'time s':>7}  {'figures':<{fig_width}}  truth"
+    lines = [header, "-" * (len(header) + truth_width - 5)]
+    for p in phases:
+        figs, truth = _wrap(_items(p.figures), fig_width), _wrap(_items(p.truth), truth_width)
+        for i in range(max(len(figs), len(truth))):
+            head = f"{p.name:<18} {p.status:<7} {p.time:>7.2f}" if i == 0 else " " * 34
+            f = figs[i] if i < len(figs) else ""
+            t = truth[i] if i < len(truth) else ""
+            lines.append(f"{head}  {f:<{fig_width}}  {t}".rstrip())
+        if p.status != "ok" and p.message:
+            lines.append(f"{'':<18} ^ {p.message}")
+    return "\n".join(lines)
+
+
+def _summary(result: Any, extra: dict[str, Any]) -> str:
+    info = result.info or {}
+    rows = [("converged", _fmt(result.converged)), ("route", f"{info.get('route', result.method)}"),
+            ("reason", result.reason or "-"),
+            ("train rel MSE", _fmt(result.train_error)), ("validation rel MSE", _fmt(result.validation_error))]
+    rows += [(k, _fmt(v)) for k, v in extra.items()]
+    truth = info.get("truth") or {}
+    for key in ("theta_error", "w_error", "max_theta_error", "max_w_error"):
+        if key in truth:
+            rows.append((f"head-matched {key}", _fmt(truth[key])))
+    rows += [("samples used", _fmt(result.samples_used)), ("time s", f"{result.time:.2f}")]
+    return "\n".join(f"{k:<28} {v}" for k, v in rows)
+
+
+def _write_outputs(out: str | None, result: Any, payload: dict[str, Any], truth: Any = None) -> list[Path]:
+    """DIR/result.json (result.to_dict() plus ``payload``), DIR/model.npz (and DIR/truth.npz when planted)."""
+    if out is None:
+        return []
+    d = Path(out)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--out: cannot create directory {out!r}: {exc}") from None
+    written = []
+    doc = {**result.to_dict(), **payload, "model_file": "model.npz" if result.model is not None else None}
+    (d / "result.json").write_text(json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n")
+    written.append(d / "result.json")
+    if result.model is not None:
+        result.model.save(d / "model.npz")
+        written.append(d / "model.npz")
+    if truth is not None:
+        truth.save(d / "truth.npz")
+        written.append(d / "truth.npz")
+    return written
+
+
+def _learn(X: np.ndarray, Y: np.ndarray, args: argparse.Namespace, seed: Any, truth: Any) -> Any:
+    from .learner import learn
+
+    options: dict[str, Any] = {}
+    if args.tol is not None:
+        options["tol"] = args.tol
+    return learn(X, Y, args.m, method=args.method, seed=seed, solver=args.solver, progress=not args.quiet,
+                 truth=truth, **options)
+
+
+def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int:
+    if not args.quiet:
+        print(phase_table(result.phases))
+        print()
+    print(_summary(result, extra))
+    if result.converged:
+        return EXIT_OK
+    print(f"sculpt {args.command}: not converged: {result.reason or 'no reason given'}", file=sys.stderr)
+    return EXIT_NOT_CONVERGED
+
+
+# ------------------------------------------------------------------------------------------ runners
+def run_recover(args: argparse.Namespace) -> int:
+    """Plant (d, k, m), sample ``samples`` inputs, label (+ noise), learn with truth, score, write files."""
+    from .data import plant, sample_inputs
+
+    args.solver = _check_solver(args.solver)
+    streams = np.random.SeedSequence([args.seed, 0x5C0]).spawn(4)  # data, noise, learner, test
+    try:
+        truth = plant(args.d, args.k, args.m, scale=args.scale, seed=args.seed)
+    except ValueError as exc:
+        raise BadInput(f"cannot plant a layer with (d, k, m) = ({args.d}, {args.k}, {args.m}): {exc}") from None
+    X = sample_inputs(args.samples, args.k, args.d, rng=np.random.default_rng(streams[0]),
+                      distribution=args.distribution)
+    Y = truth(X)
+    if args.noise > 0:
+        rms = math.sqrt(float(np.mean(Y * Y)))
+        Y = Y + args.noise * rms * np.random.default_rng(streams[1]).standard_normal(Y.shape)
+    result = _learn(X, Y, args, np.random.default_rng(streams[2]), truth)
+    extra: dict[str, Any] = {}
+    if result.model is not None:
+        Xt = sample_inputs(args.test_samples, args.k, args.d, rng=np.random.default_rng(streams[3]),
+                           distribution=args.distribution)
+        extra["test rel MSE (fresh)"] = truth.prediction_error(result.model, Xt)
+    else:
+        extra["test rel MSE (fresh)"] = None
+    config = {k: getattr(args, k) for k in ("d", "k", "m", "samples", "seed", "method", "distribution", "noise",
+                                            "scale", "solver", "tol", "test_samples")}
+    payload = {"command": args.command_line, "config": config, "seed": args.seed, "solver": args.solver,
+               "versions": versions(),
+               "evaluation": {"test_error": extra["test rel MSE (fresh)"], "test_samples": args.test_samples,
+                              "truth": (result.info or {}).get("truth", {})},
+               "truth_file": "truth.npz"}
+    status = _report(result, args, extra)
+    payload["exit_status"] = status
+    for path in _write_outputs(args.out, result, payload, truth):
+        print(f"wrote {path}")
+    return status
+
+
+def _load_data(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """X, Y from an npz (no pickle): both present, numeric, of equal shape (N, k, d)."""
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise BadInput(f"--data: cannot read {path!r} as an npz without pickled objects: {exc}") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise BadInput(f"--data: {path!r} is a single .npy array, expected an .npz with arrays X and Y")
+    with z:
+        missing = [key for key in ("X", "Y") if key not in z.files]
+        if missing:
+            raise BadInput(f"--data: {path!r} has no array{'s' if len(missing) > 1 else ''} "
+                           f"{' and '.join(missing)} (it holds {', '.join(z.files) or 'nothing'}); "
+                           "save with np.savez(path, X=X, Y=Y)")
+        try:
+            X, Y = z["X"], z["Y"]
+        except (OSError, ValueError, EOFError) as exc:
+            raise BadInput(f"--data: cannot read arrays X, Y from {path!r} without pickled objects: {exc}") from None
+    for name, arr in (("X", X), ("Y", Y)):
+        if arr.dtype.kind not in "biuf":
+            raise BadInput(f"--data: array {name} has dtype {arr.dtype}, expected real numbers")
+        if arr.ndim != 3:
+            raise BadInput(f"--data: array {name} must have shape (N, k, d), got {arr.shape}")
+    if X.shape != Y.shape:
+        raise BadInput(f"--data: X and Y must have the same shape (N, k, d), got {X.shape} and {Y.shape}")
+    return X.astype(np.float64), Y.astype(np.float64)
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    """Learn from the user's arrays; report train/validation errors; write files."""
+    from .model import MultiHeadAttention
+
+    args.solver = _check_solver(args.solver)
+    X, Y = _load_data(args.data)
+    truth = None
+    if args.truth is not None:
+        try:
+            truth = MultiHeadAttention.load(args.truth)
+        except ValueError as exc:
+            raise BadInput(f"--truth: {exc}") from None
+    result = _learn(X, Y, args, args.seed, truth)
+    config = {"data": args.data, "m": args.m, "method": args.method, "seed": args.seed, "solver": args.solver,
+              "tol": args.tol, "truth": args.truth, "examples": int(X.shape[0]), "k": int(X.shape[1]),
+              "d": int(X.shape[2])}
+    status = _report(result, args, {})
+    payload = {"command": args.command_line, "config": config, "seed": args.seed, "solver": args.solver,
+               "versions": versions(), "exit_status": status}
+    for path in _write_outputs(args.out, result, payload):
+        print(f"wrote {path}")
+    return status
+
+
+# ------------------------------------------------------------------------------------------ entry point
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default sys.argv[1:]), run the subcommand, return its exit status (never raises for
+    bad input: argparse errors and BadInput/ValueError print "sculpt CMD: error: ..." and give 2)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed usage and message (or --help/--version)
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    args.command_line = shlex.join(["sculpt", *argv])
+    sub = getattr(args, "parser", parser)
+    t0 = time.perf_counter()
+    try:
+        return int(args.func(args))
+    except (BadInput, ValueError) as exc:
+        sub.print_usage(sys.stderr)
+        print(f"{sub.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"{sub.prog}: interrupted after {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from oracles.errors import OracleError
+
+        if isinstance(exc, OracleError):
+            print(f"{sub.prog}: solver failure: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_NOT_CONVERGED
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
