@@ -1,12 +1,15 @@
 """Gradient-baseline benchmark: forward/gradient throughput and L-BFGS (and Adam) time to exact recovery.
 
-    python benchmarks/baseline.py [--quick] [--out results/baseline.json] [--threads 1]
+    python benchmarks/baseline.py [--quick] [--hard] [--out results/baseline.json] [--threads 1]
 
 - forward throughput: examples/s of MultiHeadAttention.__call__ at (d, k, m) = (16, 8, 2) (and (8, 4, 2)),
   plus loss_and_grad throughput at N = 2,000;
 - recovery: planted layers (sculpt.plant, scale 2.5) at (8, 4, 2) and (16, 4, 2) with N = 2,000 examples,
   ``gradient_descent(method="lbfgs", restarts=3)``; success = test rel MSE <= 1e-12 on 5,000 fresh inputs;
-  Adam (3,000 steps, lr 0.03) at (8, 4, 2) for comparison (skipped with --quick).
+  Adam (3,000 steps, lr 0.03) at (8, 4, 2) for comparison (skipped with --quick);
+- ``--hard``: the regimes where baselines.md §8 saw gradient descent fail, at (8, 4, 2), L-BFGS with 3
+  restarts and a 20 s cap per run: a weak head (plant(weak_head=0.01)), nearly identical heads
+  (plant(separation=0.03)) and few examples (N = 1.5 × 2md/k = 12).
 Prints tables and writes one JSON file with every measurement. Never asserts timings.
 """
 from __future__ import annotations
@@ -110,6 +113,23 @@ def recovery(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def hard_regimes(quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    d, k, m = 8, 4, 2
+    regimes = [("weak head 0.01", {"weak_head": 0.01}, 2000), ("separation 0.03", {"separation": 0.03}, 2000),
+               ("N = 1.5x count", {}, int(1.5 * 2 * m * d / k))]
+    for name, knobs, n in regimes:
+        for seed in range(2 if quick else 3):
+            truth = plant(d, k, m, seed=seed, **knobs)
+            X = sample_inputs(n, k, d, rng=3000 + seed)
+            res = gradient_descent(X, truth(X), m, seed=seed, restarts=3, time_limit=20.0)
+            test = truth.prediction_error(res.model, sample_inputs(5000, k, d, rng=4000 + seed))
+            rows.append({"regime": name, "d": d, "k": k, "m": m, "N": n, "seed": seed, "time_s": res.time,
+                         "iterations": res.iterations, "train_rel_mse": res.train_error, "test_rel_mse": test,
+                         "success": bool(test <= SUCCESS), "stops": [r["stop"] for r in res.info["restarts"]]})
+    return rows
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["method"], r["d"], r["k"], r["m"]) for r in rows}, key=lambda t: (t[0] != "lbfgs", t))
@@ -129,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer examples and seeds, no Adam")
     parser.add_argument("--out", default="results/baseline.json", help="JSON output path")
+    parser.add_argument("--hard", action="store_true", help="also run the hard regimes of baselines.md §8")
     parser.add_argument("--threads", default=BLAS_THREADS, help="BLAS threads (read before numpy loads)")
     args = parser.parse_args(argv)
 
@@ -155,10 +176,18 @@ def main(argv: list[str] | None = None) -> int:
               f" {s['median_time_s']:>8.2f} {s['max_time_s']:>6.2f} {s['median_test_rel_mse']:>11.1e}"
               f" {s['worst_test_rel_mse']:>10.1e}")
 
+    hard = hard_regimes(args.quick) if args.hard else []
+    if hard:
+        print("\nhard regimes at (8, 4, 2), L-BFGS, restarts = 3, 20 s cap")
+        print(f"{'regime':>16} {'N':>5} {'seed':>4} {'time s':>7} {'train':>9} {'test':>9} {'ok':>3}  stops")
+        for r in hard:
+            print(f"{r['regime']:>16} {r['N']:>5} {r['seed']:>4} {r['time_s']:>7.2f} {r['train_rel_mse']:>9.1e}"
+                  f" {r['test_rel_mse']:>9.1e} {'yes' if r['success'] else 'no':>3}  {', '.join(r['stops'])}")
+
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"versions": versions(), "quick": args.quick, "throughput": thr,
-                               "recovery": rows, "summary": summary}, indent=2))
+                               "recovery": rows, "summary": summary, "hard": hard}, indent=2))
     print(f"\nwrote {out}")
     return 0
 
