@@ -27,11 +27,12 @@ __all__ = ["MultiHeadAttention", "HeadDistance", "FORMAT_NAME", "FORMAT_VERSION"
 
 FORMAT_NAME = "sculpt.MultiHeadAttention"
 FORMAT_VERSION = 1
-_CHUNK_ELEMENTS = 1 << 19  # target size (in float64 elements) of the per-chunk intermediates
+_CHUNK_ELEMENTS = 1 << 15  # per-chunk intermediates of ~256 KB stay in cache (measured fastest: 2^14-2^16)
+_NO_SHIFT_BOUND = 300.0  # softmax skips the max shift when all |logits| <= this
 
 
 def chunk_size(k: int, d: int, m: int) -> int:
-    """Sequences per chunk so that the (n, k, k m) and (n, k m, d) intermediates stay near 4 MB each."""
+    """Sequences per chunk so that the (n, k, k m) and (n, k m, d) intermediates hold ~2^15 floats each."""
     return max(1, _CHUNK_ELEMENTS // (k * m * max(k, d)))
 
 
@@ -42,17 +43,26 @@ def concat_thetas(thetas: np.ndarray) -> np.ndarray:
 
 
 def softmax_axis1(logits: np.ndarray) -> np.ndarray:
-    """In-place numerically stable softmax over axis 1 of a (n, k, c) array (max subtracted first)."""
-    k = logits.shape[1]
-    mx = logits[:, 0].copy()
-    for b in range(1, k):
-        np.maximum(mx, logits[:, b], out=mx)
-    logits -= mx[:, None]
-    np.exp(logits, out=logits)
-    total = logits[:, 0].copy()
-    for b in range(1, k):
-        total += logits[:, b]
-    logits /= total[:, None]
+    """In-place numerically stable softmax over axis 1 of a (n, k, c) array.
+
+    When every logit lies in [−300, 300] exp cannot overflow and the largest term of a row cannot underflow,
+    so exp(L)/Σexp(L) is exact to rounding without the max shift (one pass fewer); otherwise the row max is
+    subtracted first.
+    """
+    if logits.size == 0:
+        return logits
+    if -_NO_SHIFT_BOUND <= float(logits.min()) and float(logits.max()) <= _NO_SHIFT_BOUND:
+        np.exp(logits, out=logits)
+    else:
+        k = logits.shape[1]
+        mx = logits[:, 0].copy()
+        for b in range(1, k):
+            np.maximum(mx, logits[:, b], out=mx)
+        logits -= mx[:, None]
+        np.exp(logits, out=logits)
+    total = logits.sum(axis=1)
+    np.reciprocal(total, out=total)
+    logits *= total[:, None]
     return logits
 
 
