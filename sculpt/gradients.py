@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ._checks import check_data, check_m, check_params
+from ._checks import check_data, check_inputs, check_m, check_params
 from .model import chunk_size, concat_thetas, forward, forward_chunk
 
 __all__ = ["pack", "unpack", "loss_and_grad", "loss_and_grad_flat", "residuals", "jacobian",
@@ -43,10 +43,11 @@ def _dims(params: Any, X: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------- kernels
-def _backward_chunk(theta_cat: np.ndarray, w_cat: np.ndarray, wt_cat: np.ndarray, X: np.ndarray,
-                    P: np.ndarray, A: np.ndarray, G: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Vector-Jacobian product for one chunk: given G = ∂L/∂F (n, k, d) return (∂L/∂Θ_cat (d, m d),
-    ∂L/∂W_cat (m d, d)) where Θ_cat = concat_thetas(thetas), W_cat = ws.reshape(m d, d)."""
+def _backward_chunk(wt_cat: np.ndarray, X: np.ndarray, P: np.ndarray, A: np.ndarray, G: np.ndarray, m: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Vector-Jacobian product for one chunk: given G = ∂L/∂F (n, k, d) and the forward's P, A return
+    (∂L/∂Θ_cat (d, m d), ∂L/∂W_cat (m d, d)) where Θ_cat = concat_thetas(thetas), W_cat = ws.reshape(m d, d)
+    and wt_cat = [W_1ᵀ | … | W_mᵀ] (d, m d)."""
     n, k, d = X.shape
     Xf = X.reshape(n * k, d)
     g_w = A.reshape(n * k, m * d).T @ G.reshape(n * k, d)
@@ -59,8 +60,8 @@ def _backward_chunk(theta_cat: np.ndarray, w_cat: np.ndarray, wt_cat: np.ndarray
     return g_t, g_w
 
 
-def _tangent_chunk(theta_cat: np.ndarray, dtheta_cat: np.ndarray, dw_cat: np.ndarray, w_cat: np.ndarray,
-                   X: np.ndarray, P: np.ndarray, A: np.ndarray, m: int) -> np.ndarray:
+def _tangent_chunk(dtheta_cat: np.ndarray, dw_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, P: np.ndarray,
+                   A: np.ndarray, m: int) -> np.ndarray:
     """Jacobian-vector product for one chunk: dF (n, k, d) for parameter directions (dΘ, dW)."""
     n, k, d = X.shape
     Xf = X.reshape(n * k, d)
@@ -101,7 +102,7 @@ def loss_and_grad(thetas: Any, ws: Any, X: Any, Y: Any, *, normalize: bool = Fal
         R = F - Yc
         loss += float(np.einsum("ijk,ijk->", R, R))
         R *= 2.0
-        gt, gw = _backward_chunk(theta_cat, w_cat, wt_cat, Xc, P, A, R, m)
+        gt, gw = _backward_chunk(wt_cat, Xc, P, A, R, m)
         g_t += gt
         g_w += gw
     g_thetas, g_ws = _grads_from_cat(g_t, g_w, m, d)
@@ -165,8 +166,12 @@ def jacobian(params: Any, X: Any, Y: Any, m: int) -> np.ndarray:
     return J.reshape(N * k * d, 2 * m * d * d)
 
 
-def jvp(params: Any, X: np.ndarray, m: int, direction: np.ndarray) -> np.ndarray:
-    """J v: the directional derivative of vec F(X) along ``direction`` (flat layout); shape (N k d,)."""
+def jvp(params: Any, X: Any, m: int, direction: Any, *, checked: bool = False) -> np.ndarray:
+    """J v: the directional derivative of vec F(X) along ``direction`` (flat layout); shape (N k d,).
+    ``checked=True`` skips validation (X must be float64 (N, k, d))."""
+    if not checked:
+        m = check_m(m)
+        X, _ = check_inputs(X, "X")
     thetas, ws = _dims(params, X, m)
     dth, dw = _dims(direction, X, m)
     N, k, d = X.shape
@@ -177,15 +182,22 @@ def jvp(params: Any, X: np.ndarray, m: int, direction: np.ndarray) -> np.ndarray
     for s in range(0, N, step):
         Xc = X[s:s + step]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
-        out[s:s + step] = _tangent_chunk(theta_cat, dtheta_cat, dw_cat, w_cat, Xc, P, A, m)
+        out[s:s + step] = _tangent_chunk(dtheta_cat, dw_cat, w_cat, Xc, P, A, m)
     return out.ravel()
 
 
-def vjp(params: Any, X: np.ndarray, m: int, cotangent: np.ndarray) -> np.ndarray:
-    """Jᵀ u for u of length N k d (the gradient of ⟨u, vec F(X)⟩), flat layout of length 2 m d²."""
+def vjp(params: Any, X: Any, m: int, cotangent: Any, *, checked: bool = False) -> np.ndarray:
+    """Jᵀ u for u of length N k d (the gradient of ⟨u, vec F(X)⟩), flat layout of length 2 m d².
+    ``checked=True`` skips validation (X must be float64 (N, k, d))."""
+    if not checked:
+        m = check_m(m)
+        X, _ = check_inputs(X, "X")
     thetas, ws = _dims(params, X, m)
     N, k, d = X.shape
-    U = np.asarray(cotangent, dtype=np.float64).reshape(N, k, d)
+    U = np.asarray(cotangent, dtype=np.float64)
+    if U.size != N * k * d:
+        raise ValueError(f"cotangent must have N k d = {N * k * d} entries, got {U.size}")
+    U = U.reshape(N, k, d)
     theta_cat, w_cat = concat_thetas(thetas), np.ascontiguousarray(ws).reshape(m * d, d)
     wt_cat = np.ascontiguousarray(ws.transpose(2, 0, 1).reshape(d, m * d))
     g_t = np.zeros((d, m * d))
@@ -194,7 +206,7 @@ def vjp(params: Any, X: np.ndarray, m: int, cotangent: np.ndarray) -> np.ndarray
     for s in range(0, N, step):
         Xc = X[s:s + step]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
-        gt, gw = _backward_chunk(theta_cat, w_cat, wt_cat, Xc, P, A, np.ascontiguousarray(U[s:s + step]), m)
+        gt, gw = _backward_chunk(wt_cat, Xc, P, A, np.ascontiguousarray(U[s:s + step]), m)
         g_t += gt
         g_w += gw
     gth, gws = _grads_from_cat(g_t, g_w, m, d)
@@ -211,5 +223,5 @@ def jacobian_operator(params: Any, X: Any, Y: Any, m: int) -> LinearOperator:
     _dims(p, X, m)
     N, k, d = X.shape
     shape = (N * k * d, 2 * m * d * d)
-    return LinearOperator(shape, matvec=lambda v: jvp(p, X, m, np.ravel(v)),
-                          rmatvec=lambda u: vjp(p, X, m, np.ravel(u)), dtype=np.float64)
+    return LinearOperator(shape, matvec=lambda v: jvp(p, X, m, np.ravel(v), checked=True),
+                          rmatvec=lambda u: vjp(p, X, m, np.ravel(u), checked=True), dtype=np.float64)
