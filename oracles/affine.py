@@ -1,8 +1,9 @@
 """Affine hull and linear span of convex bodies, chosen by the oracle the body offers.
 
 * ``method="lp"`` (explicit Polytope): the implicit equalities I = {i : a_i x = b_i on all of K};
-  aff(K) = {x : a_i x = b_i (i in I), A_eq x = b_eq}. Fast path: one interior-point feasibility solve
-  (no crossover) gives a near-analytic-centre point x̂ whose slack is ~0 exactly on I; the candidates
+  aff(K) = {x : a_i x = b_i (i in I), A_eq x = b_eq}. Fast path: an interior-point feasibility solve
+  (``solvers.dense_ipm``, a few dense numpy iterations; else the backend's IPM without crossover) gives a
+  near-analytic-centre point x̂ whose slack is ~0 exactly on I; the candidates
   C = {slack <= θ} are then certified by a tiny dual LP (min bᵀz s.t. A_Cᵀz + A_eqᵀμ = 0, z >= 1, whose
   value bounds every candidate row's width). Unclear cases fall back to a Freund-Roundy-Todd LP
   (max Σt s.t. A x + t <= s b, A_eq x = s b_eq, 0 <= t <= 1, 1 <= s <= 1/tol) restricted to C.
@@ -23,6 +24,7 @@ from ._validate import as_vector
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope, _merge_polytopes
 from .errors import EmptyBodyError, MissingOracleError, SolverError, UnboundedError
+from .solvers.dense_ipm import central_point
 
 METHODS = ("auto", "lp", "directions", "ellipsoid")
 _RANK_TOL = 1e-9
@@ -34,8 +36,10 @@ class ImplicitEqualities:
 
     ``rows``: indices of the inequality rows that hold with equality on the whole body (width <= ~tol);
     ``interior_point``: a point of the body where every other inequality row has slack >= ``min_slack``
-    (normalised, i.e. a distance); ``method``: "ipm+certificate", "ipm+frt" or "frt"; ``n_solves``: the
-    number of LP solves used; ``certificate``: multipliers z >= 1 on ``rows`` with A_rowsᵀz ∈ range(A_eqᵀ)
+    (normalised, i.e. a distance); ``method``: how they were found: "dense-ipm+certificate" (the dense
+    numpy IPM point, certified), "<BACKEND>+certificate" (the backend's interior solve, certified),
+    "<BACKEND>+frt" (FRT restricted to the candidate rows) or "frt" (the full FRT LP); ``n_solves``: the
+    number of LP solves used (the dense IPM not counted); ``certificate``: multipliers z >= 1 on ``rows`` with A_rowsᵀz ∈ range(A_eqᵀ)
     and bᵀz ~ 0 when the fast path certified them (None otherwise).
     """
 
@@ -90,31 +94,29 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
     cand = np.arange(m)
     x_hat = None
     method = "frt"
-    if fast and backend.name != "SCS":  # SCS is first-order: its points are not central
-        # 1) central feasible point: interior-point solve of a zero objective, no crossover
-        x_hat = solvers.solve_lp(np.zeros(n), An, bn, *eq, solver=backend.name, interior=True).x
-        n_solves += 1
-        s = bn - An @ x_hat
-        viol = max(0.0, float(-s.min()), float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
-        scale = max(1.0, float(np.max(np.abs(x_hat))), float(np.max(np.abs(bn))))
-        theta = 1e3 * max(tol, viol, 1e-9 * scale)
-        cand = np.flatnonzero(s <= theta)
-        if cand.size == 0 and viol <= tol:
-            return ImplicitEqualities(keep[cand], x_hat, float(s.min()), "ipm", n_solves,
-                                      info={"theta": theta})
-        # 2) certificate for the candidates: min bᵀz s.t. A_Cᵀz + A_eqᵀμ = 0, z_C >= 1
-        if cand.size:
-            z, v, ok = _certify(An[cand], bn[cand], Ae, be, x_hat, tol, backend.name)
-            n_solves += 1
-            if ok:
-                rows = keep[cand]
-                x_ri = _project_to_flat(x_hat, np.vstack([An[cand], Ae]), np.concatenate([bn[cand], be]))
-                others = np.setdiff1d(np.arange(m), cand)
-                slack = float(np.min(bn[others] - An[others] @ x_ri)) if others.size else np.inf
-                if others.size == 0 or slack > 0.5 * theta:
-                    return ImplicitEqualities(rows, x_ri, slack, "ipm+certificate", n_solves, z,
-                                              {"theta": theta, "certificate_value": v})
-        method = "ipm+frt"
+    if fast:
+        # 1) a central feasible point: the dense numpy IPM first (cheap), then the backend's interior-point
+        #    solve without crossover (SCS is first-order: its points are not central, so it is skipped)
+        sources = ["dense-ipm"] + ([backend.name] if backend.name != "SCS" else [])
+        for source in sources:
+            if source == "dense-ipm":
+                cp = central_point(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)
+                if not np.all(np.isfinite(cp.x)):
+                    continue
+                x_hat = cp.x
+            else:
+                x_hat = solvers.solve_lp(np.zeros(n), An, bn, *eq, solver=backend.name, interior=True).x
+                n_solves += 1
+            # 2) candidates by slack, certified by the small dual LP
+            done, cand, n_cert = _classify(An, bn, Ae, be, x_hat, tol, backend.name, keep, source)
+            n_solves += n_cert
+            if done is not None:
+                done.n_solves = n_solves
+                return done
+        method = f"{sources[-1]}+frt"
+        viol = max(float(np.max(An @ x_hat - bn, initial=0.0)), float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
+        if viol > tol:  # no trustworthy feasible point: the slack rows are not certified, use the full FRT
+            cand, x_hat, method = np.arange(m), None, "frt"
     # 3) Freund-Roundy-Todd LP with t only on the candidate rows
     in_c = np.zeros(m, dtype=bool)
     in_c[cand] = True
@@ -132,6 +134,31 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
     others = np.setdiff1d(np.arange(m), eq_rows)
     slack = float(np.min(bn[others] - An[others] @ x_ri)) if others.size else np.inf
     return ImplicitEqualities(keep[eq_rows], x_ri, slack, method, n_solves)
+
+
+def _classify(An, bn, Ae, be, x_hat, tol, solver, keep, source):
+    """Candidates {slack <= θ} at x_hat; certified when the dual LP bounds their widths by tol and the
+    projection of x_hat onto their flat keeps every other row slack. Returns (result or None, cand, n_lps)."""
+    m = An.shape[0]
+    s = bn - An @ x_hat
+    viol = max(0.0, float(-s.min()), float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
+    scale = max(1.0, float(np.max(np.abs(x_hat))), float(np.max(np.abs(bn))))
+    theta = 1e3 * max(tol, viol, 1e-9 * scale)
+    cand = np.flatnonzero(s <= theta)
+    if cand.size == 0:
+        if viol <= tol:
+            return ImplicitEqualities(keep[cand], x_hat, float(s.min()), source, 0, info={"theta": theta}), cand, 0
+        return None, cand, 0
+    z, v, ok = _certify(An[cand], bn[cand], Ae, be, x_hat, tol, solver)
+    if not ok:
+        return None, cand, 1
+    x_ri = _project_to_flat(x_hat, np.vstack([An[cand], Ae]), np.concatenate([bn[cand], be]))
+    others = np.setdiff1d(np.arange(m), cand)
+    slack = float(np.min(bn[others] - An[others] @ x_ri)) if others.size else np.inf
+    if others.size and slack <= 0.5 * theta:
+        return None, cand, 1
+    return (ImplicitEqualities(keep[cand], x_ri, slack, f"{source}+certificate", 1, z,
+                               {"theta": theta, "certificate_value": v}), cand, 1)
 
 
 def _certify(AC, bC, Ae, be, x_hat, tol, solver):
