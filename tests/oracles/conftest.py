@@ -23,17 +23,21 @@ class FlatCase:
         return int(np.linalg.matrix_rank(self.E)) if self.E.shape[0] else 0
 
 
-def make_flat(seed: int, n: int, k: int, m: int, *, style: str = "pairs") -> FlatCase:
+def make_flat(seed: int, n: int, k: int, m: int, *, style: str = "pairs", box: float | None = None) -> FlatCase:
     """Random inequalities around x0 (slack in [0.5, 2]) plus k hidden equalities through x0.
 
     style="pairs": each equality as the rows e·x <= e·x0 and -e·x <= -e·x0;
     style="triples": groups (e, r, -e-r), all tight at x0, implying e·x = e·x0 and r·x = r·x0
-    (no two rows are parallel, so no presolve can spot them).
+    (no two rows are parallel, so no presolve can spot them). ``box``: add |x - x0|_∞ <= box (bounded body).
     """
     rng = np.random.default_rng(seed)
     x0 = rng.standard_normal(n)
     A = rng.standard_normal((m, n))
     b = A @ x0 + rng.uniform(0.5, 2.0, m) * np.linalg.norm(A, axis=1)
+    if box is not None:
+        A = np.vstack([A, np.eye(n), -np.eye(n)])
+        b = np.concatenate([b, x0 + box, box - x0])
+        m = A.shape[0]
     if style == "pairs":
         E = rng.standard_normal((k, n))
         G = np.vstack([E, -E]) if k else np.zeros((0, n))

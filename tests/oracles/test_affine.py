@@ -62,7 +62,7 @@ def test_hull_invariant_under_row_permutation_and_scaling(flat_case, seed, n, k)
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 7), k=st.integers(0, 3))
 def test_methods_agree_lp_vs_directions(flat_case, seed, n, k):
-    case = flat_case(seed, n, min(k, n - 1), 4 * n)
+    case = flat_case(seed, n, min(k, n - 1), 4 * n, box=5.0)
     h_lp = affine_hull(case.poly, method="lp")
     h_dir = affine_hull(case.poly, method="directions", seed=seed)
     check_hull(h_dir, case)
@@ -78,10 +78,10 @@ def test_methods_agree_lp_vs_directions(flat_case, seed, n, k):
                     reason="oracles.hull_ellipsoid (the ellipsoid engineer's module) has not landed yet")
 @pytest.mark.parametrize("seed, n, k", [(1, 3, 1), (2, 4, 2), (3, 5, 0)])
 def test_three_methods_agree(flat_case, seed, n, k):
-    case = flat_case(seed, n, k, 4 * n)
+    case = flat_case(seed, n, k, 4 * n, box=5.0)
     h_lp = affine_hull(case.poly, method="lp")
     h_dir = affine_hull(case.poly, method="directions")
-    radius = 2.0 * float(np.max(np.linalg.norm(case.x0))) + 50.0
+    radius = float(np.linalg.norm(case.x0)) + 5.0 * np.sqrt(n) + 1.0
     sep = OracleBody(n, separate=case.poly.separate)  # separation only: "auto" must pick the ellipsoid
     h_ell = affine_hull(sep, center=case.x0 * 0, radius=radius, tol=1e-6)
     assert h_lp.dim == h_dir.dim == h_ell.dim
@@ -94,7 +94,7 @@ def test_fast_path_and_frt_agree_and_certify(flat_case):
     case = flat_case(5, 30, 4, 200, style="triples")
     fast = implicit_equalities(case.poly)
     frt = implicit_equalities(case.poly, fast=False)
-    assert fast.method.endswith("+certificate") and frt.method == "frt"
+    assert fast.method == "dense-ipm+certificate" and frt.method == "frt"
     assert np.array_equal(np.sort(fast.rows), case.eq_rows)
     assert np.array_equal(np.sort(frt.rows), case.eq_rows)
     # the certificate: z >= 1 on the rows with Σ z_i a_i/‖a_i‖ = 0 (no equality rows given)
@@ -186,3 +186,18 @@ def test_linear_span_of_bodies(flat_case):
         linear_span(np.ones(3))
     with pytest.raises(ValueError, match="NaN"):
         linear_span(np.array([[np.nan, 1.0]]))
+
+
+def test_backend_interior_path_when_the_dense_ipm_fails(flat_case, monkeypatch):
+    """If the dense IPM's point cannot be certified, the backend's interior solve takes over."""
+    import oracles.affine as affine_mod
+    from oracles.solvers.dense_ipm import CentralPoint
+
+    case = flat_case(8, 10, 2, 60, style="triples")
+    n = case.poly.dim
+    bad = CentralPoint(np.full(n, 1e3), np.zeros(0), np.zeros(0), np.zeros(0), 0, "stalled", np.inf)
+    monkeypatch.setattr(affine_mod, "central_point", lambda *a, **k: bad)
+    res = implicit_equalities(case.poly)
+    assert res.method == "HIGHS+certificate"
+    assert np.array_equal(np.sort(res.rows), case.eq_rows)
+    assert case.poly.contains(res.interior_point, tol=1e-8) and res.min_slack > 1e-3

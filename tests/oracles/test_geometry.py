@@ -95,7 +95,7 @@ def test_chebyshev_closed_forms_and_errors():
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 8), k=st.integers(1, 3))
 def test_width_zero_along_normals_positive_elsewhere(flat_case, seed, n, k):
-    case = flat_case(seed, n, min(k, n - 1), 4 * n)
+    case = flat_case(seed, n, min(k, n - 1), 4 * n, box=5.0)
     P = case.poly
     hull = affine_hull(P)
     normals, _ = hull.equations
