@@ -332,19 +332,20 @@ def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | 
     return _hull_ellipsoid(body, tol, solver, center, radius)
 
 
-def linear_span(body_or_points, *, tol: float = 1e-9, method: str = "auto", solver: str | None = None
-                ) -> np.ndarray:
+def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, method: str = "auto",
+                solver: str | None = None) -> np.ndarray:
     """Orthonormal basis (columns, n x r) of the linear span of a point set or of a body.
 
     Points (rows of a k x n array): SVD, keeping singular values > tol * σ_max. A body (or flat): the
-    span of its affine hull, i.e. the hull's directions plus its min-norm point when that is nonzero.
+    span of its affine hull (computed with ``hull_tol``, ``method``, ``solver``), i.e. the hull's
+    directions plus its min-norm point when that is nonzero (‖point‖ > tol).
     """
     if isinstance(body_or_points, (ConvexBody, AffineSubspace)):
-        hull = affine_hull(body_or_points, method=method, solver=solver,
-                           tol=max(tol, 1e-7) if isinstance(body_or_points, ConvexBody) else 1e-7)
+        tol = _check_tol(tol)
+        hull = affine_hull(body_or_points, method=method, solver=solver, tol=hull_tol)
         B, p = hull.basis, hull.point
         pn = float(np.linalg.norm(p))
-        if pn > tol * max(1.0, pn):
+        if pn > tol:
             B = np.hstack([B, (p / pn)[:, None]])
         return B
     X = np.asarray(body_or_points, dtype=float)

@@ -10,6 +10,8 @@ any other untrusted status -> SolverError(backend=..., status=...).
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..errors import SolverError
@@ -20,6 +22,7 @@ from .backend_highs import HighsBackend, HighsModel
 from .backend_mosek import MosekBackend, licence_status as mosek_licence_status
 from .backend_scs import ScsBackend
 
+_log = logging.getLogger("oracles.solvers")
 KINDS = ("lp", "qp", "conic")
 _REGISTRY: dict[str, Backend] = {b.name: b for b in (HighsBackend(), ClarabelBackend(), ScsBackend(), MosekBackend())}
 _PREFERENCE = {"lp": ("HIGHS", "MOSEK", "CLARABEL", "SCS"),
@@ -29,11 +32,15 @@ _probe_cache: dict[str, tuple[bool, str]] = {}
 
 
 def _probe(name: str) -> tuple[bool, str]:
+    """(usable, reason) for one backend, probed once per process and cached."""
     if name not in _probe_cache:
         try:
             _probe_cache[name] = _REGISTRY[name].probe()
         except Exception as e:  # a probe must never raise
             _probe_cache[name] = (False, f"probe failed: {type(e).__name__}: {e}")
+        ok, why = _probe_cache[name]
+        if not ok and "not installed" not in why:  # installed but broken/unlicensed: say so once
+            _log.warning("solver %s is installed but unusable, falling back to other backends: %s", name, why)
     return _probe_cache[name]
 
 

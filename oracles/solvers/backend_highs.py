@@ -6,6 +6,10 @@ of the optimal face (a relative-interior point of the body when the objective is
 """
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -15,9 +19,33 @@ from ._base import Backend, LPSolution, ProblemData, QPSolution
 _INF = 1e30  # highspy's kHighsInf is inf; HiGHS accepts np.inf as well
 
 
+_BANNER_DONE = False
+
+
 def _highspy():
+    """The highspy module; the first call swallows HiGHS's one-time copyright banner (printed on fd 1 by
+    the first Highs() of a process, before output_flag can be set)."""
+    global _BANNER_DONE
     import highspy
 
+    if not _BANNER_DONE:
+        _BANNER_DONE = True
+        try:
+            sys.stdout.flush()
+            saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        except (OSError, ValueError):  # no real fd 1 (embedded interpreters): leave the banner
+            return highspy
+        try:
+            os.dup2(devnull, 1)
+            highspy.Highs()
+            try:
+                ctypes.CDLL(None).fflush(None)
+            except (OSError, AttributeError):
+                pass
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
     return highspy
 
 
