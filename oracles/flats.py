@@ -1,0 +1,107 @@
+"""Fitting a flat to noisy affine equations: the homogeneous (total-least-squares) SVD fit.
+
+Points x of an r-dimensional flat satisfying A x ≈ b lift to (x, 1) in the null space of M = [A, −b]; an
+(r+1)-dimensional near-null space of the row-weighted M therefore gives the flat and its linear span in one
+SVD, and the gap in M's singular values estimates r.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validate import as_matrix, as_rhs
+from .affine_subspace import AffineSubspace
+
+
+@dataclass
+class FlatFit:
+    """Result of :func:`fit_flat`.
+
+    ``flat``: the fitted r-dimensional AffineSubspace; ``span``: orthonormal (n, r+1) basis of the linear
+    span of the flat's points; ``singular_values``: singular values of the weighted [A, −b], ascending;
+    ``dim``: r used; ``dim_estimate``: r suggested by the largest relative gap; ``gap``: σ_{r+1}/σ_{r+2}
+    (ascending, 1-based; small means a clean null space); ``residual``: weighted RMS of A x − b at the
+    flat's min-norm point.
+    """
+
+    flat: AffineSubspace
+    span: np.ndarray
+    singular_values: np.ndarray
+    dim: int
+    dim_estimate: int
+    gap: float
+    residual: float
+    info: dict = field(default_factory=dict)
+
+
+def singular_gap_dimension(s: np.ndarray, max_null: int | None = None) -> tuple[int, np.ndarray]:
+    """Null-space size q maximising σ_{q+1}/σ_q over ascending singular values s (q ≥ 1), and the ratios.
+
+    Returns (q, ratios) with ratios[j] = s[j+1]/s[j] for j = 0..len-2 (floored at 1e-300)."""
+    s = np.asarray(s, dtype=float)
+    if s.size < 2:
+        return int(s.size), np.empty(0)
+    lim = s.size - 1 if max_null is None else max(1, min(int(max_null), s.size - 1))
+    ratios = s[1:] / np.maximum(s[:-1], 1e-300)
+    q = int(np.argmax(ratios[:lim])) + 1
+    return q, ratios
+
+
+def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None = None,
+             scale: float | None = None) -> FlatFit:
+    """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
+
+    The r+1 right singular vectors with the smallest singular values span {(x, 1/s)} over the flat. ``dim``
+    fixes r (else r is the gap estimate, searched up to ``max_dim``); ``weights`` (≥ 0) weight the rows;
+    ``scale`` s multiplies the b column (default 1: the lifted points are (x, 1/s)); it trades how much of
+    the noise the fit attributes to b rather than to A.
+    """
+    A = as_matrix(A, "A")
+    n_rows, n = A.shape
+    b = as_rhs(b, "b", n_rows)
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+        raise ValueError("A and b must be finite")
+    w = np.ones(n_rows) if weights is None else as_rhs(weights, "weights", n_rows)
+    if np.any(w < 0):
+        raise ValueError("weights must be non-negative")
+    if dim is not None and not (0 <= int(dim) <= n - 1):
+        raise ValueError(f"dim must lie in [0, {n - 1}], got {dim}")
+    if n_rows == 0:
+        raise ValueError("fit_flat needs at least one equation")
+    scale = 1.0 if scale is None else float(scale)
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    M = np.hstack([A, -scale * b[:, None]]) * w[:, None]
+    if M.shape[0] > M.shape[1]:
+        # QR first: same singular values and right vectors, cheaper SVD on the square factor
+        M = np.linalg.qr(M, mode="r")
+    _, s_desc, Vt = np.linalg.svd(M, full_matrices=True)
+    s_all = np.zeros(n + 1)
+    s_all[: s_desc.size] = s_desc
+    order = np.arange(n, -1, -1)  # ascending singular values
+    s_asc = s_all[order]
+    V_asc = Vt[order].T  # columns: right singular vectors, smallest first
+    q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1)
+    r = q_est - 1 if dim is None else int(dim)
+    Vn = V_asc[:, : r + 1]  # (n+1, r+1)
+    V_x, v_h = Vn[:n], Vn[n]
+    nh = float(np.linalg.norm(v_h))
+    if nh < 1e-12:
+        raise ValueError("the fitted null space has no homogeneous component: the equations are "
+                         "homogeneous in x, so no affine flat is defined (A x = b has b ≈ 0)")
+    a0 = v_h / nh**2  # v_hᵀ a0 = 1
+    point = (V_x @ a0) / scale
+    # directions: V_x restricted to the null space of v_hᵀ
+    if r > 0:
+        _, _, Wt = np.linalg.svd(v_h[None, :], full_matrices=True)
+        dirs = V_x @ Wt[1:].T
+    else:
+        dirs = np.zeros((n, 0))
+    flat = AffineSubspace(point, dirs)
+    span_basis = np.linalg.svd(np.column_stack([flat.point, flat.basis]), full_matrices=False)[0]
+    gap = float(s_asc[r] / s_asc[r + 1]) if r + 1 < s_asc.size and s_asc[r + 1] > 0 else float("nan")
+    res = A @ flat.point - b
+    residual = float(np.sqrt(np.sum(w * w * res * res) / max(np.sum(w * w), 1e-300)))
+    return FlatFit(flat=flat, span=span_basis, singular_values=s_asc, dim=r, dim_estimate=q_est - 1,
+                   gap=gap, residual=residual, info={"scale": scale, "gap_ratios": ratios[:16]})

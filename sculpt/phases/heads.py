@@ -1,0 +1,156 @@
+"""Phase 5: candidate heads on the estimated flat aff{Θ_i}: a grid (net), then local refinement.
+
+Heads are parametrised on the (m−1)-dimensional flat, Θ_i = p + U c_i. For every m-subset of grid points the
+projections are eliminated (variable projection): φ(c) = min_W ‖Y − Z(c) W‖², evaluated for all subsets at
+once from the grid points' cross-Gram matrices, φ = ‖Y‖² − tr(Bᵀ H⁻¹ B). The best subsets are refined by
+Levenberg–Marquardt on the m(m−1) flat coordinates. The number of subsets is exponential in m, as in the
+paper's net. m = 1: the single head is the flat's point.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from itertools import combinations, product
+from math import comb
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..result import PhaseRecord
+from .projections import attention, features, head_errors, least_squares_solve
+from .span import SpanEstimate
+
+DEFAULT_GRID = {2: 17, 3: 7}
+
+
+@dataclass
+class HeadCandidates:
+    """Candidate head sets, best (smallest search-set relative MSE) first: ``thetas`` (n, m, d, d),
+    ``objective`` (n,), flat ``coords`` (n, m, m−1); plus the search's size figures."""
+
+    thetas: np.ndarray
+    objective: np.ndarray
+    coords: np.ndarray
+    grid_points: int
+    tuples: int
+    evaluations: int
+
+
+def flat_grid(dim: int, radius: float, per_axis: int) -> np.ndarray:
+    """Points of the regular grid with ``per_axis`` points on [−radius, radius]^dim inside the ball of that
+    radius: (G, dim)."""
+    axis = np.linspace(-radius, radius, per_axis)
+    pts = np.array(list(product(axis, repeat=dim)), dtype=float).reshape(-1, dim)
+    return pts[np.linalg.norm(pts, axis=1) <= radius * (1 + 1e-12)]
+
+
+def _subset_objectives(Z: np.ndarray, Yf: np.ndarray, tuples: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Relative VP residual φ/‖Y‖² for each tuple of grid indices, from Gram blocks: Z (G, Nk, d)."""
+    G, _, d = Z.shape
+    m = tuples.shape[1]
+    C = np.einsum("gnp,hnq->ghpq", Z, Z, optimize=True)  # (G, G, d, d)
+    Bg = np.einsum("gnp,nq->gpq", Z, Yf, optimize=True)  # (G, d, d)
+    yy = float(np.sum(Yf * Yf))
+    out = np.empty(tuples.shape[0])
+    for s in range(0, tuples.shape[0], chunk):
+        t = tuples[s: s + chunk]
+        H = C[t[:, :, None], t[:, None, :]]  # (T, m, m, d, d)
+        H = H.transpose(0, 1, 3, 2, 4).reshape(-1, m * d, m * d)
+        B = Bg[t].reshape(-1, m * d, d)
+        tr = np.trace(H, axis1=1, axis2=2) / (m * d)
+        H = H + (1e-10 * tr + 1e-300)[:, None, None] * np.eye(m * d)
+        try:
+            sol = np.linalg.solve(H, B)
+        except np.linalg.LinAlgError:
+            sol = np.stack([np.linalg.lstsq(h, b, rcond=None)[0] for h, b in zip(H, B)])
+        out[s: s + chunk] = (yy - np.einsum("tij,tij->t", B, sol)) / max(yy, 1e-300)
+    return out
+
+
+def _vp_residual(coords: np.ndarray, flat_point: np.ndarray, U: np.ndarray, m: int, d: int,
+                 X: np.ndarray, Yf: np.ndarray) -> np.ndarray:
+    th = (flat_point + coords.reshape(m, -1) @ U.T).reshape(m, d, d)
+    Z = features(th, X)
+    return (Yf - Z @ least_squares_solve(Z, Yf)).ravel()
+
+
+def candidate_heads(span: SpanEstimate, X: np.ndarray, Y: np.ndarray, m: int, *, grid: int | None = None,
+                    radius: float | None = None, n_refine: int = 4, max_nfev: int = 100,
+                    max_tuples: int = 20000, max_examples: int = 400,
+                    rng: np.random.Generator | int | None = None, truth: Any = None
+                    ) -> tuple[HeadCandidates, PhaseRecord]:
+    """Net over m-subsets of grid points on ``span.flat``, VP least squares for W, LM on the best
+    ``n_refine`` subsets. Uses at most ``max_examples`` examples of (X, Y); subsets beyond ``max_tuples``
+    are subsampled (reported)."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(rng)
+    N, k, d = X.shape
+    rec = PhaseRecord("5-heads")
+    flat = span.flat
+    if flat.dim != m - 1:
+        raise ValueError(f"the flat has dimension {flat.dim}, expected m − 1 = {m - 1}")
+    if N > max_examples:
+        idx = rng.choice(N, size=max_examples, replace=False)
+        X, Y = X[idx], Y[idx]
+    Yf = Y.reshape(-1, d)
+    yy = float(np.sum(Yf * Yf))
+    p = flat.point
+    if m == 1:
+        th = p.reshape(1, 1, d, d)
+        Z = features(th[0], X)
+        W = least_squares_solve(Z, Yf)
+        obj = np.array([float(np.sum((Yf - Z @ W) ** 2)) / yy])
+        cands = HeadCandidates(th, obj, np.zeros((1, 1, 0)), 1, 1, 1)
+        rec.figures.update({"grid_points": 1, "tuples": 1, "evaluations": 1, "best_objective": float(obj[0]),
+                            "examples": int(X.shape[0])})
+    else:
+        r = m - 1
+        U = flat.basis
+        R = float(span.radius if radius is None else radius)
+        per_axis = int(grid if grid is not None else DEFAULT_GRID.get(m, 5))
+        pts = flat_grid(r, R, per_axis)
+        G = pts.shape[0]
+        thetas_g = (p + pts @ U.T).reshape(G, d, d)
+        Zg = (attention(thetas_g, X) @ X).reshape(G, -1, d)  # (G, Nk, d)
+        n_tuples = comb(G, m)
+        if n_tuples <= max_tuples:
+            tuples = np.array(list(combinations(range(G), m)), dtype=np.intp)
+        else:
+            tuples = np.sort(np.array([rng.choice(G, size=m, replace=False) for _ in range(max_tuples)]), axis=1)
+            tuples = np.unique(tuples, axis=0)
+        obj = _subset_objectives(Zg, Yf, tuples)
+        order = np.argsort(obj)
+        starts = tuples[order[: max(1, n_refine)]]
+        refined, robj, nfev = [], [], 0
+        for t in starts:
+            c0 = pts[t].ravel()
+            sol = least_squares(_vp_residual, c0, args=(p, U, m, d, X, Yf), method="lm", max_nfev=max_nfev,
+                                x_scale=1.0)
+            nfev += int(sol.nfev)
+            refined.append(sol.x.reshape(m, r))
+            robj.append(2.0 * float(sol.cost) / yy)
+        coords = np.array(refined)
+        objective = np.array(robj)
+        # keep the raw grid winners too: phase 6 validates them all
+        raw = pts[starts]
+        coords = np.concatenate([coords, raw])
+        objective = np.concatenate([objective, obj[order[: starts.shape[0]]]])
+        o = np.argsort(objective)
+        coords, objective = coords[o], objective[o]
+        thetas = (p + coords.reshape(-1, r) @ U.T).reshape(-1, m, d, d)
+        cands = HeadCandidates(thetas, objective, coords, G, int(tuples.shape[0]), int(tuples.shape[0]) + nfev)
+        rec.figures.update({
+            "grid_points": int(G), "per_axis": per_axis, "radius": R, "tuples": int(tuples.shape[0]),
+            "tuples_total": int(n_tuples), "subsampled": bool(n_tuples > max_tuples),
+            "refined": int(starts.shape[0]), "lm_evaluations": nfev, "examples": int(X.shape[0]),
+            "best_grid_objective": float(obj[order[0]]), "best_objective": float(objective[0]),
+        })
+    if truth is not None:
+        rec.truth.update({f"best_{key}": v for key, v in head_errors(cands.thetas[0], None, truth).items()})
+        T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)
+        on_flat = flat.project(T)
+        rec.truth["flat_projection_theta_error"] = float(np.max(
+            np.linalg.norm(on_flat - T, axis=1) / np.linalg.norm(T, axis=1)))
+    rec.time = time.perf_counter() - t0
+    return cands, rec

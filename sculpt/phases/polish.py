@@ -1,0 +1,169 @@
+"""Polish: all parameters to machine precision by nonlinear least squares (variable-projection LM).
+
+The projections are eliminated exactly, W(Θ) = Z(Θ)⁺Y, and Levenberg–Marquardt runs on the Θ_i alone with
+Kaufman's Jacobian (I − P_Z) ∂(Z W)/∂Θ, where for head i
+∂y_{ac}/∂Θ_{pq} = x_{ap} Σ_j P_{aj} (v_{jc} − ȳ_{ac}) x_{jq}, v = X W_i, ȳ = P X W_i.
+The normal equations are accumulated over chunks of examples, so memory stays bounded. It runs on a small
+subset first and grows the subset (×4) only while the held-out validation error is not yet tiny.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from ..result import PhaseRecord
+from .projections import attention, head_errors, relative_mse
+
+
+@dataclass
+class PolishResult:
+    """Polished ``thetas``/``ws`` (m, d, d); relative MSE on the last fitting subset (``train_error``) and
+    on the validation split; LM ``iterations``; ``examples`` in the last subset; ``converged``."""
+
+    thetas: np.ndarray
+    ws: np.ndarray
+    train_error: float
+    validation_error: float
+    iterations: int
+    examples: int
+    converged: bool
+
+
+def _state(thetas: np.ndarray, X: np.ndarray, Yf: np.ndarray):
+    """Attention P (m,N,k,k), features Zi (m,N,k,d), orthonormal Q of Z, W (m,d,d), residual (Nk, d)."""
+    m, d = thetas.shape[0], X.shape[2]
+    P = attention(thetas, X)
+    Zi = P @ X
+    Z = np.moveaxis(Zi, 0, 2).reshape(-1, m * d)
+    Q, Rz = np.linalg.qr(Z)
+    diag = np.abs(np.diag(Rz))
+    if diag.min() > 1e-12 * max(diag.max(), 1e-300):
+        coef = np.linalg.solve(Rz, Q.T @ Yf)
+    else:  # rank-deficient design (merged heads): minimum-norm solution, projector from the SVD
+        U, s, _ = np.linalg.svd(Z, full_matrices=False)
+        Q = U[:, s > 1e-12 * s[0]]
+        coef = np.linalg.lstsq(Z, Yf, rcond=None)[0]
+    res = Yf - Z @ coef
+    return P, Zi, Q, coef.reshape(m, d, d), res
+
+
+def _normal_equations(thetas: np.ndarray, X: np.ndarray, P: np.ndarray, Zi: np.ndarray, Q: np.ndarray,
+                      ws: np.ndarray, res: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """JᵀJ and Jᵀr of the Kaufman VP Jacobian, accumulated over chunks of examples."""
+    m, d = thetas.shape[0], X.shape[2]
+    N, k = X.shape[0], X.shape[1]
+    npar = m * d * d
+    S = np.zeros((npar, npar))
+    g = np.zeros(npar)
+    T = np.zeros((d, Q.shape[1], npar))  # Qᵀ J_c per output column c
+    for s in range(0, N, chunk):
+        sl = slice(s, min(s + chunk, N))
+        Xs = X[sl]
+        n = Xs.shape[0]
+        blocks = []
+        for i in range(m):
+            V = Xs @ ws[i]  # (n, k, d)
+            Ybar = Zi[i, sl] @ ws[i]  # (n, k, d)
+            Gi = np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True) \
+                - Ybar[..., None] * Zi[i, sl][:, :, None, :]
+            Ji = Xs[:, :, None, :, None] * Gi[:, :, :, None, :]  # (n, k, c, p, q)
+            blocks.append(Ji.reshape(n * k, d, d * d))
+        J = np.concatenate(blocks, axis=2)  # (nk, d, npar)
+        Jc = np.ascontiguousarray(J.transpose(1, 0, 2))  # (d, nk, npar)
+        J2 = Jc.reshape(-1, npar)
+        S += J2.T @ J2
+        rs = res[s * k: (s + n) * k].T.reshape(-1)  # (d·nk,) matching Jc's row order
+        g += J2.T @ rs
+        T += np.einsum("rj,crp->cjp", Q[s * k: (s + n) * k], Jc, optimize=True)
+    S -= np.einsum("cjp,cjq->pq", T, T, optimize=True)
+    return S, g
+
+
+def lm_vp(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, *, max_iter: int = 50, tol: float = 1e-30,
+          chunk: int = 256) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Variable-projection Levenberg–Marquardt from ``thetas`` on (X, Y): (thetas, ws, rel MSE, iterations).
+
+    Stops when the relative MSE falls below ``tol``, the step stalls, or after ``max_iter`` iterations."""
+    m, d = thetas.shape[0], X.shape[2]
+    Yf = Y.reshape(-1, d)
+    yy = max(float(np.sum(Yf * Yf)), 1e-300)
+    th = np.array(thetas, dtype=float)
+    P, Zi, Q, ws, res = _state(th, X, Yf)
+    cost = float(np.sum(res * res)) / yy
+    lam = 1e-3
+    it = 0
+    while it < max_iter and cost > tol:
+        it += 1
+        S, g = _normal_equations(th, X, P, Zi, Q, ws, res, chunk)
+        dS = np.diag(S).copy()
+        improved = False
+        for _ in range(12):
+            A = S + np.diag(lam * dS + 1e-14 * dS.max())  # Marquardt scaling
+            try:
+                step = cho_solve(cho_factor(A), g)
+            except np.linalg.LinAlgError:
+                lam *= 10.0
+                continue
+            th_new = th + step.reshape(m, d, d)
+            state = _state(th_new, X, Yf)
+            new_cost = float(np.sum(state[4] ** 2)) / yy
+            if np.isfinite(new_cost) and new_cost < cost:
+                rel_drop = (cost - new_cost) / cost
+                th, (P, Zi, Q, ws, res), cost = th_new, state, new_cost
+                lam = max(lam / 5.0, 1e-12)
+                improved = True
+                break
+            lam *= 8.0
+        if not improved or (rel_drop < 1e-6 and float(np.linalg.norm(step)) < 1e-13 * (1 + np.linalg.norm(th))):
+            break
+    return th, ws, cost, it
+
+
+def polish(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray, *,
+           first_examples: int | None = None, max_examples: int = 4096, growth: int = 4, max_iter: int = 60,
+           tol: float = 1e-12, rng: np.random.Generator | int | None = None, truth: Any = None,
+           callback: Callable[[str], None] | None = None) -> tuple[PolishResult, PhaseRecord]:
+    """LM-VP polish of ``thetas`` on a growing random subset of (X, Y) until the validation relative MSE is
+    ≤ ``tol`` (converged) or the subset reaches ``max_examples`` (or all of X) with no further gain.
+
+    The first subset has ``first_examples`` examples (default max(64, 4·2md²/(kd)))."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(rng)
+    th = np.array(thetas, dtype=float)
+    m, d = th.shape[0], th.shape[1]
+    N, k = X.shape[0], X.shape[1]
+    if first_examples is None:
+        first_examples = max(64, int(np.ceil(4 * 2 * m * d * d / (k * d))))
+    perm = rng.permutation(N)
+    n_use = min(N, first_examples, max_examples)
+    stages, total_it = [], 0
+    best = None
+    while True:
+        Xs, Ys = X[perm[:n_use]], Y[perm[:n_use]]
+        th, ws, cost, it = lm_vp(th, Xs, Ys, max_iter=max_iter)
+        total_it += it
+        verr = relative_mse(th, ws, X_val, Y_val)
+        stages.append({"examples": int(n_use), "iterations": it, "train_error": cost, "validation_error": verr})
+        if callback is not None:
+            callback(f"polish: {n_use} examples, {it} LM iterations, validation rel MSE {verr:.2e}")
+        if best is None or verr < best[3]:
+            best = (th.copy(), ws.copy(), cost, verr, n_use)
+        if verr <= tol or n_use >= min(N, max_examples):
+            break
+        n_use = min(N, max_examples, n_use * growth)
+    th, ws, cost, verr, n_use = best
+    res = PolishResult(th, ws, cost, verr, total_it, int(n_use), bool(verr <= tol))
+    rec = PhaseRecord("polish", figures={
+        "stages": stages, "iterations": total_it, "examples": int(n_use), "train_error": cost,
+        "validation_error": verr, "tol": tol,
+    })
+    if truth is not None:
+        rec.truth.update(head_errors(th, ws, truth))
+    if not res.converged:
+        rec.message = f"validation relative MSE {verr:.3e} > tol {tol:.1e} after {total_it} LM iterations"
+    rec.time = time.perf_counter() - t0
+    return res, rec

@@ -1,0 +1,135 @@
+"""Phase 6: the projections W_i by linear least squares for each candidate set of heads; best on validation.
+
+With the Θ_i fixed, F(X) = Σ_i A_i(X) X W_i is linear in (W_1..W_m): stacking the features
+Z = [A_1 X | … | A_m X] (Nk × md) gives Y ≈ Z [W_1; …; W_m], one least-squares problem whose d output
+columns share the design (solved at once). The candidate set with the smallest held-out error wins.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from ..result import PhaseRecord
+
+
+def attention(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Row-wise softmax(X Θ Xᵀ) for a stack of Θ: thetas (..., d, d), X (N, k, d) -> (..., N, k, k)."""
+    th = np.asarray(thetas, dtype=float)
+    L = (X @ th[..., None, :, :]) @ X.swapaxes(-1, -2)
+    L -= L.max(axis=-1, keepdims=True)
+    np.exp(L, out=L)
+    L /= L.sum(axis=-1, keepdims=True)
+    return L
+
+
+def features(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Z = [A_1 X | … | A_m X] reshaped to (N·k, m·d): the design of the linear problem for the W_i."""
+    m, d = thetas.shape[0], X.shape[2]
+    Z = attention(thetas, X) @ X  # (m, N, k, d)
+    return np.moveaxis(Z, 0, 2).reshape(-1, m * d)
+
+
+def least_squares_solve(Z: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """argmin_W ‖Z W − B‖ via the Cholesky factor of ZᵀZ (tiny relative ridge); lstsq if that fails.
+
+    Normal equations are ample for ranking candidates and seeding the polish, and much cheaper than an SVD."""
+    G = Z.T @ Z
+    G[np.diag_indices_from(G)] += 1e-13 * max(float(np.trace(G)) / G.shape[0], 1e-300)
+    try:
+        return cho_solve(cho_factor(G, check_finite=False), Z.T @ B, check_finite=False)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(Z, B, rcond=None)[0]
+
+
+def solve_projections(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float]:
+    """W_i = argmin Σ_n ‖Y_n − Σ_i A_i(X_n) X_n W_i‖²; returns (ws (m, d, d), training relative MSE)."""
+    m, d = thetas.shape[0], X.shape[2]
+    Z = features(thetas, X)
+    Yf = Y.reshape(-1, d)
+    Wst = least_squares_solve(Z, Yf)
+    res = Yf - Z @ Wst
+    return Wst.reshape(m, d, d), float(np.sum(res * res) / max(np.sum(Yf * Yf), 1e-300))
+
+
+def predict(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i for X (N, k, d)."""
+    Z = attention(thetas, X) @ X  # (m, N, k, d)
+    return np.einsum("mnkd,mde->nke", Z, ws, optimize=True)
+
+
+def relative_mse(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.ndarray) -> float:
+    """‖Y − F̂(X)‖² / ‖Y‖² over the whole batch."""
+    R = Y - predict(thetas, ws, X)
+    return float(np.sum(R * R) / max(np.sum(Y * Y), 1e-300))
+
+
+def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: Any) -> dict[str, Any]:
+    """Head-matched relative errors against the true model (best permutation by Θ distance)."""
+    from itertools import permutations
+
+    T = np.asarray(truth.thetas, dtype=float)
+    Wt = np.asarray(truth.ws, dtype=float)
+    m = T.shape[0]
+    if thetas.shape[0] != m:
+        return {"theta_error": float("nan"), "w_error": float("nan"), "permutation": None}
+    best = None
+    for perm in permutations(range(m)):
+        e = sum(float(np.linalg.norm(thetas[list(perm)][i] - T[i]) ** 2) for i in range(m))
+        if best is None or e < best[0]:
+            best = (e, list(perm))
+    perm = best[1]
+    th_err = max(float(np.linalg.norm(thetas[perm[i]] - T[i]) / max(np.linalg.norm(T[i]), 1e-300))
+                 for i in range(m))
+    out: dict[str, Any] = {"theta_error": th_err, "permutation": perm}
+    if ws is not None:
+        out["w_error"] = max(float(np.linalg.norm(ws[perm[i]] - Wt[i]) / max(np.linalg.norm(Wt[i]), 1e-300))
+                             for i in range(m))
+    return out
+
+
+@dataclass
+class ProjectionFit:
+    """The selected heads and projections: ``thetas``/``ws`` (m, d, d), training and validation relative
+    MSE of the winner, ``index`` of the winning candidate, and every candidate's validation error."""
+
+    thetas: np.ndarray
+    ws: np.ndarray
+    train_error: float
+    validation_error: float
+    index: int
+    validation_errors: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+
+def fit_projections(candidates: Sequence[np.ndarray] | np.ndarray, X: np.ndarray, Y: np.ndarray,
+                    X_val: np.ndarray, Y_val: np.ndarray, *, truth: Any = None
+                    ) -> tuple[ProjectionFit, PhaseRecord]:
+    """For each candidate (m, d, d) stack of Θ_i: W by least squares on (X, Y); keep the smallest
+    validation relative MSE on (X_val, Y_val)."""
+    t0 = time.perf_counter()
+    cands = [np.asarray(c, dtype=float) for c in candidates]
+    if not cands:
+        raise ValueError("candidates must contain at least one candidate set of heads")
+    fits = []
+    for th in cands:
+        ws, tr = solve_projections(th, X, Y)
+        fits.append((th, ws, tr, relative_mse(th, ws, X_val, Y_val)))
+    verr = np.array([f[3] for f in fits])
+    verr_safe = np.where(np.isfinite(verr), verr, np.inf)
+    i = int(np.argmin(verr_safe))
+    th, ws, tr, va = fits[i]
+    fit = ProjectionFit(th, ws, tr, va, i, verr)
+    rec = PhaseRecord("6-projections", figures={
+        "candidates": len(cands), "examples": int(X.shape[0]), "validation_examples": int(X_val.shape[0]),
+        "train_error": tr, "validation_error": va, "chosen": i,
+        "validation_errors": [float(v) for v in verr[:20]],
+    })
+    if truth is not None:
+        rec.truth.update(head_errors(th, ws, truth))
+    rec.time = time.perf_counter() - t0
+    if not np.isfinite(va):
+        rec.status, rec.message = "failed", "every candidate gave a non-finite validation error"
+    return fit, rec

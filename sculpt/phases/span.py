@@ -1,0 +1,153 @@
+"""Phase 4: the span and affine hull of the Θ_i from the sculpted body K*.
+
+The equality-type rows F vec(Θ) ≈ g of K* hold for every head, so the lifted heads (vec Θ_i, 1) lie in the
+near-null space of diag(w)·[F, −g]: its m smallest right singular vectors give span{Θ_i} and the
+(m−1)-dimensional flat aff{Θ_i} in one SVD (engine: ``oracles.flats.fit_flat``); the singular-value gap
+estimates m. LP widths of K* along the flat's directions versus directions normal to it cross-check the fit.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from oracles.affine_subspace import AffineSubspace
+from oracles.errors import OracleError
+from oracles.flats import fit_flat
+
+from ..result import PhaseRecord
+
+
+@dataclass
+class SpanEstimate:
+    """Estimated geometry of the heads: ``flat`` ≈ aff{Θ_i} (dim m−1, in vec(Θ) coordinates), ``span``
+    (d², m) orthonormal basis ≈ span{Θ_i}, ``m_estimate`` from the singular-value gap, the smallest
+    ``singular_values`` (ascending), ``gap`` = σ_m/σ_{m+1}, ``radius``: suggested search radius along the
+    flat (flat coordinates), ``widths``: LP widths of the body along flat / normal directions."""
+
+    flat: AffineSubspace
+    span: np.ndarray
+    m_estimate: int
+    singular_values: np.ndarray
+    gap: float
+    radius: float
+    widths: dict[str, Any] = field(default_factory=dict)
+
+
+def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
+    """Largest principal angle (degrees) between the column spans of A and B (orthonormalised here)."""
+    Qa = np.linalg.qr(A)[0]
+    Qb = np.linalg.qr(B)[0]
+    s = np.linalg.svd(Qa.T @ Qb, compute_uv=False)
+    if Qa.shape[1] != Qb.shape[1]:
+        return 90.0
+    return float(np.degrees(np.arccos(np.clip(s.min(), 0.0, 1.0))))
+
+
+def _width(polytope: Any, u: np.ndarray, solver: str | None) -> tuple[float, float]:
+    """(min, max) of ⟨u, x⟩ over the body through the engine (inf when unbounded)."""
+    try:
+        import oracles
+
+        if hasattr(oracles, "width"):
+            w = oracles.width(polytope, u, solver=solver)
+            lo, hi = getattr(w, "low", None), getattr(w, "high", None)
+            if lo is not None and hi is not None:
+                return float(lo), float(hi)
+    except (TypeError, AttributeError):
+        pass
+    try:
+        hi = polytope.maximize(u, solver=solver)[0]
+    except OracleError:
+        hi = np.inf
+    try:
+        lo = -polytope.maximize(-u, solver=solver)[0]
+    except OracleError:
+        lo = -np.inf
+    return float(lo), float(hi)
+
+
+def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: int = 2,
+                 radius: float | None = None, max_m: int | None = None, rng: np.random.Generator | None = None,
+                 truth: Any = None) -> tuple[SpanEstimate, PhaseRecord]:
+    """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows (F, g, weights).
+
+    ``width_probes`` random directions normal to the span are width-probed by LP next to the flat's own
+    directions (0 disables the LPs); ``radius`` overrides the search radius handed to phase 5.
+    """
+    t0 = time.perf_counter()
+    rec = PhaseRecord("4-span")
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m}")
+    rng = np.random.default_rng(rng)
+    F = np.asarray(body.F, dtype=float)
+    g = np.asarray(body.g, dtype=float).reshape(-1)
+    n = body.polytope.dim if getattr(body, "polytope", None) is not None else F.shape[1]
+    w = np.asarray(body.weights, dtype=float).reshape(-1) if getattr(body, "weights", None) is not None \
+        and np.size(body.weights) else np.ones(g.shape[0])
+    if F.ndim != 2 or F.shape[0] == 0:
+        raise ValueError("the sculpted body has no equality-type rows (F is empty): phase 4 needs them to "
+                         "fit the flat")
+    if F.shape[0] < n - (m - 1):
+        raise ValueError(f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
+                         f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples")
+    fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max(m - 1, (max_m or m + 3) - 1))
+    flat = fit.flat
+    m_est = fit.dim_estimate + 1
+    nsv = min(fit.singular_values.size, m + 3)
+    rec.figures.update({
+        "equality_rows": int(F.shape[0]), "m_given": int(m), "m_estimate": int(m_est),
+        "singular_values": [float(s) for s in fit.singular_values[:nsv]],
+        "sv_gap": float(fit.gap), "flat_residual": float(fit.residual),
+        "flat_point_norm": float(np.linalg.norm(flat.point)),
+    })
+    if m_est != m:
+        rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
+
+    # cross-check: LP widths of the body along the flat's directions versus directions normal to the span
+    widths: dict[str, Any] = {"along": [], "normal": []}
+    poly = getattr(body, "polytope", None)
+    if poly is not None and width_probes > 0:
+        for j in range(flat.dim):
+            u = flat.basis[:, j]
+            lo, hi = _width(poly, u, solver)
+            c = float(u @ flat.point)
+            widths["along"].append((lo - c, hi - c))
+        P = np.eye(n) - fit.span @ fit.span.T
+        for _ in range(int(width_probes)):
+            u = P @ rng.standard_normal(n)
+            u /= np.linalg.norm(u)
+            lo, hi = _width(poly, u, solver)
+            widths["normal"].append((lo - float(u @ flat.point), hi - float(u @ flat.point)))
+        along_w = [hi - lo for lo, hi in widths["along"]]
+        normal_w = [hi - lo for lo, hi in widths["normal"]]
+        rec.figures["width_along"] = along_w
+        rec.figures["width_normal"] = normal_w
+    # search radius for phase 5: the heads' offsets from the flat's min-norm point are at most their norm;
+    # use 2·max(‖p‖, 1), capped by the body's extent along the flat when that is finite
+    if radius is None:
+        radius = 2.0 * max(float(np.linalg.norm(flat.point)), 1.0)
+        ext = [max(abs(lo), abs(hi)) for lo, hi in widths["along"] if np.isfinite(lo) and np.isfinite(hi)]
+        if ext and len(ext) == flat.dim:
+            radius = float(min(radius, max(max(ext), 0.5)))
+    rec.figures["radius"] = float(radius)
+
+    est = SpanEstimate(flat=flat, span=fit.span, m_estimate=m_est, singular_values=fit.singular_values[:nsv],
+                       gap=float(fit.gap), radius=float(radius), widths=widths)
+    if truth is not None:
+        T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)
+        rec.truth["span_angle_deg"] = principal_angle_deg(est.span, T.T)
+        dist = flat.distance(T)
+        rec.truth["hull_distance"] = [float(x) for x in np.atleast_1d(dist)]
+        rec.truth["hull_distance_rel"] = [float(x) for x in np.atleast_1d(dist) / np.linalg.norm(T, axis=1)]
+        if poly is not None:
+            viol = []
+            for t in T:
+                a, e = poly.violations(t)
+                viol.append(float(max(a.max(initial=-np.inf), e.max(initial=-np.inf))))
+            rec.truth["body_max_violation"] = max(viol)
+            rec.truth["heads_in_body"] = bool(max(viol) <= 1e-9)
+    rec.time = time.perf_counter() - t0
+    return est, rec
