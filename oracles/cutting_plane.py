@@ -32,6 +32,7 @@ class _Localisation:
         self.x = 0.5 * (lo + hi)
         self.H = np.diag(8.0 / (hi - lo) ** 2)
         self.s = np.zeros(0)
+        self.empty_slack = 0.0
 
     @property
     def m(self) -> int:
@@ -55,76 +56,94 @@ class _Localisation:
         a, b = x - self.lo, self.hi - x
         return a, b, -1.0 / a + 1.0 / b, 1.0 / a ** 2 + 1.0 / b ** 2
 
-    def _residual(self, x: np.ndarray, s: np.ndarray, nu: np.ndarray) -> float:
-        _, _, g_b, _ = self._box(x)
-        r_dual_x = g_b + self.C.T @ nu
-        r_dual_s = nu - self.w / s
-        r_p = self.C @ x + s - self.d
-        return float(math.sqrt(r_dual_x @ r_dual_x + r_dual_s @ r_dual_s + r_p @ r_p))
+    def _phi(self, x: np.ndarray, d: np.ndarray) -> float:
+        """-Σ w log(d - Cx) - Σ log(x - lo) - Σ log(hi - x) (inf outside the domain)."""
+        s = d - self.C @ x
+        a, b = x - self.lo, self.hi - x
+        if np.any(s <= 0) or np.any(a <= 0) or np.any(b <= 0):
+            return math.inf
+        return float(-self.w @ np.log(s) - np.sum(np.log(a)) - np.sum(np.log(b)))
 
-    def centre(self, *, max_newton: int = 200, decrement_tol: float = 1e-8) -> bool:
-        """Move x to the analytic centre; False if no strictly feasible point was reached (P may be empty)."""
-        x = self.x.copy()
-        width = float(np.min(self.hi - self.lo))
-        x = np.clip(x, self.lo + 1e-9 * width, self.hi - 1e-9 * width)
-        slack = self.d - self.C @ x
-        floor = max(float(np.median(slack[slack > 0])) if np.any(slack > 0) else 0.0, 1e-3 * width)
-        s = np.where(slack > 0, slack, floor)
-        nu = self.w / s
-        feasible = bool(np.all(slack > 0))
-        for _ in range(max_newton):
-            a, b, g_b, h_b = self._box(x)
-            r_p = self.d - self.C @ x - s
-            ws2 = self.w / s ** 2
-            Hm = (self.C.T * ws2) @ self.C
-            Hm[np.diag_indices_from(Hm)] += h_b
-            rhs = self.C.T @ (ws2 * r_p) - self.C.T @ (self.w / s) - g_b
-            try:
-                L = np.linalg.cholesky(Hm)
-                dx = np.linalg.solve(L.T, np.linalg.solve(L, rhs))
-            except np.linalg.LinAlgError:
-                dx = np.linalg.lstsq(Hm, rhs, rcond=None)[0]
-            ds = r_p - self.C @ dx
-            nu_plus = self.w / s - ws2 * ds
-            dnu = nu_plus - nu
-            if feasible:
-                lam2 = float(dx @ Hm @ dx)
-                if lam2 <= decrement_tol:
-                    break
-            # largest step keeping x in the box and s > 0
-            t = 1.0
-            neg = ds < 0
-            if np.any(neg):
-                t = min(t, 0.99 * float(np.min(-s[neg] / ds[neg])))
-            for arr, step in ((a, dx), (b, -dx)):
-                negb = step < 0
-                if np.any(negb):
-                    t = min(t, 0.99 * float(np.min(-arr[negb] / step[negb])))
-            r0 = self._residual(x, s, nu)
-            while t > 1e-12:
-                x1, s1, nu1 = x + t * dx, s + t * ds, nu + t * dnu
-                if self._residual(x1, s1, nu1) <= (1.0 - 0.01 * t) * r0:
-                    break
-                t *= 0.5
-            else:
-                break
-            x, s, nu = x1, s1, nu1
-            if not feasible and t >= 0.99:
-                # a full step: the primal residual is (nearly) gone; make s exact
-                s_exact = self.d - self.C @ x
-                if np.all(s_exact > 0):
-                    s, feasible = s_exact, True
-            elif feasible:
-                s = self.d - self.C @ x
-        slack = self.d - self.C @ x
-        if not np.all(slack > 0):
+    def centre(self, *, max_newton: int = 100, decrement_tol: float = 1e-6) -> bool:
+        """Move x to the analytic centre by damped Newton from a strictly feasible start.
+
+        The start is the previous centre if it is still strictly inside, else a point on a ray from it
+        (along -H⁻¹c_i, then -c_i, for the violated row i) past row i and before any other row, else the
+        phase-one LP point. Returns False when the phase-one LP finds no common slack >= ``empty_slack``.
+        """
+        x = self._strict_start()
+        if x is None:
             return False
+        for _ in range(max_newton):
+            s = self.d - self.C @ x
+            _, _, g_b, h_b = self._box(x)
+            ws = self.w / s
+            grad = self.C.T @ ws + g_b
+            H = (self.C.T * (ws / s)) @ self.C
+            H[np.diag_indices_from(H)] += h_b
+            try:
+                L = np.linalg.cholesky(H)
+                dx = -np.linalg.solve(L.T, np.linalg.solve(L, grad))
+            except np.linalg.LinAlgError:
+                dx = -np.linalg.lstsq(H, grad, rcond=None)[0]
+            lam2 = float(-grad @ dx)
+            if lam2 <= decrement_tol:
+                break
+            t = 1.0 if lam2 < 0.25 else 1.0 / (1.0 + math.sqrt(lam2))  # damped step stays in the domain
+            phi0 = self._phi(x, self.d)
+            while t > 1e-12 and self._phi(x + t * dx, self.d) > phi0 - 0.25 * t * lam2:
+                t *= 0.5
+            if t <= 1e-12:
+                break
+            x = x + t * dx
+        slack = self.d - self.C @ x
         self.x, self.s = x, slack
         _, _, _, h_b = self._box(x)
         H = (self.C.T * (self.w / slack ** 2)) @ self.C
         H[np.diag_indices_from(H)] += h_b
         self.H = H
         return True
+
+    def _interior(self, y: np.ndarray) -> bool:
+        """Every row and box side has slack > 1e-9·(box width): a safe Newton start."""
+        eps = 1e-9 * float(np.min(self.hi - self.lo))
+        return bool(np.all(self.C @ y < self.d - eps) and np.all(y > self.lo + eps) and np.all(y < self.hi - eps))
+
+    def _strict_start(self) -> np.ndarray | None:
+        x = self.x
+        if self._interior(x):
+            return x
+        viol = self.C @ x - self.d
+        i = int(np.argmax(viol))
+        if np.sum(viol >= -1e-9 * float(np.min(self.hi - self.lo))) == 1:
+            others = np.arange(self.m) != i
+            for u in (np.linalg.solve(self.H, self.C[i]) if self.H.shape[0] == x.shape[0] else None, self.C[i]):
+                if u is None:
+                    continue
+                y = self._ray_point(x, -u, i, others)
+                if y is not None:
+                    return y
+        z, xz = self.phase_one()
+        if z < self.empty_slack:
+            return None
+        return xz
+
+    def _ray_point(self, x: np.ndarray, u: np.ndarray, i: int, others: np.ndarray) -> np.ndarray | None:
+        """x + t u with t midway between entering row i's half-space and leaving the others (or None)."""
+        rate = float(self.C[i] @ u)
+        if rate >= 0:
+            return None
+        t_in = (float(self.C[i] @ x) - self.d[i]) / -rate
+        Co = self.C[others]
+        cu = Co @ u
+        so = self.d[others] - Co @ x
+        exits = [so[cu > 0] / cu[cu > 0], (self.hi - x)[u > 0] / u[u > 0], (self.lo - x)[u < 0] / u[u < 0]]
+        t_out = min((float(np.min(e)) for e in exits if e.size), default=math.inf)
+        if not t_in < t_out:
+            return None
+        t = 0.5 * (t_in + t_out) if math.isfinite(t_out) else 2.0 * t_in + 1e-12
+        y = x + t * u
+        return y if self._interior(y) else None
 
     def relevance(self) -> np.ndarray:
         """s_i / sqrt(c_iᵀ H⁻¹ c_i): how many Dikin radii row i is from the centre (large = irrelevant)."""
@@ -151,7 +170,7 @@ class _Localisation:
 
 def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
                   max_iter: int | None = None, oracle_tol: float = 1e-9, max_cuts: int | None = None,
-                  keep_cuts: int | None = None) -> EllipsoidResult:
+                  keep_cuts: int | None = None, obj_weight: float = 1.0) -> EllipsoidResult:
     """ACCPM: find a point of the body (or minimise ``objective @ x``) starting from the box around B(center, radius).
 
     Query = analytic centre of the cuts so far (each cut relaxed by oracle_tol, so a flat body keeps an
@@ -190,40 +209,43 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             center=loc.x.copy(), shape=0.5 * (shape + shape.T), lower_bound=None if obj is None else lower,
             message=message)
 
+    loc.empty_slack = 0.5 * oracle_tol
     while it < max_iter:
         x = loc.x
-        calls += 1
-        cut = body.separate(x.copy(), oracle_tol)
-        if cut is None:
-            if obj is None:
-                best_x = x.copy()
-                return result("feasible", "the analytic centre is in the body")
-            val = float(obj @ x)
-            if val < best_val:
-                best_x, best_val = x.copy(), val
-            weight = float(max(loc.m, 1))
-            if obj_row is None:
-                loc.add(obj, best_val, weight)
-                obj_row = loc.m - 1
-            else:
-                loc.set_row(obj_row, best_val / obj_norm, weight)
+        off = x - c0
+        dist = float(np.linalg.norm(off))
+        if dist > R + oracle_tol:  # outside the start ball: its tangent cut is free
+            u = off / dist
+            loc.add(u, float(u @ c0) + R)
         else:
-            nrm = float(np.linalg.norm(cut.normal))
-            loc.add(cut.normal, cut.offset + oracle_tol * nrm)
+            calls += 1
+            cut = body.separate(x.copy(), oracle_tol)
+            if cut is None:
+                if obj is None:
+                    best_x = x.copy()
+                    return result("feasible", "the analytic centre is in the body")
+                val = float(obj @ x)
+                if val < best_val:
+                    best_x, best_val = x.copy(), val
+                weight = float(max(loc.m, 1)) * obj_weight
+                if obj_row is None:
+                    loc.add(obj, best_val, weight)
+                    obj_row = loc.m - 1
+                else:
+                    loc.set_row(obj_row, best_val / obj_norm, weight)
+            else:
+                nrm = float(np.linalg.norm(cut.normal))
+                loc.add(cut.normal, cut.offset + oracle_tol * nrm)
         it += 1
-        if not loc.centre():
-            try:
-                z, xz = loc.phase_one()
-            except SolverError as exc:  # pragma: no cover - backend trouble
-                return result("max_iter", f"phase-one LP failed: {exc}")
-            if z < 0.5 * oracle_tol:
-                if best_x is not None:
-                    lower = best_val
-                    return result("optimal", "no point of the cuts improves on the best value")
-                return result("empty", "the cuts leave no point with slack oracle_tol/2 in the box")
-            loc.x = xz
-            if not loc.centre():
-                return result("max_iter", "Newton failed from a strictly feasible phase-one point")
+        try:
+            found = loc.centre()
+        except SolverError as exc:  # pragma: no cover - backend trouble
+            return result("max_iter", f"phase-one LP failed: {exc}")
+        if not found:
+            if best_x is not None:
+                lower = best_val
+                return result("optimal", "no point of the cuts improves on the best value")
+            return result("empty", "the cuts leave no point with slack oracle_tol/2 in the start box")
         if obj is not None and best_x is not None and obj_row is not None:
             lower = max(lower, _dual_bound(loc, obj_row) * obj_norm)
             if best_val - lower <= tol:

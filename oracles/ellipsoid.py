@@ -128,12 +128,27 @@ class Ellipsoid:
             return self._update_parallel(cut)
         if not isinstance(cut, Cut):
             raise TypeError(f"cut must be a Cut or ParallelCut, got {type(cut).__name__}")
-        a = self._check_normal(cut.normal)
+        return self._cut(self._check_normal(cut.normal), cut.offset)
+
+    def _cut(self, a: np.ndarray, b: float) -> UpdateStatus:
+        """update for the cut aᵀy <= b without argument checks (the drivers' hot path)."""
         w = self._J.T @ a
-        tau = float(np.linalg.norm(w))
+        tau = math.sqrt(float(w @ w))
         if not tau > 0.0:
-            return "empty" if float(a @ self._c) > cut.offset else "no_effect"
-        return self._single(w / tau, (float(a @ self._c) - cut.offset) / tau)
+            return "empty" if float(a @ self._c) > b else "no_effect"
+        return self._single(w / tau, (float(a @ self._c) - b) / tau)
+
+    def _alpha(self, a: np.ndarray, b: float) -> float:
+        w = self._J.T @ a
+        tau = math.sqrt(float(w @ w))
+        viol = float(a @ self._c) - b
+        if tau == 0.0:
+            return math.inf if viol > 0 else -math.inf
+        return viol / tau
+
+    def _half_width(self, a: np.ndarray) -> float:
+        w = self._J.T @ a
+        return math.sqrt(float(w @ w))
 
     def _check_normal(self, normal: np.ndarray) -> np.ndarray:
         if normal.shape != (self.dim,):
@@ -241,7 +256,7 @@ class _CutStore:
         self._next = (self._next + 1) % cap
         self.size = min(self.size + 1, cap)
 
-    def deepest(self, E: Ellipsoid, tol: float) -> Cut | None:
+    def deepest(self, E: Ellipsoid, tol: float) -> tuple[np.ndarray, float] | None:
         """The stored cut of largest α among those the centre violates by more than tol, or None."""
         if self.size == 0:
             return None
@@ -253,7 +268,7 @@ class _CutStore:
         taus = np.linalg.norm(A[idx] @ E._J, axis=1)
         alphas = viol[idx] / np.maximum(taus, 1e-300)
         i = idx[int(np.argmax(alphas))]
-        return Cut(A[i].copy(), float(b[i]))
+        return A[i].copy(), float(b[i])
 
 
 def _check_body(body: ConvexBody) -> None:
@@ -327,13 +342,15 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         sep = store.deepest(E, oracle_tol) if store.size else None
         if sep is not None:
             recycled += 1
+        elif float(np.linalg.norm(xc - c0)) > R + oracle_tol:  # outside the start ball: a free cut
+            u = (xc - c0) / float(np.linalg.norm(xc - c0))
+            sep = (u, float(u @ c0) + R)
         else:
             calls += 1
-            sep = body.separate(xc.copy(), oracle_tol)
-            if sep is not None:
-                store.add(sep)
-                if cut == "central":
-                    sep = Cut(sep.normal, float(sep.normal @ xc))
+            found = body.separate(xc.copy(), oracle_tol)
+            if found is not None:
+                store.add(found)
+                sep = (found.normal, float(found.normal @ xc) if cut == "central" else found.offset)
         if sep is None:
             if obj is None:
                 best_x = xc.copy()
@@ -341,15 +358,14 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             val = float(obj @ xc)
             if val < best_val:
                 best_x, best_val = xc.copy(), val
-            step = Cut(obj, best_val)
-        elif obj is not None and best_x is not None:
-            oc = Cut(obj, best_val)
-            step = oc if E.alpha(oc) > E.alpha(sep) else sep
+            step = (obj, best_val)
+        elif obj is not None and best_x is not None and E._alpha(obj, best_val) > E._alpha(*sep):
+            step = (obj, best_val)
         else:
             step = sep
-        status = E.update(step)
+        status = E._cut(*step)
         it += 1
-        log_volumes.append(E.log_volume)
+        log_volumes.append(E._log_volume)
         if status == "empty":
             if best_x is not None:
                 lower = best_val
@@ -358,14 +374,15 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         if status == "no_effect":
             return result("max_iter", "a cut had no effect (the ellipsoid has zero width along it)")
         if obj is not None and best_x is not None:
-            lower = max(lower, float(obj @ E._c) - E.half_width(obj))
+            lower = max(lower, float(obj @ E._c) - E._half_width(obj))
             if best_val - lower <= tol:
                 return result("optimal", "the gap best - min over the ellipsoid is within tol")
-        if it % check_every == 0 or E.half_width(step.normal) < flat_thr * float(np.linalg.norm(step.normal)):
+        if best_x is None and (it % check_every == 0
+                               or E._half_width(step[0]) < flat_thr * float(np.linalg.norm(step[0]))):
             s, U = E.semi_axes()
-            if best_x is None and s[0] < empty_thr:
+            if s[0] < empty_thr:
                 return result("empty", "the ellipsoid became thinner than the oracle tolerance")
-            if best_x is None and flat_thr > 0 and s[0] < flat_thr:
+            if flat_thr > 0 and s[0] < flat_thr:
                 k = int(np.sum(s < flat_thr))
                 return result("flat", f"{k} semi-axes below flat_tol·radius before a point was found",
                               (U[:, :k], s[:k]))
