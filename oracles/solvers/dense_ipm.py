@@ -1,9 +1,9 @@
 """A small dense primal-dual interior-point method for a central point of {A x <= b, A_eq x = b_eq}.
 
 Mehrotra predictor-corrector on  A x + s = b, A_eq x = b_eq, s >= 0  with a zero objective, from an
-infeasible start. With c = 0 the central path is the analytic centre of the relative interior, so the
-iterates approach a point whose slack is ~0 exactly on the implicit equalities and O(1) elsewhere, while z
-converges to a certificate (z >= 0, Aᵀz + A_eqᵀy = 0) supported on them. Each iteration costs one dense
+infeasible start. With c = 0 the iterates end at a relative-interior point (near the central path, not
+necessarily the analytic centre) whose slack is ~0 exactly on the implicit equalities and clearly positive
+elsewhere, while z converges to a certificate (z >= 0, Aᵀz + A_eqᵀy = 0) supported on them. Each iteration costs one dense
 AᵀDA (m n² flops) and a Cholesky: on dense 3000x200 data it is ~20x cheaper than a HiGHS IPM solve.
 
 This is a heuristic accelerator with no failure mode of its own: callers must certify what they read

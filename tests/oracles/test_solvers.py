@@ -185,3 +185,21 @@ def test_maximize_explicit_matches_closed_form():
         # the ball touches the cube's faces only where |x_i| <= 1: compare with the Ball's own maximiser
         # when that lies inside the cube, otherwise just check optimality against a fine cvxpy-free bound
         assert value <= 1.2 * np.linalg.norm(c) + 1e-6 and value <= np.abs(c).sum() + 1e-6
+
+
+def test_dense_ipm_central_point():
+    """A strictly interior point of a box; on a flat body the slack vanishes on exactly the implicit
+    equalities and z concentrates there (a certificate Aᵀz ≈ 0)."""
+    from oracles.solvers.dense_ipm import central_point
+
+    A = np.vstack([np.eye(3), -np.eye(3)])
+    b = np.array([1.0, 2.0, 3.0, 1.0, 0.0, 1.0])  # -1 <= x0 <= 1, 0 <= x1 <= 2, -1 <= x2 <= 3
+    cp = central_point(A, b)
+    assert cp.status == "converged"
+    assert np.min(b - A @ cp.x) > 0.05  # well inside (not necessarily the analytic centre)
+    flat = np.vstack([A, [[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0]]])
+    fb = np.concatenate([b, [1.0, -1.0]])  # x0 + x1 = 1 hidden as two rows
+    cp = central_point(flat, fb)
+    assert np.max(cp.s[6:]) < 1e-7 < 0.1 < np.min(cp.s[:6])
+    assert np.linalg.norm(flat.T @ cp.z) <= 1e-6 * np.linalg.norm(cp.z)
+    assert np.max(cp.z[:6]) < 1e-3 * np.max(cp.z[6:])
