@@ -18,3 +18,9 @@ __all__ = [
     "affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities",
     "min_norm_point", "chebyshev_center", "width", "widths",
 ]
+from .cutting_plane import cutting_plane
+from .ellipsoid import Ellipsoid, ellipsoid
+from .hull_ellipsoid import affine_hull_by_ellipsoid
+from .results import EllipsoidResult
+
+__all__ += ["Ellipsoid", "ellipsoid", "cutting_plane", "EllipsoidResult", "affine_hull_by_ellipsoid"]

@@ -256,13 +256,13 @@ class _CutStore:
         self._next = (self._next + 1) % cap
         self.size = min(self.size + 1, cap)
 
-    def deepest(self, E: Ellipsoid, tol: float) -> tuple[np.ndarray, float] | None:
-        """The stored cut of largest α among those the centre violates by more than tol, or None."""
+    def deepest(self, E: Ellipsoid) -> tuple[np.ndarray, float] | None:
+        """The stored cut of largest α among those the centre violates, or None."""
         if self.size == 0:
             return None
         A, b = self.A[: self.size], self.b[: self.size]
         viol = A @ E._c - b
-        idx = np.flatnonzero(viol > tol)
+        idx = np.flatnonzero(viol > 0.0)
         if idx.size == 0:
             return None
         taus = np.linalg.norm(A[idx] @ E._J, axis=1)
@@ -339,7 +339,7 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     it = 0
     while it < max_iter:
         xc = E._c
-        sep = store.deepest(E, oracle_tol) if store.size else None
+        sep = store.deepest(E) if store.size else None
         if sep is not None:
             recycled += 1
         elif float(np.linalg.norm(xc - c0)) > R + oracle_tol:  # outside the start ball: a free cut
@@ -349,6 +349,8 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             calls += 1
             found = body.separate(xc.copy(), oracle_tol)
             if found is not None:
+                # relaxed by oracle_tol: valid for K_t = {separate(., oracle_tol) is None}, which E keeps
+                found = Cut(found.normal, found.offset + oracle_tol * float(np.linalg.norm(found.normal)))
                 store.add(found)
                 sep = (found.normal, float(found.normal @ xc) if cut == "central" else found.offset)
         if sep is None:

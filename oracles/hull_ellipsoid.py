@@ -1,0 +1,139 @@
+"""Affine hull from a separation oracle alone: the ellipsoid's thin axes (GLS; engine.md §8.1 item 3).
+
+The body K is enlarged to K_t = {x : separate(x, t) is None} (t = oracle_tol), which has volume even when K
+is flat. A shallow-cut ellipsoid E = {y_c + J z : ‖z‖ <= 1} ⊇ K_t ∩ F is run in local coordinates
+y of the current flat F = p + span(B): while the centre is outside K_t, deep cuts; once it is inside,
+semi-axes below ``tol`` give equations uᵀx = uᵀc (K_t lies within tol of that hyperplane) and the problem
+is projected onto u^⊥ through the centre (the projected ellipsoid is the section along the other principal
+axes); otherwise the 2k probes c ± β s_i u_i (β = 1/(k+1)) are queried, and the first one outside K_t
+gives a shallow cut. When every probe is inside, K_t ⊇ conv(probes) ⊇ c + (β/√k)(E - c): all remaining
+directions are wide, and aff(K) ≈ F.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validate import as_vector, positive
+from .affine_subspace import AffineSubspace
+from .bodies import ConvexBody
+from .ellipsoid import Ellipsoid, _check_body
+from .errors import EmptyBodyError, SolverError
+
+
+def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: float = 1e-7,
+                             max_iter: int | None = None, oracle_tol: float | None = None) -> AffineSubspace:
+    """aff(K) for K ⊆ B(center, radius) from ``body.separate`` only.
+
+    tol: absolute half-width below which a direction counts as flat; every equation uᵀx = uᵀc of the
+    result holds on K to within about tol (|uᵀ(x - c)| <= tol for x in K_t at detection time).
+    oracle_tol: the enlargement t of K used in the oracle (default tol/(4(n+1)); must be well below tol so
+    that K_t's flat directions, of width 2t, fall under tol after rounding).
+    max_iter: the oracle-call budget (default 400·n² + 2000); exceeding it raises SolverError.
+    Raises EmptyBodyError when K has no point in the ball (a cut missed the ellipsoid, or it got thinner
+    than t/2 before a point was found).
+    """
+    _check_body(body)
+    n = body.dim
+    c0 = as_vector(center, "center", n)
+    R = positive(radius, "radius")
+    tol = positive(tol, "tol")
+    t = tol / (4.0 * (n + 1)) if oracle_tol is None else positive(oracle_tol, "oracle_tol")
+    if t >= tol:
+        raise ValueError(f"oracle_tol must be below tol, got oracle_tol={t}, tol={tol}")
+    if max_iter is None:
+        max_iter = 400 * n * n + 2000
+    if int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
+    run = _HullRun(body, c0, R, tol, t)
+    return run.solve(int(max_iter))
+
+
+class _HullRun:
+    """State of one run: flat F = p + span(B), local ellipsoid E, recorded normals and a body point."""
+
+    def __init__(self, body: ConvexBody, c0: np.ndarray, R: float, tol: float, t: float) -> None:
+        self.body, self.tol, self.t = body, tol, t
+        n = c0.shape[0]
+        self.p = c0.copy()
+        self.B = np.eye(n)
+        self.E = Ellipsoid.ball(np.zeros(n), R)
+        self.point: np.ndarray | None = None
+        self.calls = 0
+
+    def _query(self, y: np.ndarray):
+        """separate at the global point p + B y, the cut restricted to the flat: (Bᵀa, b - aᵀp) or None."""
+        self.calls += 1
+        x = self.p + self.B @ y
+        cut = self.body.separate(x, self.t)
+        if cut is None:
+            return None
+        nrm = float(np.linalg.norm(cut.normal))
+        # relaxed by t so that it is valid for K_t (which the ellipsoid must keep), not only for K
+        return self.B.T @ cut.normal, float(cut.offset + self.t * nrm - cut.normal @ self.p), nrm
+
+    def _cut(self, local) -> None:
+        a, b, nrm = local
+        if float(np.linalg.norm(a)) <= 1e-14 * nrm:
+            if self.point is None:
+                raise EmptyBodyError("a cut excludes the whole current flat: the body is empty")
+            raise SolverError("a cut excludes the whole current flat after a projection; use a larger tol")
+        if self.E._cut(a, b) == "empty":
+            if self.point is None:
+                raise EmptyBodyError("a cut missed the ellipsoid: the body has no point in the ball")
+            raise SolverError("a cut missed the ellipsoid after a body point was found (inconsistent oracle)")
+
+    def _project(self, s: np.ndarray, U: np.ndarray, flat: np.ndarray) -> None:
+        """Fix the flat axes: F <- centre + span(B U_wide); E <- diag(s_wide) around the new origin."""
+        yc = self.E._c
+        self.p = self.p + self.B @ yc
+        wide = ~flat
+        self.B = self.B @ U[:, wide]
+        k = self.B.shape[1]
+        if k:
+            self.E = Ellipsoid.from_factor(np.zeros(k), np.diag(s[wide]))
+
+    def solve(self, max_iter: int) -> AffineSubspace:
+        while self.calls < max_iter:
+            k = self.B.shape[1]
+            if k == 0:
+                break
+            yc = self.E._c
+            cut = self._query(yc)
+            if cut is not None:
+                self._cut(cut)
+                if self.point is None:
+                    s = self.E.semi_axes()[0]
+                    if s[0] < 0.5 * self.t:
+                        raise EmptyBodyError("the ellipsoid became thinner than the oracle tolerance: empty body")
+                continue
+            self.point = self.p + self.B @ yc
+            s, U = self.E.semi_axes()
+            flat = s <= self.tol
+            if np.any(flat):
+                self._project(s, U, flat)
+                continue
+            if self._probe(s, U):
+                break
+        else:
+            raise SolverError(f"affine_hull_by_ellipsoid: no answer within max_iter={max_iter} oracle calls")
+        if self.B.shape[1] == 0:
+            self.point = self.p.copy()
+            if self.calls >= max_iter or self.body.separate(self.point, self.t) is not None:
+                raise SolverError("the hull reduced to a point that the oracle rejects")
+        assert self.point is not None
+        return AffineSubspace(self.point, self.B)
+
+    def _probe(self, s: np.ndarray, U: np.ndarray) -> bool:
+        """Query c ± β s_i u_i; apply the first cut found and return False, or True if all are inside."""
+        k = s.shape[0]
+        beta = 1.0 / (k + 1.0)
+        yc = self.E._c.copy()
+        for j in range(k - 1, -1, -1):  # widest first
+            for sign in (1.0, -1.0):
+                cut = self._query(yc + sign * beta * s[j] * U[:, j])
+                if cut is not None:
+                    self._cut(cut)
+                    return False
+        return True
