@@ -81,11 +81,7 @@ class _Localisation:
             grad = self.C.T @ ws + g_b
             H = (self.C.T * (ws / s)) @ self.C
             H[np.diag_indices_from(H)] += h_b
-            try:
-                L = np.linalg.cholesky(H)
-                dx = -np.linalg.solve(L.T, np.linalg.solve(L, grad))
-            except np.linalg.LinAlgError:
-                dx = -np.linalg.lstsq(H, grad, rcond=None)[0]
+            dx = -_spd_solve(H, grad)
             lam2 = float(-grad @ dx)
             if lam2 <= decrement_tol:
                 break
@@ -117,9 +113,7 @@ class _Localisation:
         i = int(np.argmax(viol))
         if np.sum(viol >= -1e-9 * float(np.min(self.hi - self.lo))) == 1:
             others = np.arange(self.m) != i
-            for u in (np.linalg.solve(self.H, self.C[i]) if self.H.shape[0] == x.shape[0] else None, self.C[i]):
-                if u is None:
-                    continue
+            for u in (_spd_solve(self.H, self.C[i]), self.C[i]):
                 y = self._ray_point(x, -u, i, others)
                 if y is not None:
                     return y
@@ -147,7 +141,7 @@ class _Localisation:
 
     def relevance(self) -> np.ndarray:
         """s_i / sqrt(c_iᵀ H⁻¹ c_i): how many Dikin radii row i is from the centre (large = irrelevant)."""
-        Hinv_Ct = np.linalg.solve(self.H, self.C.T)
+        Hinv_Ct = _spd_solve(self.H, self.C.T)
         return self.s / np.sqrt(np.maximum(np.sum(self.C.T * Hinv_Ct, axis=0), 1e-300))
 
     def phase_one(self) -> tuple[float, np.ndarray]:
@@ -178,8 +172,8 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     number of cuts); the stop is best - LB <= tol with the dual bound LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx,
     λ_i = (w_i/s_i)/(w_0/s_0). When Newton cannot reach a strictly feasible point, a phase-one LP over the
     cuts decides: common slack below oracle_tol/2 certifies "empty".
-    Returned ``center``/``shape``: the analytic centre and m²H⁻¹ (H the barrier Hessian), an ellipsoid that
-    contains the localisation polytope at an exact centre.
+    Returned ``center``/``shape``: the analytic centre and m²H⁻¹ (H the barrier Hessian, m the total barrier
+    weight), an ellipsoid that contains the localisation polytope at an exact centre.
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
     tol = positive(tol, "tol")
@@ -194,20 +188,20 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     best_val = math.inf
     lower = -math.inf
     obj_norm = 1.0 if obj is None else float(np.linalg.norm(obj))
-    calls = 0
+    calls = free = 0
     it = 0
 
     def result(status: str, message: str) -> EllipsoidResult:
-        mm = loc.m + 2 * n
+        mm = float(np.sum(loc.w)) + 2 * n
         try:
-            shape = mm * mm * np.linalg.inv(loc.H)
+            shape = mm * mm * _spd_solve(loc.H, np.eye(n))
         except np.linalg.LinAlgError:
             shape = np.full((n, n), np.nan)
         return EllipsoidResult(
             status=status, x=None if best_x is None else best_x.copy(),
             value=None if best_x is None or obj is None else best_val, iterations=it, oracle_calls=calls,
             center=loc.x.copy(), shape=0.5 * (shape + shape.T), lower_bound=None if obj is None else lower,
-            message=message)
+            recycled_cuts=free, message=message)
 
     loc.empty_slack = 0.5 * oracle_tol
     while it < max_iter:
@@ -217,6 +211,7 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
         if dist > R + oracle_tol:  # outside the start ball: its tangent cut is free
             u = off / dist
             loc.add(u, float(u @ c0) + R)
+            free += 1
         else:
             calls += 1
             cut = body.separate(x.copy(), oracle_tol)
@@ -261,6 +256,17 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
                 obj_row = int(np.searchsorted(idx, obj_row))
             loc.keep(idx)
     return result("max_iter", f"no answer within max_iter={max_iter} queries")
+
+
+def _spd_solve(H: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """H⁻¹ rhs for a symmetric positive (semi)definite H: Cholesky, else an eigenvalue-clipped inverse."""
+    try:
+        L = np.linalg.cholesky(H)
+        return np.linalg.solve(L.T, np.linalg.solve(L, rhs))
+    except np.linalg.LinAlgError:
+        w, V = np.linalg.eigh(0.5 * (H + H.T))
+        w = np.maximum(w, 1e-14 * max(float(w[-1]), 1e-300))
+        return V @ ((V.T @ rhs) / (w if rhs.ndim == 1 else w[:, None]))
 
 
 def _dual_bound(loc: _Localisation, obj_row: int) -> float:

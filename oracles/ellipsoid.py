@@ -345,6 +345,7 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         elif float(np.linalg.norm(xc - c0)) > R + oracle_tol:  # outside the start ball: a free cut
             u = (xc - c0) / float(np.linalg.norm(xc - c0))
             sep = (u, float(u @ c0) + R)
+            recycled += 1
         else:
             calls += 1
             found = body.separate(xc.copy(), oracle_tol)

@@ -35,7 +35,7 @@ class EllipsoidResult:
     log_volumes: log(vol E_k / vol unit ball) after each update (non-increasing for the ellipsoid method).
     flat_directions: (n, r) orthonormal columns u with the body inside {y : |uᵀ(y - center)| <= flat_widths};
     flat_widths: (r,) the corresponding half-widths.
-    recycled_cuts: updates made with a stored cut instead of a new oracle call.
+    recycled_cuts: updates made without an oracle call (a stored cut, or the start ball's tangent cut).
     """
 
     status: Status

@@ -1,0 +1,125 @@
+"""The analytic-centre cutting-plane method (ACCPM)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope
+from oracles import Ball, MissingOracleError, OracleBody, Polytope
+from oracles.cutting_plane import _Localisation, cutting_plane
+
+
+def radius_for(x0: np.ndarray, n: int, box: float = 2.0) -> float:
+    return float(np.linalg.norm(x0)) + box * math.sqrt(n) + 1.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 7))
+def test_feasibility_agrees_with_lp(seed, n):
+    rng = np.random.default_rng(seed)
+    P, x0 = random_polytope(rng, n, shift=(-0.6, 1.0))
+    margin = chebyshev_margin(P)
+    assume(abs(margin) > 1e-3)
+    res = cutting_plane(P, np.zeros(n), radius_for(x0, n))
+    if margin > 0:
+        assert res.status == "feasible" and P.contains(res.x, tol=1e-9)
+    else:
+        assert res.status == "empty" and res.x is None
+    assert res.oracle_calls + res.recycled_cuts <= res.iterations + 1  # one query per update, plus the last
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
+def test_minimisation_agrees_with_lp(seed, n):
+    rng = np.random.default_rng(seed)
+    P, x0 = random_polytope(rng, n)
+    c = rng.normal(size=n)
+    tol = 1e-6
+    res = cutting_plane(P, np.zeros(n), radius_for(x0, n), objective=c, tol=tol)
+    opt = lp_min(P, c)
+    assert res.status == "optimal"
+    assert P.contains(res.x, tol=1e-9) and res.value == pytest.approx(float(c @ res.x))
+    assert opt - 1e-7 <= res.value <= opt + tol
+    assert res.lower_bound <= opt + 1e-7
+
+
+def test_cut_dropping_keeps_the_answer():
+    """With room for only a few cuts the method still finds a point, and keeps at most max_cuts rows."""
+    rng = np.random.default_rng(11)
+    P, x0 = random_polytope(rng, 8, shift=(0.01, 0.05), box=0.05)
+    seen = []
+    orig = _Localisation.centre
+
+    def spy(self, **kw):
+        seen.append(self.m)
+        return orig(self, **kw)
+
+    _Localisation.centre = spy
+    try:
+        res = cutting_plane(P, np.zeros(8), radius_for(x0, 8), max_cuts=12, keep_cuts=8)
+    finally:
+        _Localisation.centre = orig
+    assert res.status == "feasible" and P.contains(res.x)
+    assert max(seen) <= 13 and res.iterations > 13  # dropping happened and bounded the rows
+
+
+def test_flat_body_found_within_tolerance():
+    """Hidden equalities: cuts are relaxed by the oracle tolerance, so the localisation set keeps interior."""
+    rng = np.random.default_rng(5)
+    P, F, g, x0 = flat_polytope(rng, 6, 2)
+    res = cutting_plane(P, np.zeros(6), 20.0, oracle_tol=1e-7)
+    assert res.status == "feasible" and P.contains(res.x, tol=1e-7)
+
+
+def test_empty_thin_and_missing_ball():
+    P = Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([0.0, -1e-6]))
+    assert cutting_plane(P, np.zeros(2), 10.0, oracle_tol=1e-8).status == "empty"
+    assert cutting_plane(Ball(np.full(3, 30.0), 1.0), np.zeros(3), 5.0).status == "empty"
+    res = cutting_plane(Ball(np.full(3, 2.0), 0.5), np.zeros(3), 5.0)
+    assert res.status == "feasible" and np.linalg.norm(res.x - 2.0) <= 0.5 + 1e-9
+
+
+def test_result_ellipsoid_contains_the_body():
+    """The reported (center, shape) = analytic centre, m²H⁻¹ contains the localisation set: here the LP
+    minimiser (which survives every cut, the objective cut included) and, without objective, body points."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(2)
+    P, x0 = random_polytope(rng, 4)
+    c = rng.normal(size=4)
+    x_opt = linprog(c, A_ub=P.A, b_ub=P.b, bounds=[(None, None)] * 4, method="highs").x
+    for objective, point in ((c, x_opt), (None, x0)):
+        res = cutting_plane(P, np.zeros(4), radius_for(x0, 4), objective=objective, max_iter=15)
+        d = point - res.center
+        assert d @ np.linalg.solve(res.shape, d) <= 1.0
+
+
+def test_max_iter_and_missing_oracle():
+    rng = np.random.default_rng(0)
+    P, x0 = random_polytope(rng, 8, shift=(0.001, 0.002), box=0.001)
+    res = cutting_plane(P, np.zeros(8), 10.0, max_iter=3)
+    assert res.status == "max_iter" and res.iterations == 3
+    with pytest.raises(MissingOracleError, match="separate"):
+        cutting_plane(OracleBody(2, maximize=lambda c: (0.0, np.zeros(2))), np.zeros(2), 1.0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(center=np.zeros(2)), "center"),
+    (dict(center=np.array([np.inf, 0.0, 0.0])), "center"),
+    (dict(radius=0.0), "radius"),
+    (dict(objective=np.full(3, np.nan)), "objective"),
+    (dict(tol=-1.0), "tol"),
+    (dict(max_iter=2.5), "max_iter"),
+    (dict(max_cuts=2, keep_cuts=5), "keep_cuts"),
+    (dict(oracle_tol=-1e-9), "oracle_tol"),
+])
+def test_bad_input(kwargs, match):
+    args = dict(center=np.zeros(3), radius=1.0)
+    args.update(kwargs)
+    center, radius = args.pop("center"), args.pop("radius")
+    with pytest.raises(ValueError, match=match):
+        cutting_plane(Ball(np.zeros(3), 1.0), center, radius, **args)
