@@ -37,6 +37,9 @@ def test_lbfgs_is_reproducible_from_seed(planted_842):
     b = gradient_descent(X[:300], Y[:300], 2, seed=5, max_iter=30)
     assert np.array_equal(a.model.thetas, b.model.thetas) and a.train_error == b.train_error
     assert a.iterations == 30 and not a.converged and "max_iter" in a.reason
+    c = gradient_descent(X[:300], Y[:300], 2, seed=5, max_iter=30, single_thread=False)  # BLAS threads only
+    np.testing.assert_allclose(c.model.thetas, a.model.thetas, rtol=1e-8, atol=1e-10)
+    assert a.info["single_thread_blas"] and not c.info["single_thread_blas"]
 
 
 def test_restarts_stop_once_converged_and_init_is_used(planted_842):
