@@ -1,0 +1,232 @@
+"""Phase 2: sculpt a convex body K ⊂ R^{d²} (over vec Θ, row-major) that contains every head Θ_i.
+
+For every output row y_a the batched affine-simplex regression q̂ = argmin_{Σq=1} ‖y_a − qᵀ X ΣŴ‖ tests
+whether all heads share one pattern (small residual, q̂ >= −tol): then p^{(i)}_a ≈ q̂ for every i, so
+x_aᵀΘ_i(x_r − x_j) = log(p_r/p_j) ≈ log(q̂_r/q̂_j) with r = argmax q̂, a linear constraint met by every head.
+
+mode="halfspaces" (algorithm.md §11.3): the n_rows best rows give one-sided constraints
+⟨Θ, x_a(x_r − x_j)ᵀ⟩ >= log(q̂_r / (q̂_j⁺ + q_f)) with an additive floor q_f (self-calibrated from the
+negative q̂ entries), only for token pairs at distance >= dist_min; the L1 outlier trim drops the rows a
+least-violation fit cannot satisfy, and the slack η = 2η* + η₀ (η* = the smallest uniform slack making K
+non-empty) is added; |Θ_pq| <= R.
+mode="slabs" (re-sculpt with an accurate ΣŴ, algorithm.md §8.4 P2): rows with relative residual <= τ and
+q̂ >= −q_tol give equality-type constraints ⟨Θ, x_a(x_j − x_r)ᵀ⟩ ≈ log(q̂_j/q̂_r) for q̂_j >= q_min, weighted
+by q̂_j (SculptedBody.F/g/weights, what phase 4 fits the flat to) and entered as slabs |F θ − g| <= η_s;
+the small-q̂ tokens of those rows still give half-spaces.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from oracles import Polytope
+from oracles.sculpting_tools import l1_trim, min_uniform_slack
+
+from .._checks import check_data
+from ..result import PhaseRecord
+from ._simplex import simplex_lstsq, token_distances, token_gram_ok
+
+__all__ = ["SculptedBody", "sculpt", "default_dist_min"]
+
+
+@dataclass
+class SculptedBody:
+    """The sculpted body. ``polytope`` over vec(Θ) ∈ R^{d²}: the constraint rows, then the box
+    |Θ_pq| <= ``box`` as its last 2d² rows. ``F θ ≈ g`` (weights ``weights``): equality-type constraints
+    from agreeing rows (empty for a half-space-only body). ``rows_seen``/``rows_accepted``: output rows
+    tested / accepted by the agreement test."""
+
+    polytope: Polytope
+    F: np.ndarray
+    g: np.ndarray
+    weights: np.ndarray
+    rows_seen: int
+    rows_accepted: int
+    figures: dict = field(default_factory=dict)
+    box: float = 4.0
+
+    @property
+    def dim(self) -> int:
+        return self.polytope.dim
+
+    def constraints(self) -> tuple[np.ndarray, np.ndarray]:
+        """(A, b) of the polytope without the box rows (the box is ``box``)."""
+        nb = 2 * self.dim
+        return self.polytope.A[:-nb], self.polytope.b[:-nb]
+
+
+def default_dist_min(d: int) -> float:
+    """Token-pair distance filter: ±1 tokens differing in >= round(d/3) coordinates (8 → 3, 16 → 5),
+    written as the Euclidean ‖x_r − x_j‖ >= 2·sqrt(h_min) so it applies to Gaussian tokens too."""
+    return 2.0 * np.sqrt(max(1, round(d / 3)))
+
+
+def _box_rows(p: int, R: float) -> tuple[np.ndarray, np.ndarray]:
+    I = np.eye(p)
+    return np.vstack([I, -I]), np.full(2 * p, R)
+
+
+def _pair_rows(xa: np.ndarray, xr: np.ndarray, xj: np.ndarray) -> np.ndarray:
+    """Rows kron(x_a, x_r − x_j): the logit difference x_aᵀΘ(x_r − x_j) = row @ vec(Θ)."""
+    return np.einsum("np,nq->npq", xa, xr - xj).reshape(xa.shape[0], -1)
+
+
+def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = None, solver: str | None = None,
+           truth: Any = None, n_rows: int | None = None, q_tol: float | None = None, tau: float = 0.01,
+           q_min: float = 0.02, c_floor: float = 6.0, floor_clip: tuple[float, float] = (1e-3, 0.2),
+           dist_min: float | None = None, eta0: float = 0.1, box: float = 4.0, trim: bool = True,
+           ) -> tuple[SculptedBody, PhaseRecord]:
+    """Phase 2 (see the module docstring). Returns (SculptedBody, PhaseRecord "2-sculpt").
+
+    ``n_rows``: agreeing rows kept (the smallest residuals; default 1000 for half-spaces, 2000 for slabs);
+    ``q_tol``: rows need q̂ >= −q_tol (0.02 / 0.001); ``tau``: residual bound of the slab mode; ``q_min``:
+    q̂_j needed for an equality; ``c_floor``: q_f = c_floor · q90(|negative q̂|) clipped to ``floor_clip``;
+    ``dist_min``: token-pair distance filter (default ``default_dist_min(d)``); ``eta0``: slack added to
+    2η*; ``box``: |Θ_pq| <= box; ``trim``: L1 outlier trim.
+    """
+    t0 = time.perf_counter()
+    X, Y = check_data(X, Y)
+    N, k, d = X.shape
+    W = np.asarray(W_sum, dtype=float)
+    if W.shape != (d, d) or not np.all(np.isfinite(W)):
+        raise ValueError(f"W_sum must be a finite ({d}, {d}) array, got shape {W.shape}")
+    if mode not in ("halfspaces", "slabs"):
+        raise ValueError(f"mode must be 'halfspaces' or 'slabs', got {mode!r}")
+    if k < 2:
+        raise ValueError("sculpting needs k >= 2 tokens per sequence")
+    slabs = mode == "slabs"
+    n_rows = (2000 if slabs else 1000) if n_rows is None else int(n_rows)
+    q_tol = (1e-3 if slabs else 0.02) if q_tol is None else float(q_tol)
+    dist_min = default_dist_min(d) if dist_min is None else float(dist_min)
+    if n_rows < 1 or box <= 0 or eta0 < 0 or c_floor <= 0:
+        raise ValueError("n_rows, box and c_floor must be positive and eta0 non-negative")
+    rec = PhaseRecord("2-sculpt")
+    p = d * d
+
+    fit = simplex_lstsq(X, Y, W)
+    good_ex = token_gram_ok(X)
+    qf_all = fit.q.reshape(-1, k)
+    rel = fit.rel.reshape(-1)
+    ok = (qf_all.min(1) >= -q_tol) & np.repeat(good_ex, k)
+    if slabs:
+        ok &= rel <= tau
+    cand = np.flatnonzero(ok)
+    rows = cand[np.argsort(rel[cand], kind="stable")[:n_rows]]
+    n_idx, a_idx = np.divmod(rows, k)
+    Q = qf_all[rows]
+    neg = -Q[Q < 0]
+    floor = float(np.clip(c_floor * (np.quantile(neg, 0.9) if neg.size else 0.0), *floor_clip))
+    if slabs:   # rows are selected with q̂ >= −0.001, so negative entries understate the noise there
+        floor = max(floor, q_min)
+    r_idx = Q.argmax(1)
+    I = np.arange(rows.size)
+    Xs = X[n_idx]
+    xa, xr = Xs[I, a_idx], Xs[I, r_idx]
+    qr = Q[I, r_idx]
+    D = token_distances(Xs)[I, r_idx]                 # (R, k): ‖x_r − x_j‖
+
+    half_A, half_b, F, g, wts = [], [], [], [], []
+    for j in range(k):
+        xj = Xs[:, j]
+        usable = (j != r_idx) & (D[:, j] >= dist_min)
+        qj = Q[:, j]
+        eq = usable & (qj >= q_min) if slabs else np.zeros(rows.size, bool)
+        hs = usable & ~eq
+        if hs.any():   # x_aᵀΘ(x_r − x_j) >= log(q_r/(q_j⁺ + q_f))  <=>  −row θ <= −bound
+            half_A.append(-_pair_rows(xa[hs], xr[hs], xj[hs]))
+            half_b.append(-np.log(qr[hs] / (np.maximum(qj[hs], 0.0) + floor)))
+        if eq.any():   # x_aᵀΘ(x_j − x_r) ≈ log(q_j/q_r)
+            F.append(_pair_rows(xa[eq], xj[eq], xr[eq]))
+            g.append(np.log(qj[eq] / qr[eq]))
+            wts.append(qj[eq])
+    A = np.vstack(half_A) if half_A else np.empty((0, p))
+    b = np.concatenate(half_b) if half_b else np.empty(0)
+    F_ = np.vstack(F) if F else np.empty((0, p))
+    g_ = np.concatenate(g) if g else np.empty(0)
+    w_ = np.concatenate(wts) if wts else np.empty(0)
+    n_half_raw, n_eq_raw = A.shape[0], F_.shape[0]
+
+    # Slabs: a weighted least-squares fit of F θ ≈ g, robust trim of outlying equations, then η_s.
+    # A log-ratio with q̂_j small is uncertain by about σ_q/q̂_j nats, so slab i gets the half-width
+    # η_i = 2·q99(|r|·q̂)/q̂_j + η₀/2, with r the residuals of the weighted least-squares fit.
+    eta_s = np.zeros(0)
+    eq_keep = np.ones(n_eq_raw, bool)
+    if n_eq_raw:
+        sw = np.sqrt(w_)
+        for _ in range(3):
+            th = np.linalg.lstsq(F_[eq_keep] * sw[eq_keep, None], g_[eq_keep] * sw[eq_keep], rcond=None)[0]
+            res = np.abs(F_ @ th - g_) * w_
+            mad = 1.4826 * np.median(res[eq_keep]) + 1e-12
+            eq_keep = res <= 5.0 * mad
+        sigma = float(np.quantile(res[eq_keep], 0.99)) if eq_keep.any() else 0.0
+        F_, g_, w_ = F_[eq_keep], g_[eq_keep], w_[eq_keep]
+        eta_s = 2.0 * sigma / w_ + 0.5 * eta0
+
+    # Half-spaces: the smallest uniform slack η* (with the slabs as they are), the L1 outlier trim when
+    # η* > 0 (a feasible system has an L1 optimum of 0 and nothing to trim), then η = 2η* + η₀.
+    n_trimmed = 0
+    lp_time = time.perf_counter()
+    AA = np.vstack([A, F_, -F_]) if F_.shape[0] else A
+    bb = np.concatenate([b, g_ + eta_s, eta_s - g_]) if F_.shape[0] else b
+    eta_star = 0.0
+    if AA.shape[0]:
+        eta_star, _ = min_uniform_slack(AA, bb, -box, box, solver=solver)
+        if trim and eta_star > 1e-9 and A.shape[0]:
+            tr = l1_trim(AA, bb, -box, box, solver=solver)
+            keep_h = tr.keep[: A.shape[0]]
+            n_trimmed = int((~keep_h).sum())
+            A, b = A[keep_h], b[keep_h]
+            AA = np.vstack([A, F_, -F_]) if F_.shape[0] else A
+            bb = np.concatenate([b, g_ + eta_s, eta_s - g_]) if F_.shape[0] else b
+            eta_star, _ = min_uniform_slack(AA, bb, -box, box, solver=solver)
+    lp_time = time.perf_counter() - lp_time
+    eta = 2.0 * eta_star + eta0
+    poly = Polytope(np.empty((0, p)), np.empty(0), dim=p)
+    if A.shape[0]:
+        poly.add_halfspaces(A, b + eta)
+    if F_.shape[0]:
+        poly.add_slabs(F_, g_, eta_s + eta)
+    Bx, bx = _box_rows(p, box)
+    poly.add_halfspaces(Bx, bx)
+
+    body = SculptedBody(poly, F_, g_, w_, rows_seen=int(N * k), rows_accepted=int(rows.size), box=float(box))
+    rec.figures.update(
+        mode=mode, rows_seen=int(N * k), rows_passing=int(cand.size), rows_accepted=int(rows.size),
+        acceptance=float(rows.size / max(1, N * k)), tau_effective=float(rel[rows].max()) if rows.size else None,
+        examples_dropped_rank=int((~good_ex).sum()), q_floor=floor, dist_min=dist_min,
+        halfspaces_built=int(n_half_raw), halfspaces_trimmed=n_trimmed, halfspaces_kept=int(A.shape[0]),
+        equalities_built=int(n_eq_raw), equalities_kept=int(F_.shape[0]), eta_star=float(eta_star), eta=float(eta),
+        eta_slab_q50=float(np.median(eta_s) + eta) if F_.shape[0] else None, box=float(box),
+        n_constraints=int(poly.n_constraints), lp_time=lp_time)
+    body.figures = dict(rec.figures)
+    if truth is not None:
+        rec.truth.update(_truth_figures(truth, A, b, eta, F_, g_, eta_s + eta, box, X[n_idx], a_idx, Q))
+    rec.time = time.perf_counter() - t0
+    return body, rec
+
+
+def _truth_figures(truth: Any, A: np.ndarray, b: np.ndarray, eta: float, F: np.ndarray, g: np.ndarray,
+                   eta_slab: np.ndarray, box: float, Xs: np.ndarray, a_idx: np.ndarray, Q: np.ndarray) -> dict:
+    """Whether every true Θ_i lies in K, and by how much (nats) the constraints are violated."""
+    th = truth.thetas.reshape(truth.m, -1)
+    out: dict = {}
+    viol_raw = th @ A.T - b[None] if A.shape[0] else np.zeros((truth.m, 0))
+    out["halfspace_max_violation_raw"] = float(viol_raw.max()) if viol_raw.size else None
+    out["halfspace_violated_frac_raw"] = float((viol_raw > 0).mean()) if viol_raw.size else None
+    worst = viol_raw.max(1) - eta if viol_raw.size else np.full(truth.m, -np.inf)
+    if F.shape[0]:
+        r = np.abs(th @ F.T - g[None])
+        out["slab_max_residual"] = float(r.max())
+        out["slab_rms_residual"] = float(np.sqrt(np.mean(r ** 2)))
+        worst = np.maximum(worst, (r - eta_slab[None]).max(1))
+    worst = np.maximum(worst, np.abs(th).max(1) - box)
+    out["max_violation"] = float(worst.max())          # <= 0: every head inside K
+    out["heads_inside"] = bool(np.all(worst <= 1e-9))
+    out["heads_in_box"] = bool(np.abs(th).max() <= box)
+    if Q.shape[0]:
+        P = truth.attention(Xs)[np.arange(Q.shape[0]), :, a_idx]      # (R, m, k)
+        out["accepted_tv_to_heads_q90"] = float(np.quantile(0.5 * np.abs(P - Q[:, None]).sum(-1).max(1), 0.9))
+    return out
