@@ -269,11 +269,6 @@ def _bounding_ball(body: ConvexBody, solver: str | None) -> tuple[np.ndarray, fl
 
 
 def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, radius) -> AffineSubspace:
-    try:
-        from .hull_ellipsoid import affine_hull_by_ellipsoid
-    except ImportError as e:
-        raise ImportError(f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not "
-                          f"available: {e}") from e
     if radius is None:
         if isinstance(body, Ball):
             center, radius = body.center, body.radius * 1.01 + 1e-9
@@ -283,7 +278,15 @@ def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, ra
             raise ValueError("method='ellipsoid' needs radius= (a ball around center= known to contain the "
                              "body) when the body has no maximize oracle")
     center = np.zeros(body.dim) if center is None else as_vector(center, "center", body.dim)
-    return affine_hull_by_ellipsoid(body, center, float(radius), tol=tol)
+    radius = float(radius)
+    if not np.isfinite(radius) or radius <= 0:
+        raise ValueError(f"radius must be positive and finite, got {radius}")
+    try:
+        from .hull_ellipsoid import affine_hull_by_ellipsoid
+    except ImportError as e:
+        raise ImportError(f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not "
+                          f"available: {e}") from e
+    return affine_hull_by_ellipsoid(body, center, radius, tol=tol)
 
 
 def _as_polytope(body: ConvexBody) -> Polytope | None:

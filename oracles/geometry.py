@@ -12,7 +12,7 @@ import numpy as np
 
 from . import solvers
 from ._validate import as_matrix, as_vector
-from .affine import _as_polytope, _normalised_rows, affine_hull
+from .affine import _as_polytope, _check_tol, _normalised_rows, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
@@ -102,6 +102,7 @@ def chebyshev_center(body, *, solver: str | None = None, tol: float = 1e-9,
     of 0. Unbounded radius -> UnboundedError; empty -> EmptyBodyError.
     """
     _check_body(body)
+    tol = _check_tol(tol)
     if isinstance(body, AffineSubspace):
         if body.dim == body.ambient_dim or relative and body.dim > 0:
             raise UnboundedError("an affine subspace of positive dimension contains arbitrarily large balls")

@@ -153,6 +153,13 @@ def test_errors():
         affine_hull(empty, solver="NOPE")
     with pytest.raises(TypeError, match="body"):
         affine_hull(np.eye(2))
+    sep_only = OracleBody(2, separate=lambda x: None)
+    with pytest.raises(ValueError, match="radius"):
+        affine_hull(sep_only)  # the ellipsoid needs a ball known to contain the body
+    with pytest.raises(ValueError, match="radius"):
+        affine_hull(sep_only, radius=-1.0)
+    with pytest.raises(ValueError, match="center"):
+        affine_hull(sep_only, radius=1.0, center=np.zeros(3))
     member_only = OracleBody(2, contains=lambda x: bool(np.linalg.norm(x) <= 1))
     with pytest.raises(MissingOracleError):
         affine_hull(member_only)

@@ -90,6 +90,14 @@ def test_chebyshev_closed_forms_and_errors():
         chebyshev_center(Polytope(-np.eye(2), np.zeros(2)))
     with pytest.raises(EmptyBodyError):
         chebyshev_center(Polytope(np.array([[1.0], [-1.0]]), np.array([0.0, -1.0])))
+    with pytest.raises(ValueError, match="tol"):
+        chebyshev_center(cube, tol=float("nan"))
+    with pytest.raises(ValueError, match="solver"):
+        chebyshev_center(cube, solver="CPLEX?")
+    with pytest.raises(ValueError, match="solver"):
+        min_norm_point(cube, solver="CPLEX?")
+    with pytest.raises(TypeError, match="body"):
+        min_norm_point(np.ones((2, 2)))
 
 
 @settings(max_examples=15, deadline=None)
