@@ -21,6 +21,7 @@ from .result import LearnResult, PhaseRecord
 __all__ = ["exact_single_head", "exact_sample_size", "exact_equation_counts"]
 
 _WEIGHTINGS = ("inverse-variance", "none")
+_DEFAULT_OVERSAMPLING = 10  # linear systems built from at most 10 × exact_sample_size(d, k) examples
 
 
 def exact_equation_counts(d: int, k: int) -> tuple[int, int]:
@@ -107,22 +108,25 @@ def _chunks(n_items: int, size: int) -> Iterator[slice]:
 
 @dataclass
 class _TokenGeometry:
-    """Per kept example: pseudo-inverse X⁺ (d, k), orthonormal basis of null(X) as rows (d−k, d), ``keep`` mask."""
+    """Per example (rank(X) = k): pseudo-inverse X⁺ (d, k) and an orthonormal basis of null(X) as rows (d−k, d)."""
 
-    keep: np.ndarray
     pinv: np.ndarray
     null: np.ndarray
 
 
-def _token_geometry(X: np.ndarray, token_tol: float) -> _TokenGeometry:
-    """SVD of every X (N, k, d): keep rank(X) = k (σ_min > token_tol·σ_max); X⁺ = V Σ⁻¹ Uᵀ, null(X) = V_⊥."""
+def _independent_tokens(X: np.ndarray, token_tol: float) -> np.ndarray:
+    """Mask of the examples with rank(X) = k: σ_min(X) > token_tol·σ_max(X)."""
+    s = np.linalg.svd(X, compute_uv=False)
+    return s[:, -1] > token_tol * s[:, 0]
+
+
+def _token_geometry(X: np.ndarray) -> _TokenGeometry:
+    """Full SVD of every X (n, k, d) of rank k: X⁺ = V Σ⁻¹ Uᵀ and null(X) = V_⊥."""
     k = X.shape[1]
     U, s, Vt = np.linalg.svd(X, full_matrices=True)
-    keep = s[:, -1] > token_tol * s[:, 0]
-    U, s, Vt = U[keep], s[keep], Vt[keep]
     pinv = np.einsum("nkd,nk,nak->nda", Vt[:, :k, :], 1.0 / s, U)
     null = Vt[:, k:, :]
-    return _TokenGeometry(keep, pinv, null)
+    return _TokenGeometry(pinv, null)
 
 
 def _inverse_projection_blocks(Y: np.ndarray, geo: _TokenGeometry, per_block: int
@@ -197,16 +201,20 @@ def _block_examples(row_count: int, n: int) -> int:
 
 def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, token_tol: float = 1e-8,
                       tol: float = 1e-12, weighting: str = "inverse-variance", attention_floor: float = 1e-12,
-                      truth: Any = None, **ignored: Any) -> LearnResult:
+                      max_examples: int | None = None, truth: Any = None, **ignored: Any) -> LearnResult:
     """Learn one head exactly: solve Y M (I − X⁺X) = 0, Y M X⁺ 1 = 1 for M = W⁻¹, then the log-ratio
     system log(A_aj/A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ with A = Y M X⁺, and refit W by least squares on A(Θ) X.
 
     Needs 2 <= k < d (ValueError otherwise) and m = 1. Examples with rank(X) < k (repeated/opposite tokens)
-    are dropped. If either system is rank deficient (rank below d², relative tolerance ``rank_tol``) the
+    are dropped; the two linear systems use the first ``max_examples`` remaining examples (default
+    10 × exact_sample_size(d, k): noise-free data determine the layer exactly from far fewer, and the systems
+    cost O(examples · k · d⁵)), while the W refit and the training error use every example, so the examples
+    left out of the systems check the solution. If either system is rank deficient (rank below d², relative tolerance ``rank_tol``) the
     result has ``converged=False``, ``model=None`` and a record naming the system and how many more examples
     are needed. ``converged`` also needs the training relative MSE <= ``tol``. ``weighting``
     ("inverse-variance" or "none") weights each log-ratio equation by (A_aj⁻² + A_ar⁻²)^(−1/2), the inverse
-    of its first-order error for a uniform error in A. Keywords in ``ignored`` (e.g. seed, solver, progress
+    of its first-order error for a uniform error in A ("none" loses about four digits of Θ when attention
+    saturates, docs/method_exact.md). Keywords in ``ignored`` (e.g. seed, solver, progress
     passed on by the learner) have no effect on this deterministic route.
     """
     start = time.perf_counter()
@@ -228,6 +236,12 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     n_unknown = d * d
     per_w, per_theta = exact_equation_counts(d, k)
     recommended = exact_sample_size(d, k)
+    if max_examples is None:
+        cap = _DEFAULT_OVERSAMPLING * recommended
+    elif isinstance(max_examples, bool) or not isinstance(max_examples, (int, np.integer)) or max_examples < 1:
+        raise ValueError(f"max_examples must be a positive integer or None, got {max_examples!r}")
+    else:
+        cap = int(max_examples)
     phases: list[PhaseRecord] = []
 
     def fail(record: PhaseRecord, reason: str, samples: int) -> LearnResult:
@@ -242,11 +256,15 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
 
     # Phase "exact-w": M = W⁻¹ from the stacked linear system.
     t0 = time.perf_counter()
-    geo = _token_geometry(X, token_tol)
-    Xk, Yk = X[geo.keep], Y[geo.keep]
-    n_valid, dropped = int(geo.keep.sum()), int(N - geo.keep.sum())
+    independent = _independent_tokens(X, token_tol)
+    dropped = int(N - independent.sum())
+    chosen = np.flatnonzero(independent)[:cap]
+    n_valid = int(chosen.size)
+    Xk, Yk = X[chosen], Y[chosen]
+    geo = _token_geometry(Xk)
     rec_w = PhaseRecord("exact-w", figures={"examples_given": N, "examples_used": n_valid,
-                                            "examples_dropped": dropped, "unknowns": n_unknown})
+                                            "examples_dropped": dropped, "max_examples": cap,
+                                            "unknowns": n_unknown})
     drop_note = f" ({dropped} of {N} examples dropped: tokens linearly dependent)" if dropped else ""
     if n_valid == 0:
         rec_w.time = time.perf_counter() - t0
@@ -269,7 +287,8 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
         return fail(rec_w, "the solved W⁻¹ is singular; W cannot be recovered", n_valid)
     if true_w is not None:
         rec_w.truth = {"w_error": _rel_err(W_from_m, true_w), "w_inverse_error": _rel_err(M, np.linalg.inv(true_w))}
-    rec_w.message = f"W⁻¹ from {n_valid} examples, rank {sol_m.rank}/{n_unknown}{drop_note}"
+    capped = f" (the first {n_valid} of {N - dropped} usable)" if N - dropped > n_valid else ""
+    rec_w.message = f"W⁻¹ from {n_valid} examples{capped}, rank {sol_m.rank}/{n_unknown}{drop_note}"
     phases.append(rec_w)
 
     # Phase "exact-theta": A = Y M X⁺, then Θ from the log-ratio equations.

@@ -163,3 +163,19 @@ def test_sample_size_covers_both_systems(d: int, k: int) -> None:
     S = exact_sample_size(d, k)
     assert (S - 3) * per_w >= d * d and (S - 3) * per_theta >= d * d
     assert (S - 4) * per_w < d * d or (S - 4) * per_theta < d * d
+
+
+def test_examples_beyond_the_system_cap_check_the_solution() -> None:
+    """Only max_examples enter the linear systems; every example enters the training error."""
+    d, k = 8, 4
+    truth, other = plant(d, k, 1, seed=8), plant(d, k, 1, seed=9)
+    X = sample_inputs(60, k, d, rng=np.random.default_rng(8), distribution="gaussian")
+    Y = np.concatenate([truth(X[:40]), other(X[40:])])
+    res = exact_single_head(X, Y, max_examples=30)
+    assert res.phase("exact-w").figures["examples_used"] == 30
+    assert not res.converged and res.train_error > 1e-6
+    clean = exact_single_head(X, truth(X), max_examples=30, truth=truth)
+    assert clean.converged and clean.samples_used == 30
+    assert truth.distance(clean.model).theta_error <= 1e-6
+    with pytest.raises(ValueError, match="max_examples"):
+        exact_single_head(X, Y, max_examples=0)
