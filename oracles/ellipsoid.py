@@ -246,13 +246,13 @@ class _CutStore:
         self.size = 0
         self._next = 0
 
-    def add(self, cut: Cut) -> None:
+    def add(self, normal: np.ndarray, offset: float) -> None:
         cap = self.A.shape[0]
         if cap == 0:
             return
-        nrm = float(np.linalg.norm(cut.normal))
-        self.A[self._next] = cut.normal / nrm
-        self.b[self._next] = cut.offset / nrm
+        nrm = math.sqrt(float(normal @ normal))
+        self.A[self._next] = normal / nrm
+        self.b[self._next] = offset / nrm
         self._next = (self._next + 1) % cap
         self.size = min(self.size + 1, cap)
 
@@ -342,8 +342,8 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         sep = store.deepest(E) if store.size else None
         if sep is not None:
             recycled += 1
-        elif float(np.linalg.norm(xc - c0)) > R + oracle_tol:  # outside the start ball: a free cut
-            u = (xc - c0) / float(np.linalg.norm(xc - c0))
+        elif (dist := math.sqrt(float((xc - c0) @ (xc - c0)))) > R + oracle_tol:  # outside B: a free cut
+            u = (xc - c0) / dist
             sep = (u, float(u @ c0) + R)
             recycled += 1
         else:
@@ -351,9 +351,10 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             found = body.separate(xc.copy(), oracle_tol)
             if found is not None:
                 # relaxed by oracle_tol: valid for K_t = {separate(., oracle_tol) is None}, which E keeps
-                found = Cut(found.normal, found.offset + oracle_tol * float(np.linalg.norm(found.normal)))
-                store.add(found)
-                sep = (found.normal, float(found.normal @ xc) if cut == "central" else found.offset)
+                a = found.normal
+                b = found.offset + oracle_tol * math.sqrt(float(a @ a))
+                store.add(a, b)
+                sep = (a, float(a @ xc) if cut == "central" else b)
         if sep is None:
             if obj is None:
                 best_x = xc.copy()
@@ -380,8 +381,7 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             lower = max(lower, float(obj @ E._c) - E._half_width(obj))
             if best_val - lower <= tol:
                 return result("optimal", "the gap best - min over the ellipsoid is within tol")
-        if best_x is None and (it % check_every == 0
-                               or E._half_width(step[0]) < flat_thr * float(np.linalg.norm(step[0]))):
+        if best_x is None and it % check_every == 0:
             s, U = E.semi_axes()
             if s[0] < empty_thr:
                 return result("empty", "the ellipsoid became thinner than the oracle tolerance")
