@@ -15,6 +15,7 @@ import numpy as np
 
 from oracles.affine_subspace import AffineSubspace
 from oracles.errors import OracleError
+from oracles.solvers import LPModel
 from oracles.flats import fit_flat
 
 from ..result import PhaseRecord
@@ -46,30 +47,20 @@ def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(s.min(), 0.0, 1.0))))
 
 
-def _width(polytope: Any, u: np.ndarray, solver: str | None) -> tuple[float, float]:
-    """(min, max) of ⟨u, x⟩ over the body through the engine (inf when unbounded)."""
+def _extent(model: Any, u: np.ndarray) -> tuple[float, float]:
+    """(min, max) of ⟨u, x⟩ over the body from a kept engine LP model (±inf when unbounded or failed)."""
     try:
-        import oracles
-
-        if hasattr(oracles, "width"):
-            w = oracles.width(polytope, u, solver=solver)
-            lo, hi = getattr(w, "low", None), getattr(w, "high", None)
-            if lo is not None and hi is not None:
-                return float(lo), float(hi)
-    except (TypeError, AttributeError):
-        pass
-    try:
-        hi = polytope.maximize(u, solver=solver)[0]
+        hi = model.maximize(u)[0]
     except OracleError:
         hi = np.inf
     try:
-        lo = -polytope.maximize(-u, solver=solver)[0]
+        lo = -model.maximize(-u)[0]
     except OracleError:
         lo = -np.inf
     return float(lo), float(hi)
 
 
-def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: int = 2,
+def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: int = 1,
                  radius: float | None = None, max_m: int | None = None, rng: np.random.Generator | None = None,
                  truth: Any = None) -> tuple[SpanEstimate, PhaseRecord]:
     """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows (F, g, weights).
@@ -93,12 +84,17 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
     if F.shape[0] < n - (m - 1):
         raise ValueError(f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
                          f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples")
+    rank = int(np.linalg.matrix_rank(F * w[:, None]))
+    if rank < n - (m - 1):
+        raise ValueError(f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
+                         f"{n - (m - 1)} needed to pin an {m - 1}-dimensional flat in R^{n}: the agreeing rows "
+                         "are too few or too alike (sculpt more examples or loosen the agreement test)")
     fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max(m - 1, (max_m or m + 3) - 1))
     flat = fit.flat
     m_est = fit.dim_estimate + 1
     nsv = min(fit.singular_values.size, m + 3)
     rec.figures.update({
-        "equality_rows": int(F.shape[0]), "m_given": int(m), "m_estimate": int(m_est),
+        "equality_rows": int(F.shape[0]), "equality_rank": rank, "m_given": int(m), "m_estimate": int(m_est),
         "singular_values": [float(s) for s in fit.singular_values[:nsv]],
         "sv_gap": float(fit.gap), "flat_residual": float(fit.residual),
         "flat_point_norm": float(np.linalg.norm(flat.point)),
@@ -110,16 +106,17 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
     widths: dict[str, Any] = {"along": [], "normal": []}
     poly = getattr(body, "polytope", None)
     if poly is not None and width_probes > 0:
+        model = LPModel(poly, solver=solver)
         for j in range(flat.dim):
             u = flat.basis[:, j]
-            lo, hi = _width(poly, u, solver)
+            lo, hi = _extent(model, u)
             c = float(u @ flat.point)
             widths["along"].append((lo - c, hi - c))
         P = np.eye(n) - fit.span @ fit.span.T
         for _ in range(int(width_probes)):
             u = P @ rng.standard_normal(n)
             u /= np.linalg.norm(u)
-            lo, hi = _width(poly, u, solver)
+            lo, hi = _extent(model, u)
             widths["normal"].append((lo - float(u @ flat.point), hi - float(u @ flat.point)))
         along_w = [hi - lo for lo, hi in widths["along"]]
         normal_w = [hi - lo for lo, hi in widths["normal"]]

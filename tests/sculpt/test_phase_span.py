@@ -1,0 +1,122 @@
+"""Phase 4 (extract_span) and the engine's flat fit, on bodies built from planted instances.
+
+The body is built from the truth: rows where all heads' attention patterns agree (max pairwise TV < tv) give
+equalities ⟨Θ, x_a (x_j − x_r)ᵀ⟩ = log(q_j / q_r) with q the mean pattern, which every head satisfies up to
+the disagreement; a slab of half-width 3 around each and a box make the polytope.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from oracles import Polytope
+from oracles.flats import fit_flat, singular_gap_dimension
+from sculpt import plant, sample_inputs
+from sculpt.phases.span import SpanEstimate, extract_span, principal_angle_deg
+
+
+@dataclass
+class _Body:
+    polytope: Polytope
+    F: np.ndarray
+    g: np.ndarray
+    weights: np.ndarray
+    figures: dict = field(default_factory=dict)
+
+
+def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, max_rows: int = 4000) -> _Body:
+    """Equality rows from agreeing (example, row) pairs of the true model, vectorised."""
+    P = model.attention(X)  # (N, m, k, k)
+    N, m, k, _ = P.shape
+    d = X.shape[2]
+    if m > 1:
+        diff = 0.5 * np.abs(P[:, :, None] - P[:, None, :]).sum(-1)  # (N, m, m, k)
+        agree = diff.max(axis=(1, 2)) < tv  # (N, k)
+    else:
+        agree = np.ones((N, k), dtype=bool)
+    q = P.mean(axis=1)  # (N, k, k)
+    n_idx, a_idx = np.nonzero(agree)
+    qa = q[n_idx, a_idx]  # (R, k)
+    r = qa.argmax(axis=1)
+    rows, vals, wts = [], [], []
+    for j in range(k):
+        ok = (qa[:, j] >= q_min) & (r != j)
+        n_, a_, r_ = n_idx[ok], a_idx[ok], r[ok]
+        xa, xj, xr = X[n_, a_], X[n_, j], X[n_, r_]
+        rows.append(np.einsum("np,nq->npq", xa, xj - xr).reshape(-1, d * d))
+        qo = qa[ok]
+        vals.append(np.log(qo[:, j] / qo[np.arange(qo.shape[0]), r_]))
+        wts.append(qa[ok, j])
+    F, g, w = np.vstack(rows)[:max_rows], np.concatenate(vals)[:max_rows], np.concatenate(wts)[:max_rows]
+    poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.full(2 * d * d, 8.0))
+    poly.add_slabs(F, g, np.full(g.shape[0], 3.0))
+    return _Body(poly, F, g, w)
+
+
+# ------------------------------------------------------------------------------------------ engine flats
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(5, 30), r=st.integers(0, 3), seed=st.integers(0, 10_000))
+def test_fit_flat_recovers_exact_flat(n: int, r: int, seed: int) -> None:
+    """Noise-free equations of an r-flat: the fit returns that flat, its span, and the gap finds r."""
+    rng = np.random.default_rng(seed)
+    r = min(r, n - 2)
+    basis = np.linalg.qr(rng.standard_normal((n, r)))[0] if r else np.zeros((n, 0))
+    p = rng.standard_normal(n)
+    normal = np.linalg.svd(np.column_stack([basis, np.zeros(n)]), full_matrices=True)[0][:, r:]
+    A = rng.standard_normal((3 * n, n - r)) @ normal.T  # rows orthogonal to the flat's directions
+    b = A @ p
+    fit = fit_flat(A, b)
+    assert fit.dim == r == fit.dim_estimate
+    pts = p + rng.standard_normal((4, r)) @ basis.T if r else p[None]
+    assert np.all(fit.flat.distance(pts) <= 1e-8 * (1 + np.linalg.norm(pts, axis=1)))
+    assert fit.span.shape == (n, r + 1)
+    assert principal_angle_deg(fit.span, np.column_stack([p, basis])) < 1e-5
+    assert fit.residual < 1e-8 * (1 + np.linalg.norm(b))
+
+
+def test_fit_flat_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="NaN|finite"):
+        fit_flat(np.array([[1.0, np.nan]]), np.array([1.0]))
+    with pytest.raises(ValueError, match="dim"):
+        fit_flat(np.eye(3), np.ones(3), dim=3)
+    with pytest.raises(ValueError, match="homogeneous component"):
+        fit_flat(np.array([[1.0, 0, 0], [1.0, 0, 0]]), np.array([0.0, 1.0]), dim=0)  # x2, x3 free
+
+
+def test_singular_gap_dimension() -> None:
+    q, ratios = singular_gap_dimension(np.array([1e-9, 2e-9, 0.5, 0.6, 0.7]))
+    assert q == 2 and ratios.shape == (4,)
+
+
+# ------------------------------------------------------------------------------------------ phase 4
+@pytest.mark.parametrize("d,k,m,n,seed", [(8, 4, 1, 400, 3), (8, 4, 2, 6000, 3), (8, 4, 3, 60000, 0)])
+def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int) -> None:
+    """Span angle small, hull dimension m − 1, m estimated right, heads near the flat, widths reported."""
+    model = plant(d, k, m, seed=seed)
+    X = sample_inputs(n, k, d, rng=4)
+    body = truth_body(model, X, tv=0.02 if m < 3 else 0.05)
+    est, rec = extract_span(body, m, truth=model, rng=0)
+    assert isinstance(est, SpanEstimate)
+    assert est.flat.dim == m - 1 and est.span.shape == (d * d, m)
+    assert est.m_estimate == m == rec.figures["m_estimate"]
+    assert rec.truth["span_angle_deg"] < (5.0 if m < 3 else 20.0)
+    assert max(rec.truth["hull_distance_rel"]) < (0.05 if m < 3 else 0.25)
+    assert rec.figures["sv_gap"] < (0.5 if m < 3 else 0.8)
+    assert len(rec.figures["width_along"]) == m - 1 and len(rec.figures["width_normal"]) == 1
+    assert rec.truth["heads_in_body"] and rec.status == "ok"
+
+
+def test_extract_span_rejects_empty_or_short_bodies() -> None:
+    d = 4
+    poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.ones(2 * d * d))
+    empty = _Body(poly, np.zeros((0, d * d)), np.zeros(0), np.zeros(0))
+    with pytest.raises(ValueError, match="no equality-type rows"):
+        extract_span(empty, 2)
+    short = _Body(poly, np.ones((3, d * d)), np.ones(3), np.ones(3))
+    with pytest.raises(ValueError, match="fewer than"):
+        extract_span(short, 2)
+    with pytest.raises(ValueError, match="m must"):
+        extract_span(short, 0)
