@@ -252,7 +252,11 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
                            info={"recommended_samples": recommended, "examples_given": N})
 
     def more_needed(rank: int, per_example: int, valid: int) -> int:
-        return max(math.ceil((n_unknown - rank) / per_example), recommended - valid, 1)
+        """Examples to draw: the missing rank over the per-example count (at least up to the recommended
+        total), scaled up by the fraction of examples dropped so far."""
+        usable = max(math.ceil((n_unknown - rank) / per_example), recommended - valid, 1)
+        usable_fraction = (N - dropped) / N
+        return math.ceil(usable / usable_fraction) if dropped else usable
 
     # Phase "exact-w": M = W⁻¹ from the stacked linear system.
     t0 = time.perf_counter()
@@ -279,8 +283,8 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     if sol_m.rank < n_unknown:
         more = more_needed(sol_m.rank, per_w, n_valid)
         return fail(rec_w, f"W⁻¹-system rank deficient: rank {sol_m.rank} < d² = {n_unknown} from {n_valid} usable "
-                           f"examples{drop_note}; need about {more} more examples (recommended total "
-                           f"{recommended}), or W is singular", n_valid)
+                           f"examples{drop_note}; need about {more} more examples (recommended: "
+                           f"{recommended} usable ones), or W is singular", n_valid)
     try:
         W_from_m = np.linalg.inv(M)
     except np.linalg.LinAlgError:
@@ -308,8 +312,8 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
         more = more_needed(sol_t.rank, per_theta, n_valid)
         guard = f"; {counter['guarded']} non-positive attention entries skipped" if counter["guarded"] else ""
         return fail(rec_t, f"Θ-system rank deficient: rank {sol_t.rank} < d² = {n_unknown} from {n_valid} usable "
-                           f"examples{drop_note}{guard}; need about {more} more examples (recommended total "
-                           f"{recommended})", n_valid)
+                           f"examples{drop_note}{guard}; need about {more} more examples (recommended: "
+                           f"{recommended} usable ones)", n_valid)
     # Refit W given Θ on every example (dropped ones included): Y ≈ (A(Θ) X) W.
     AX = np.einsum("naj,njq->naq", _attention_forward(X, theta), X).reshape(-1, d)
     W = np.linalg.lstsq(AX, Y.reshape(-1, d), rcond=None)[0]

@@ -179,3 +179,16 @@ def test_examples_beyond_the_system_cap_check_the_solution() -> None:
     assert truth.distance(clean.model).theta_error <= 1e-6
     with pytest.raises(ValueError, match="max_examples"):
         exact_single_head(X, Y, max_examples=0)
+
+
+def test_advice_accounts_for_dropped_examples() -> None:
+    """With half the examples dropped, the advised count doubles the usable examples still missing."""
+    d, k = 8, 4
+    truth = plant(d, k, 1, seed=10)
+    X = sample_inputs(6, k, d, rng=np.random.default_rng(10), distribution="gaussian")
+    X[:3, 1] = X[:3, 0]
+    res = exact_single_head(X, truth(X))
+    assert not res.converged and res.phase("exact-w").figures["examples_dropped"] == 3
+    more = int(re.search(r"need about (\d+) more examples", res.reason).group(1))
+    missing_usable = exact_sample_size(d, k) - 3
+    assert more == 2 * missing_usable
