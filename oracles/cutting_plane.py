@@ -168,10 +168,12 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     """ACCPM: find a point of the body (or minimise ``objective @ x``) starting from the box around B(center, radius).
 
     Query = analytic centre of the cuts so far (each cut relaxed by oracle_tol, so a flat body keeps an
-    interior). A feasible query with an objective adds the cut objective @ x <= best (weighted by the
-    number of cuts); the stop is best - LB <= tol with the dual bound LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx,
-    λ_i = (w_i/s_i)/(w_0/s_0). When Newton cannot reach a strictly feasible point, a phase-one LP over the
-    cuts decides: common slack below oracle_tol/2 certifies "empty".
+    interior); a query outside the ball gets the ball's tangent cut without an oracle call. A feasible
+    query with an objective adds the cut objective @ x <= best, weighted in the barrier by
+    obj_weight × (number of rows) (heavier: fewer oracle calls, more Newton work). The stop is
+    best - LB <= tol with the dual bound LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx, λ_i = (w_i/s_i)/(w_0/s_0),
+    or the phase-one LP finding no interior below the best value. When no warm start is strictly inside
+    the cuts, a phase-one LP over them decides: a common slack below oracle_tol/2 certifies "empty".
     Returned ``center``/``shape``: the analytic centre and m²H⁻¹ (H the barrier Hessian, m the total barrier
     weight), an ellipsoid that contains the localisation polytope at an exact centre.
     """
@@ -180,6 +182,7 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
     max_cuts = 5 * n if max_cuts is None else int(max_cuts)
     keep_cuts = 3 * n if keep_cuts is None else int(keep_cuts)
+    obj_weight = positive(obj_weight, "obj_weight")
     if keep_cuts < 1 or max_cuts < keep_cuts:
         raise ValueError(f"need 1 <= keep_cuts <= max_cuts, got keep_cuts={keep_cuts}, max_cuts={max_cuts}")
     loc = _Localisation(c0 - R, c0 + R)
