@@ -2,7 +2,7 @@
 
 The body is built from the truth: rows where all heads' attention patterns agree (max pairwise TV < tv) give
 equalities ⟨Θ, x_a (x_j − x_r)ᵀ⟩ = log(q_j / q_r) with q the mean pattern, which every head satisfies up to
-the disagreement; a slab of half-width 3 around each and a box make the polytope.
+the disagreement; a slab of half-width 6 around each and a box make the polytope.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, m
         wts.append(qa[ok, j])
     F, g, w = np.vstack(rows)[:max_rows], np.concatenate(vals)[:max_rows], np.concatenate(wts)[:max_rows]
     poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.full(2 * d * d, 8.0))
-    poly.add_slabs(F, g, np.full(g.shape[0], 3.0))
+    poly.add_slabs(F, g, np.full(g.shape[0], 6.0))
     return _Body(poly, F, g, w)
 
 
