@@ -37,15 +37,19 @@ class Certification:
         self.n_candidates, self.n_lps, self.n_pruned = n_candidates, n_lps, n_pruned
 
 
-def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_candidates: int = 200,
+def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_candidates: int = 400,
                  need: int = 24, gamma_min: float = 1.0, stop_after: int | None = None, working: int = 64,
-                 max_rounds: int = 1, solver: str | None = None) -> Certification:
+                 max_rounds: int = 1, max_per_token: int = 2, max_cond: float = 30.0,
+                 solver: str | None = None) -> Certification:
     """LP certification over K of the ``n_candidates`` rows with the largest proxy margin under ``proxy``.
 
     Rows are examined in decreasing proxy margin. A row is kept when its certified margin exceeds the
     running threshold max(γ_min, the ``need``-th best so far); the scan stops after ``stop_after``
-    certified rows (default need + max(4, d/2)). Token pairs (j*, j) are bounded in increasing order of their pool
-    upper bound, and a row is dropped at the first pair whose bound falls below the threshold.
+    certified rows (default need + max(4, d/2)) once the certified tokens x_{j*} form a design with
+    cond <= ``max_cond``. At most ``max_per_token`` rows per distinct token x_{j*} are examined (the proxy
+    favours a few tokens, and repeated tokens do not help the least-squares design). Token pairs (j*, j)
+    are bounded in increasing order of their pool upper bound, and a row is dropped at the first pair
+    whose bound falls below the threshold.
     """
     N, k, d = X.shape
     Th = proxy.reshape(d, d)
@@ -67,9 +71,16 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
     n_pruned = 0
     others = np.array([[j for j in range(k) if j != js_] for js_ in range(k)])
     n_cert = 0
+    seen: dict[bytes, int] = {}
+    Zc: list[np.ndarray] = []
+    n_dup = 0
     for ci, row in enumerate(cand):
         n, a = divmod(int(row), k)
         j0 = int(js[row])
+        key = X[n, j0].tobytes()
+        if seen.get(key, 0) >= max_per_token:
+            n_dup += 1
+            continue
         xa = X[n, a]
         C = np.einsum("p,jq->jpq", xa, X[n, j0][None] - X[n, others[j0]]).reshape(k - 1, -1)
         ub = (C @ np.array(pool).T).min(1)
@@ -88,10 +99,12 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
             continue
         cm[ci] = val
         n_cert += 1
+        seen[key] = seen.get(key, 0) + 1
+        Zc.append(X[n, j0])
         best.append(val)
         if len(best) >= need:
             thr = max(gamma_min, sorted(best)[-need])
-        if n_cert >= stop_after:
+        if n_cert >= stop_after and np.linalg.cond(np.array(Zc)) <= max_cond:
             cand, cm = cand[: ci + 1], cm[: ci + 1]
             break
     keep = np.isfinite(cm)
@@ -115,7 +128,7 @@ def _select(X: np.ndarray, cert: Certification, need: int, max_cond: float) -> n
 
 
 def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = None, solver: str | None = None,
-                 truth: Any = None, rounds: int = 3, n_candidates: int = 200, need: int | None = None,
+                 truth: Any = None, rounds: int = 3, n_candidates: int = 400, need: int | None = None,
                  gamma_min: float = 1.0, max_cond: float = 30.0, change_tol: float = 5e-3,
                  working: int = 64, sculpt_opts: dict | None = None, slab_opts: dict | None = None,
                  fallback_fractions: tuple[float, ...] = (0.005, 0.005, 0.005),
@@ -159,7 +172,7 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
         info["proxy_norm"] = float(np.linalg.norm(proxy))
         tc = time.perf_counter()
         cert = certify_rows(X, body, proxy, n_candidates=n_candidates, need=need, gamma_min=gamma_min,
-                            working=working)
+                            working=working, max_cond=max_cond)
         info.update(candidates=cert.n_candidates, certified=int(cert.rows.size), lps=cert.n_lps,
                     pruned=cert.n_pruned, certify_time=time.perf_counter() - tc)
         sel = _select(X, cert, need, max_cond)

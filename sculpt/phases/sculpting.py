@@ -29,7 +29,7 @@ from .._checks import check_data
 from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 
-__all__ = ["SculptedBody", "sculpt", "default_dist_min"]
+__all__ = ["SculptedBody", "sculpt", "default_dist_min", "default_rows"]
 
 
 @dataclass
@@ -64,6 +64,16 @@ def default_dist_min(d: int) -> float:
     return 2.0 * np.sqrt(max(1, round(d / 3)))
 
 
+def default_rows(d: int, mode: str) -> int:
+    """Agreeing rows kept by default: 2000 for slabs (phase 4 needs > d² equalities); for half-spaces 1000 up
+    to d = 8 and 600 above,
+    because every LP over the body costs about (rows · d²) and 1000 rows gave no better ΣW than 600 at
+    d = 16 (measured, method_phases_1_3.md)."""
+    if mode == "slabs":
+        return 2000
+    return 1000 if d <= 8 else 600
+
+
 def _box_rows(p: int, R: float) -> tuple[np.ndarray, np.ndarray]:
     I = np.eye(p)
     return np.vstack([I, -I]), np.full(2 * p, R)
@@ -81,7 +91,7 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
            ) -> tuple[SculptedBody, PhaseRecord]:
     """Phase 2 (see the module docstring). Returns (SculptedBody, PhaseRecord "2-sculpt").
 
-    ``n_rows``: agreeing rows kept (the smallest residuals; default 1000 for half-spaces, 2000 for slabs);
+    ``n_rows``: agreeing rows kept (the smallest residuals; default ``default_rows(d, mode)``);
     ``q_tol``: rows need q̂ >= −q_tol (0.02 / 0.001); ``tau``: residual bound of the slab mode; ``q_min``:
     q̂_j needed for an equality; ``c_floor``: q_f = c_floor · q90(|negative q̂|) clipped to ``floor_clip``;
     ``dist_min``: token-pair distance filter (default ``default_dist_min(d)``); ``eta0``: slack added to
@@ -98,7 +108,7 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
     if k < 2:
         raise ValueError("sculpting needs k >= 2 tokens per sequence")
     slabs = mode == "slabs"
-    n_rows = (2000 if slabs else 1000) if n_rows is None else int(n_rows)
+    n_rows = default_rows(d, mode) if n_rows is None else int(n_rows)
     q_tol = (1e-3 if slabs else 0.02) if q_tol is None else float(q_tol)
     dist_min = default_dist_min(d) if dist_min is None else float(dist_min)
     if n_rows < 1 or box <= 0 or eta0 < 0 or c_floor <= 0:
@@ -203,13 +213,26 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         n_constraints=int(poly.n_constraints), lp_time=lp_time)
     body.figures = dict(rec.figures)
     if truth is not None:
-        rec.truth.update(_truth_figures(truth, A, b, eta, F_, g_, eta_s + eta, box, X[n_idx], a_idx, Q))
+        rec.truth.update(_truth_figures(truth, A, b, eta, F_, g_, w_, eta_s + eta, box, X[n_idx], a_idx, Q))
     rec.time = time.perf_counter() - t0
     return body, rec
 
 
+def _span_angle(F: np.ndarray, g: np.ndarray, w: np.ndarray, th: np.ndarray) -> float | None:
+    """Largest principal angle (degrees) between span{Θ_i} and the span read off the m smallest right
+    singular vectors of diag(√w)[F, −g] (the homogeneous fit phase 4 uses)."""
+    m = th.shape[0]
+    if F.shape[0] < F.shape[1] + 1:
+        return None
+    M = np.sqrt(w)[:, None] * np.hstack([F, -g[:, None]])
+    V = np.linalg.svd(M, full_matrices=False)[2][-m:].T[:-1]
+    Qa, Qb = np.linalg.qr(V)[0], np.linalg.qr(th.T)[0]
+    s = np.linalg.svd(Qa.T @ Qb, compute_uv=False)
+    return float(np.degrees(np.arccos(np.clip(s.min(), 0.0, 1.0))))
+
+
 def _truth_figures(truth: Any, A: np.ndarray, b: np.ndarray, eta: float, F: np.ndarray, g: np.ndarray,
-                   eta_slab: np.ndarray, box: float, Xs: np.ndarray, a_idx: np.ndarray, Q: np.ndarray) -> dict:
+                   w: np.ndarray, eta_slab: np.ndarray, box: float, Xs: np.ndarray, a_idx: np.ndarray, Q: np.ndarray) -> dict:
     """Whether every true Θ_i lies in K, and by how much (nats) the constraints are violated."""
     th = truth.thetas.reshape(truth.m, -1)
     out: dict = {}
@@ -222,6 +245,7 @@ def _truth_figures(truth: Any, A: np.ndarray, b: np.ndarray, eta: float, F: np.n
         out["slab_max_residual"] = float(r.max())
         out["slab_rms_residual"] = float(np.sqrt(np.mean(r ** 2)))
         worst = np.maximum(worst, (r - eta_slab[None]).max(1))
+        out["span_angle_deg"] = _span_angle(F, g, w, th)
     worst = np.maximum(worst, np.abs(th).max(1) - box)
     out["max_violation"] = float(worst.max())          # <= 0: every head inside K
     out["heads_inside"] = bool(np.all(worst <= 1e-9))

@@ -1,0 +1,84 @@
+"""Phase 3 (sculpt.phases.refine): LP certification over the body and the refined ΣW."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oracles.sculpting_tools import min_norm_point_generated
+from sculpt.data import plant, sample_inputs
+from sculpt.phases.refine import certify_rows, refine_sum_w
+from sculpt.phases.sculpting import SculptedBody, sculpt
+from sculpt.phases.sum_w import estimate_sum_w
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    d, k, m = 6, 4, 2
+    model = plant(d, k, m, seed=21)
+    X = sample_inputs(12000, k, d, rng=22)
+    Y = model(X)
+    W1, r1 = estimate_sum_w(X, Y, truth=model)
+    body, r2 = sculpt(X, Y, W1, truth=model)
+    return model, X, Y, W1, r1, body
+
+
+def test_certified_rows_have_large_margin_in_every_head(pipeline):
+    model, X, Y, W1, _, body = pipeline
+    A, b = body.constraints()
+    proxy, _ = min_norm_point_generated(A, b, -body.box, body.box)
+    cert = certify_rows(X, body, proxy, need=18)
+    assert cert.rows.size >= 6
+    assert np.all(cert.margin > 1.0)
+    k = X.shape[1]
+    n, a = np.divmod(cert.rows, k)
+    L = np.einsum("rd,ide,rje->rij", X[n, a], model.thetas, X[n])          # true logits (R, m, k)
+    top = np.take_along_axis(L, cert.j_star[:, None, None].repeat(model.m, 1), -1)[..., 0]
+    np.put_along_axis(L, cert.j_star[:, None, None].repeat(model.m, 1), -np.inf, -1)
+    gap = top - L.max(-1)
+    assert np.all(gap > 0), "a certified row whose true top token differs in some head (false certificate)"
+    assert np.median(gap.min(1)) > 2.0
+
+
+def test_refine_improves_sum_w_without_false_certificates(pipeline):
+    model, X, Y, W1, r1, body = pipeline
+    W3, kstar, rec = refine_sum_w(X, Y, W1, body, truth=model, rounds=2)
+    S = model.ws.sum(0)
+    err = np.linalg.norm(W3 - S) / np.linalg.norm(S)
+    assert rec.name == "3-refine"
+    assert err < r1.truth["err_sum_w"]
+    assert rec.truth["err_sum_w"] == pytest.approx(err)
+    assert rec.truth["false_certificates"] == 0
+    first = rec.figures["rounds"][0]
+    assert first["certified"] >= 1 and first["candidates"] >= first["certified"]
+    assert isinstance(kstar, SculptedBody) and kstar.F.shape[0] > 0
+    assert kstar.F.shape == (kstar.g.shape[0], 36) and kstar.weights.shape == kstar.g.shape
+    assert rec.figures["kstar"]["mode"] == "slabs"
+
+
+def test_refine_falls_back_when_nothing_can_be_certified(pipeline):
+    model, X, Y, W1, r1, body = pipeline
+    W3, _, rec = refine_sum_w(X, Y, W1, body, truth=model, rounds=1, gamma_min=1e6)
+    assert rec.figures["fallback_used"] is True
+    assert "fallback" in rec.figures["rounds"][0]["method"]
+    assert np.all(np.isfinite(W3))
+
+
+@pytest.mark.parametrize("kw, exc", [
+    (dict(W_sum=np.zeros((5, 5))), ValueError),
+    (dict(body="not a body"), TypeError),
+    (dict(rounds=0), ValueError),
+    (dict(need=2), ValueError),
+])
+def test_bad_input(pipeline, kw, exc):
+    model, X, Y, W1, _, body = pipeline
+    args = dict(X=X[:300], Y=Y[:300], W_sum=W1, body=body)
+    args.update(kw)
+    with pytest.raises(exc):
+        refine_sum_w(args.pop("X"), args.pop("Y"), args.pop("W_sum"), args.pop("body"), **args)
+
+
+def test_body_of_the_wrong_dimension_is_rejected(pipeline):
+    model, X, Y, W1, _, body = pipeline
+    X4 = X[:200, :, :4]
+    with pytest.raises(ValueError):
+        refine_sum_w(X4, X4, W1[:4, :4], body)

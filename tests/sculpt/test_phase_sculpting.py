@@ -1,0 +1,141 @@
+"""Phase 2 (sculpt.phases.sculpting and the batched simplex regression in sculpt.phases._simplex)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.optimize import minimize
+
+from oracles import Polytope
+from sculpt.data import plant, sample_inputs
+from sculpt.phases._simplex import simplex_lstsq, token_distances
+from sculpt.phases.sculpting import SculptedBody, sculpt
+
+
+def _affine_reference(B: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin_{Σq=1} ‖y − qᵀB‖ by the null-space method (one row)."""
+    k = B.shape[0]
+    q0 = np.full(k, 1.0 / k)
+    N = np.linalg.svd(np.ones((1, k)))[2][1:].T            # basis of {v: Σv = 0}
+    z = np.linalg.lstsq(B.T @ N, y - B.T @ q0, rcond=None)[0]
+    return q0 + N @ z
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(2, 5), d=st.integers(5, 8), seed=st.integers(0, 10_000))
+def test_batched_fit_matches_per_row_reference(k, d, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((6, k, d))
+    W = rng.standard_normal((d, d))
+    Y = rng.standard_normal((6, k, d))
+    fit = simplex_lstsq(X, Y, W)
+    for n in range(6):
+        for a in range(k):
+            q = _affine_reference(X[n] @ W, Y[n, a])
+            np.testing.assert_allclose(fit.q[n, a], q, atol=1e-6)
+            res = np.linalg.norm(Y[n, a] - q @ X[n] @ W)
+            assert fit.residual[n, a] == pytest.approx(res, rel=1e-6, abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(2, 5), seed=st.integers(0, 10_000))
+def test_single_pattern_rows_are_recovered_exactly(k, seed):
+    rng = np.random.default_rng(seed)
+    d = 8
+    X = sample_inputs(20, k, d, rng=rng)
+    W = rng.standard_normal((d, d))
+    q = rng.dirichlet(np.ones(k), size=(20, k))              # row a of example n uses pattern q[n, a]
+    Y = q @ (X @ W)
+    ok = np.linalg.matrix_rank(X @ W) == k
+    fit = simplex_lstsq(X, Y, W)
+    np.testing.assert_allclose(fit.q[ok], q[ok], atol=1e-7)
+    assert np.all(fit.rel[ok] < 1e-8)
+
+
+def test_simplex_solution_agrees_with_constrained_solver_when_nonnegative():
+    rng = np.random.default_rng(5)
+    k, d = 4, 6
+    X = rng.standard_normal((30, k, d))
+    W = rng.standard_normal((d, d))
+    Y = rng.dirichlet(np.ones(k), size=(30, k)) @ (X @ W) + 0.01 * rng.standard_normal((30, k, d))
+    fit = simplex_lstsq(X, Y, W)
+    checked = 0
+    for n in range(30):
+        for a in range(k):
+            if fit.q[n, a].min() < 1e-3:
+                continue
+            B = X[n] @ W
+            r = minimize(lambda q: np.sum((Y[n, a] - q @ B) ** 2), np.full(k, 1 / k), method="SLSQP",
+                         bounds=[(0, 1)] * k, constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1}],
+                         options={"ftol": 1e-14, "maxiter": 500})
+            np.testing.assert_allclose(fit.q[n, a], r.x, atol=1e-4)
+            checked += 1
+    assert checked > 10
+
+
+def test_token_distances_are_twice_root_hamming_for_boolean_tokens():
+    X = sample_inputs(5, 4, 9, rng=0)
+    D = token_distances(X)
+    H = (X[:, :, None, :] != X[:, None, :, :]).sum(-1)
+    np.testing.assert_allclose(D, 2 * np.sqrt(H), atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model = plant(6, 4, 2, seed=11)
+    X = sample_inputs(12000, 4, 6, rng=12)
+    return model, X, model(X)
+
+
+def test_halfspace_body_contains_heads_with_exact_sum_w(planted):
+    model, X, Y = planted
+    body, rec = sculpt(X, Y, model.ws.sum(0), truth=model)
+    assert isinstance(body, SculptedBody) and isinstance(body.polytope, Polytope)
+    assert body.polytope.dim == 36 and body.F.shape == (0, 36)
+    assert rec.figures["halfspaces_kept"] > 100
+    # documented slack: the heads lie in K or within half a nat of it; almost every constraint holds outright
+    assert rec.truth["max_violation"] <= 0.5
+    assert rec.truth["halfspace_violated_frac_raw"] < 0.01
+    th = model.thetas.reshape(2, -1)
+    A, b = body.constraints()
+    assert np.all(th @ A.T - b <= rec.truth["max_violation"] + 1e-9)
+    assert np.all(np.abs(th) <= body.box)
+
+
+def test_slab_body_fills_equalities_consistent_with_heads(planted):
+    model, X, Y = planted
+    body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs", truth=model)
+    n = body.F.shape[0]
+    assert n > 36 and body.g.shape == (n,) and body.weights.shape == (n,)
+    assert np.all(body.weights >= 0.02)
+    # the equalities hold for every head up to a weighted RMS error well below their spread (nats)
+    r = model.thetas.reshape(2, -1) @ body.F.T - body.g
+    rms = np.sqrt(np.average(r ** 2, weights=np.broadcast_to(body.weights, r.shape)))
+    assert rms < 0.6 < np.sqrt(np.average(body.g ** 2, weights=body.weights))
+    assert rec.truth["span_angle_deg"] < 10.0
+    # the slabs are in the polytope: the weighted least-squares point of F θ ≈ g lies in it (up to the box)
+    assert body.polytope.n_constraints == rec.figures["n_constraints"]
+
+
+def test_sum_w_error_breaks_containment_more(planted):
+    model, X, Y = planted
+    S = model.ws.sum(0)
+    _, good = sculpt(X, Y, S, truth=model)
+    E = np.random.default_rng(0).standard_normal(S.shape)
+    _, bad = sculpt(X, Y, S + 0.3 * np.linalg.norm(S) * E / np.linalg.norm(E), truth=model)
+    assert bad.truth["halfspace_violated_frac_raw"] > good.truth["halfspace_violated_frac_raw"]
+
+
+@pytest.mark.parametrize("kw, exc", [
+    (dict(mode="both"), ValueError),
+    (dict(W_sum=np.zeros((5, 5))), ValueError),
+    (dict(W_sum=np.full((6, 6), np.nan)), ValueError),
+    (dict(box=-1.0), ValueError),
+    (dict(X=np.zeros((4, 1, 6)), Y=np.zeros((4, 1, 6))), ValueError),
+])
+def test_bad_input(planted, kw, exc):
+    model, X, Y = planted
+    args = dict(X=X[:200], Y=Y[:200], W_sum=model.ws.sum(0))
+    args.update(kw)
+    with pytest.raises(exc):
+        sculpt(args.pop("X"), args.pop("Y"), args.pop("W_sum"), **args)

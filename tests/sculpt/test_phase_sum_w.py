@@ -1,0 +1,73 @@
+"""Phase 1 (sculpt.phases.sum_w): crude and trimmed single-token estimates of Σ_i W_i."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from sculpt.data import plant, sample_inputs
+from sculpt.model import MultiHeadAttention
+from sculpt.phases.sum_w import crude_sum_w, estimate_sum_w, single_token_residuals
+
+
+@settings(max_examples=15, deadline=None)
+@given(d=st.integers(2, 6), k=st.integers(2, 5), m=st.integers(1, 3), seed=st.integers(0, 10_000),
+       dist=st.sampled_from(["boolean", "gaussian"]))
+def test_crude_is_unbiased_when_attention_is_uniform(d, k, m, seed, dist):
+    # Θ = 0: Y = (1/k) J X ΣW, so Ŵ⁰ = Ĉ ΣW exactly with Ĉ = (1/kN) Σ s sᵀ and E[Ĉ] = I.
+    rng = np.random.default_rng(seed)
+    ws = rng.standard_normal((m, d, d))
+    model = MultiHeadAttention(np.zeros((m, d, d)), ws)
+    X = sample_inputs(4000, k, d, rng=rng, distribution=dist)
+    Y = model(X)
+    s = X.sum(1)
+    C = s.T @ s / (k * X.shape[0])
+    np.testing.assert_allclose(crude_sum_w(X, Y), C @ ws.sum(0), atol=1e-10 * (1 + np.abs(ws).sum()))
+    assert np.linalg.norm(C - np.eye(d)) < 8 * np.sqrt(d * d / X.shape[0]) * 2
+
+
+def test_improved_beats_crude_and_records_truth():
+    model = plant(6, 3, 2, seed=3)
+    X = sample_inputs(8000, 3, 6, rng=4)
+    Y = model(X)
+    W, rec = estimate_sum_w(X, Y, truth=model)
+    S = model.ws.sum(0)
+    err = np.linalg.norm(W - S) / np.linalg.norm(S)
+    assert rec.name == "1-sum-w"
+    assert rec.truth["err_sum_w"] == pytest.approx(err)
+    assert err < 0.5 * rec.truth["err_crude"]
+    assert len(rec.figures["trimmed_steps"]) == len(rec.truth["err_per_step"])
+
+
+def test_single_token_residual_is_zero_on_one_hot_rows():
+    rng = np.random.default_rng(0)
+    X = sample_inputs(50, 4, 5, rng=rng)
+    W = rng.standard_normal((5, 5))
+    pick = rng.integers(0, 4, size=(50, 4))
+    Y = np.take_along_axis(X, pick[..., None], 1) @ W
+    j, rel = single_token_residuals(X, Y, W)
+    assert np.all(rel < 1e-6)
+    np.testing.assert_allclose(np.take_along_axis(X, j[..., None], 1), np.take_along_axis(X, pick[..., None], 1))
+
+
+def test_without_improvement_returns_crude():
+    model = plant(4, 3, 2, seed=1)
+    X = sample_inputs(500, 3, 4, rng=2)
+    W, rec = estimate_sum_w(X, model(X), improve=False)
+    np.testing.assert_allclose(W, crude_sum_w(X, model(X)))
+    assert "crude" in rec.figures["estimator"]
+
+
+@pytest.mark.parametrize("bad", [
+    dict(X=np.full((10, 3, 4), np.nan)),
+    dict(Y=np.zeros((10, 3, 5))),
+    dict(fractions=(0.5, 0.0)),
+    dict(min_rows=1),
+])
+def test_bad_input(bad):
+    rng = np.random.default_rng(0)
+    args = dict(X=sample_inputs(10, 3, 4, rng=rng), Y=rng.standard_normal((10, 3, 4)))
+    args.update(bad)
+    X, Y = args.pop("X"), args.pop("Y")
+    with pytest.raises(ValueError):
+        estimate_sum_w(X, Y, **args)
