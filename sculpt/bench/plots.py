@@ -205,7 +205,9 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
                 ax.plot(ns, med, "o-", label=_family_label(fam[:-1]) + ("" if fam[-1] == "sculpt" else
                                                                         f" [{fam[-1]}]"))
             ax.set_xscale("log")
-            if name != "acceptance rate":
+            if name == "acceptance rate":
+                ax.set_ylim(0, 1.05)
+            else:
                 ax.set_yscale("log")
             ax.set_xlabel("N (examples)")
             ax.set_ylabel(name)
