@@ -46,7 +46,7 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
     Rows are examined in decreasing proxy margin. A row is kept when its certified margin exceeds the
     running threshold max(γ_min, the ``need``-th best so far); the scan stops after ``stop_after``
     certified rows (default need + max(4, d/2)) once the certified tokens x_{j*} form a design with
-    cond <= ``max_cond``. At most ``max_per_token`` rows per distinct token x_{j*} are examined (the proxy
+    cond <= ``max_cond`` (or after 2·stop_after certified rows in any case). At most ``max_per_token`` rows per distinct token x_{j*} are examined (the proxy
     favours a few tokens, and repeated tokens do not help the least-squares design). Token pairs (j*, j)
     are bounded in increasing order of their pool upper bound, and a row is dropped at the first pair
     whose bound falls below the threshold.
@@ -104,7 +104,7 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
         best.append(val)
         if len(best) >= need:
             thr = max(gamma_min, sorted(best)[-need])
-        if n_cert >= stop_after and np.linalg.cond(np.array(Zc)) <= max_cond:
+        if n_cert >= 2 * stop_after or (n_cert >= stop_after and np.linalg.cond(np.array(Zc)) <= max_cond):
             cand, cm = cand[: ci + 1], cm[: ci + 1]
             break
     keep = np.isfinite(cm)
@@ -183,17 +183,31 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
             W = np.linalg.lstsq(Z, Y[n_, a_], rcond=None)[0]
             info.update(rows_used=int(sel.size), gamma=float(cert.margin[sel].min()),
                         cond=float(np.linalg.cond(Z)), method="LP-certified least squares")
+        elif cert.rows.size >= 1:
+            # The certified tokens do not span R^d well (the proxy favours tokens sharing some signs):
+            # update ΣŴ only along the well-determined right-singular directions of the design,
+            # W ← W + V_r S_r⁻¹ U_rᵀ (Y_sel − Z W), keeping the current estimate elsewhere.
+            n_all, a_all = np.divmod(cert.rows, k)
+            Z = X[n_all, cert.j_star]
+            U, sv, Vt = np.linalg.svd(Z, full_matrices=False)
+            r = int(np.sum(sv >= sv[0] / max_cond))
+            W = W + Vt[:r].T @ ((U[:, :r].T @ (Y[n_all, a_all] - Z @ W)) / sv[:r, None])
+            n_, a_, sel = n_all, a_all, np.arange(cert.rows.size)
+            info.update(rows_used=int(cert.rows.size), gamma=float(cert.margin.min()), directions=r,
+                        method=f"LP-certified partial update ({r} of {d} directions; design cond > {max_cond:g})")
         else:
             W, steps = trimmed_rounds(X, Y, W, fallback_fractions, min_rows=3 * d, truth_sum=S)
             fallback_used = True
             info.update(rows_used=0, method="fallback: trimmed single-token least squares "
-                        f"({cert.rows.size} certified rows, too few or ill-conditioned)")
+                        f"({cert.rows.size} certified rows)")
         change = float(np.linalg.norm(W - W_old) / max(np.linalg.norm(W_old), 1e-300))
         info["relative_change"] = change
         if truth is not None:
             info["err_sum_w"] = float(np.linalg.norm(W - S) / np.linalg.norm(S))
             if sel.size:
                 info.update(_false_certificates(truth, X, n_, a_, cert.j_star[sel], cert.margin[sel]))
+            else:
+                info["false_certificates"] = 0
             proxy_th = proxy.reshape(d, d)
             info["proxy_rel_dist_mean_head"] = float(np.linalg.norm(proxy_th - truth.thetas.mean(0))
                                                      / np.linalg.norm(truth.thetas.mean(0)))

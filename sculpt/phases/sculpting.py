@@ -86,13 +86,15 @@ def _pair_rows(xa: np.ndarray, xr: np.ndarray, xj: np.ndarray) -> np.ndarray:
 
 def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = None, solver: str | None = None,
            truth: Any = None, n_rows: int | None = None, q_tol: float | None = None, tau: float = 0.01,
+           tau_max: float = 0.05, min_equalities: int | None = None,
            q_min: float = 0.02, c_floor: float = 6.0, floor_clip: tuple[float, float] = (1e-3, 0.2),
            dist_min: float | None = None, eta0: float = 0.1, box: float = 4.0, trim: bool = True,
            ) -> tuple[SculptedBody, PhaseRecord]:
     """Phase 2 (see the module docstring). Returns (SculptedBody, PhaseRecord "2-sculpt").
 
     ``n_rows``: agreeing rows kept (the smallest residuals; default ``default_rows(d, mode)``);
-    ``q_tol``: rows need q̂ >= −q_tol (0.02 / 0.001); ``tau``: residual bound of the slab mode; ``q_min``:
+    ``q_tol``: rows need q̂ >= −q_tol (0.02 / 0.001); ``tau``: residual bound of the slab mode, widened up
+    to ``tau_max`` until ``min_equalities`` (default 3d²) equalities are available; ``q_min``:
     q̂_j needed for an equality; ``c_floor``: q_f = c_floor · q90(|negative q̂|) clipped to ``floor_clip``;
     ``dist_min``: token-pair distance filter (default ``default_dist_min(d)``); ``eta0``: slack added to
     2η*; ``box``: |Θ_pq| <= box; ``trim``: L1 outlier trim.
@@ -122,9 +124,20 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
     rel = fit.rel.reshape(-1)
     ok = (qf_all.min(1) >= -q_tol) & np.repeat(good_ex, k)
     if slabs:
-        ok &= rel <= tau
+        ok &= rel <= tau_max
     cand = np.flatnonzero(ok)
-    rows = cand[np.argsort(rel[cand], kind="stable")[:n_rows]]
+    cand = cand[np.argsort(rel[cand], kind="stable")]
+    if slabs:
+        # τ: the rows with residual <= tau, widened (up to tau_max) until they give min_equalities usable
+        # equalities (with m = 3 heads agreement is rarer and τ = 0.01 leaves too few, algorithm.md §8.6)
+        Qc = qf_all[cand]
+        Dc = token_distances(X[cand // k])[np.arange(cand.size), Qc.argmax(1)]
+        n_eq_row = ((Qc >= q_min) & (Dc >= dist_min) & (Qc < Qc.max(1, keepdims=True))).sum(1)
+        n_tau = int(np.sum(rel[cand] <= tau))
+        need_eq = min_equalities if min_equalities is not None else 3 * d * d
+        n_fill = int(np.searchsorted(np.cumsum(n_eq_row), need_eq) + 1)
+        cand = cand[: max(n_tau, min(n_fill, cand.size))]
+    rows = cand[:n_rows]
     n_idx, a_idx = np.divmod(rows, k)
     Q = qf_all[rows]
     neg = -Q[Q < 0]
@@ -204,7 +217,7 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
 
     body = SculptedBody(poly, F_, g_, w_, rows_seen=int(N * k), rows_accepted=int(rows.size), box=float(box))
     rec.figures.update(
-        mode=mode, rows_seen=int(N * k), rows_passing=int(cand.size), rows_accepted=int(rows.size),
+        mode=mode, rows_seen=int(N * k), rows_passing=int(ok.sum()), rows_accepted=int(rows.size),
         acceptance=float(rows.size / max(1, N * k)), tau_effective=float(rel[rows].max()) if rows.size else None,
         examples_dropped_rank=int((~good_ex).sum()), q_floor=floor, dist_min=dist_min,
         halfspaces_built=int(n_half_raw), halfspaces_trimmed=n_trimmed, halfspaces_kept=int(A.shape[0]),
