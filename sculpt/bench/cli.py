@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ def run_bench(args: argparse.Namespace) -> int:
     Returns the process exit status: 0, or 1 when some runs ended in an error."""
     from . import report
     from .runner import run_sweep
+    from .trials import versions
 
     try:
         grid = _grid(args)
@@ -115,8 +117,12 @@ def run_bench(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"sculpt bench: {exc}", file=sys.stderr)
         return 2
+    command = getattr(args, "command_line", None) or shlex.join(["sculpt bench", *sys.argv[1:]])
     context = {"grid": grid.name + (f" — {grid.description}" if grid.description else ""),
-               "scheduler": args.scheduler, "records": str(out / "trials.jsonl")}
+               "command": f"`{command}`", "scheduler": args.scheduler,
+               "records": f"{out / 'trials.jsonl'} ({res.ran} run now, {res.skipped} from earlier runs; "
+                          f"sweep wall time {res.wall:.0f} s)",
+               "versions": ", ".join(f"{k} {v}" for k, v in versions().items())}
     text = report.write_summary(res.records, out / "summary.md", title=f"Recovery benchmark: {grid.name}",
                                 context=context)
     print(text)
