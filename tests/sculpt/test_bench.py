@@ -405,3 +405,16 @@ def test_any_trial_can_be_rerun_alone_from_its_record(tmp_path: Path) -> None:
     broken = dict(records[0], seed=records[0]["seed"] + 1)
     with pytest.raises(ValueError, match="does not match"):
         spec_from_record(broken)
+
+
+def test_adam_falls_back_to_the_numpy_adam_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sculpt.bench.methods as methods
+
+    monkeypatch.setattr(methods, "adam_implementation", lambda: "numpy")
+    spec = RunSpec(Cell("generic", 3, 2, 1, 30), 0, "adam", {"max_iter": 20, "lr_min": 1e-6, "threads": 1},
+                   test_samples=50)
+    monkeypatch.setattr("sculpt.bench.trials.adam_implementation", lambda: "numpy")
+    rec = run_trial(spec)
+    validate_record(rec)
+    assert rec["status"] == "ok" and rec["implementation"] == "numpy" and rec["result_method"] == "adam"
+    assert rec["iterations"] == 20
