@@ -112,11 +112,15 @@ def versions() -> dict[str, str]:
 
 
 def jsonable(value: Any, *, max_array: int = 64) -> Any:
-    """A JSON-ready copy: numpy scalars to Python, small arrays to lists (large ones to a shape note),
-    non-finite floats to None, unknown objects to their repr."""
+    """A JSON-ready copy: numpy scalars to Python, small arrays to lists (larger ones to a shape and norm
+    note, lists longer than 4·max_array to their length, head and last item), non-finite floats to None,
+    unknown objects to their repr."""
     if isinstance(value, dict):
         return {str(k): jsonable(v, max_array=max_array) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if len(value) > 4 * max_array:  # keep records small: long traces are summarised
+            return {"list_length": len(value), "head": jsonable(list(value[:8]), max_array=max_array),
+                    "last": jsonable(value[-1], max_array=max_array)}
         return [jsonable(v, max_array=max_array) for v in value]
     if isinstance(value, np.ndarray):
         if value.size > max_array:

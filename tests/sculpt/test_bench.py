@@ -418,3 +418,14 @@ def test_adam_falls_back_to_the_numpy_adam_without_torch(monkeypatch: pytest.Mon
     validate_record(rec)
     assert rec["status"] == "ok" and rec["implementation"] == "numpy" and rec["result_method"] == "adam"
     assert rec["iterations"] == 20
+
+
+def test_jsonable_keeps_records_small_and_strict() -> None:
+    from sculpt.bench.trials import jsonable
+
+    out = jsonable({"a": np.arange(3), "big": np.ones((20, 20)), "trace": list(range(1000)), "x": np.float64("nan"),
+                    "t": (np.int64(2), np.bool_(True)), "o": object})
+    assert out["a"] == [0, 1, 2] and out["big"]["array_shape"] == [20, 20] and out["big"]["norm"] == 20.0
+    assert out["trace"]["list_length"] == 1000 and out["trace"]["last"] == 999 and out["x"] is None
+    assert out["t"] == [2, True] and isinstance(out["o"], str)
+    json.dumps(out, allow_nan=False)
