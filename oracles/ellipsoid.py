@@ -106,6 +106,13 @@ class Ellipsoid:
         order = np.argsort(s)
         return s[order], U[:, order]
 
+    def thin_axes(self, width: float) -> tuple[np.ndarray, np.ndarray]:
+        """(directions as columns, semi-axes) of the semi-axes shorter than ``width``: E, hence every set it
+        contains, lies in the slab |uᵀ(y - c)| <= s along each such direction u."""
+        s, U = self.semi_axes()
+        k = int(np.sum(s < width))
+        return U[:, :k], s[:k]
+
     def contains(self, points, tol: float = 0.0) -> np.ndarray | bool:
         """‖J⁻¹(y - c)‖ <= 1 + tol for a point (bool) or each row of a 2-D array (bool array)."""
         Y = np.asarray(points, dtype=float)
@@ -382,11 +389,10 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             if best_val - lower <= tol:
                 return result("optimal", "the gap best - min over the ellipsoid is within tol")
         if best_x is None and it % check_every == 0:
-            s, U = E.semi_axes()
-            if s[0] < empty_thr:
+            U, s = E.thin_axes(max(flat_thr, empty_thr))
+            if s.size and s[0] < empty_thr:
                 return result("empty", "the ellipsoid became thinner than the oracle tolerance")
-            if flat_thr > 0 and s[0] < flat_thr:
-                k = int(np.sum(s < flat_thr))
-                return result("flat", f"{k} semi-axes below flat_tol·radius before a point was found",
-                              (U[:, :k], s[:k]))
+            if s.size and flat_thr > 0:
+                return result("flat", f"{s.size} semi-axes below flat_tol·radius before a point was found",
+                              (U, s))
     return result("max_iter", f"no answer within max_iter={max_iter} updates")

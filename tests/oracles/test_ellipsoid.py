@@ -142,6 +142,9 @@ def test_semi_axes_and_containment():
     assert np.allclose(s, [0.5, 2.0]) and np.allclose(np.abs(U), [[0, 1], [1, 0]])
     assert E.contains(np.array([2.9, 1.0])) and not E.contains(np.array([1.0, 1.6]))
     assert np.array_equal(E.contains(np.array([[1.0, 1.0], [4.0, 1.0]])), [True, False])
+    U, w = E.thin_axes(1.0)
+    assert np.allclose(w, [0.5]) and np.allclose(np.abs(U[:, 0]), [0.0, 1.0])
+    assert E.thin_axes(0.1)[1].size == 0
 
 
 @pytest.mark.parametrize("args, match", [
