@@ -10,6 +10,9 @@ Methods: ellalgo ``cutting_plane_feas`` on ``Ell(R², 0)``; ``ellipsoid(memory=0
 ``ellipsoid`` (default: stored cuts the centre violates are reused without an oracle call);
 ``cutting_plane`` (ACCPM). Table 2: linear minimisation (objective a random unit vector) to tol 1e-6,
 ellalgo ``cutting_plane_optim`` (stop when its tsq < tol²) against ours; error = value - LP optimum.
+Table 3: ``affine_hull_by_ellipsoid`` (tol 1e-7) on flat polytopes (3n random rows around x0 plus k hidden
+equalities as ± pairs or as triples e, r, -e-r): oracle calls, time, and the accuracy of the result
+(|F̂·basis| for the unit true normals F̂, |F̂·(point - x0)|).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracles import Polytope  # noqa: E402
 from oracles.cutting_plane import cutting_plane  # noqa: E402
 from oracles.ellipsoid import ellipsoid  # noqa: E402
+from oracles.hull_ellipsoid import affine_hull_by_ellipsoid  # noqa: E402
 
 R = 10.0
 ORACLE_TOL = 1e-9
@@ -127,6 +131,58 @@ def _ours_optim(fn, P: Polytope, c: np.ndarray, n: int, tol: float) -> dict:
     return {"calls": res.oracle_calls, "seconds": dt, "value": res.value, "status": res.status}
 
 
+def hull_problem(n: int, k: int, style: str, seed: int) -> tuple[Polytope, np.ndarray, np.ndarray]:
+    """3n random rows with slack U(0.5, 2)·‖a‖ at x0 plus k hidden equalities (pairs, or triples: 2k eqs)."""
+    rng = np.random.default_rng(seed)
+    x0 = rng.normal(size=n)
+    A = rng.normal(size=(3 * n, n))
+    b = A @ x0 + rng.uniform(0.5, 2.0, 3 * n) * np.linalg.norm(A, axis=1)
+    if style == "pairs":
+        F = rng.normal(size=(k, n))
+        G = np.vstack([F, -F])
+    else:
+        groups = [rng.normal(size=(2, n)) for _ in range(k)]
+        F = np.vstack(groups)
+        G = np.vstack([np.vstack([g[0], g[1], -g[0] - g[1]]) for g in groups])
+    A = np.vstack([A, G])
+    b = np.concatenate([b, G @ x0])
+    perm = rng.permutation(A.shape[0])
+    return Polytope(A[perm], b[perm]), F, x0
+
+
+class _CountedBody:
+    """Wraps a body's separation oracle with a call counter (for the hull table)."""
+
+    def __init__(self, P: Polytope) -> None:
+        self.P, self.calls = P, 0
+
+    def separate(self, x, tol=1e-9):
+        self.calls += 1
+        return self.P.separate(x, tol)
+
+
+def _hull_table(quick: bool) -> list[dict]:
+    from oracles import OracleBody
+
+    rows = []
+    for n in ([5, 10] if quick else [5, 10, 20]):
+        for style in ("pairs", "triples"):
+            k = max(1, n // 4)
+            for seed in (range(2) if quick else range(3)):
+                P, F, x0 = hull_problem(n, k, style, seed)
+                counted = _CountedBody(P)
+                body = OracleBody(n, separate=counted.separate)
+                t = time.perf_counter()
+                hull = affine_hull_by_ellipsoid(body, np.zeros(n), float(np.linalg.norm(x0)) + 10.0, tol=1e-7)
+                dt = time.perf_counter() - t
+                Fn = F / np.linalg.norm(F, axis=1, keepdims=True)
+                rows.append({"n": n, "style": style, "hidden eqs": F.shape[0], "seed": seed,
+                             "dim ok": hull.dim == n - np.linalg.matrix_rank(F), "calls": counted.calls,
+                             "seconds": dt, "max |F̂ basis|": float(np.abs(Fn @ hull.basis).max()),
+                             "max |F̂ (point - x0)|": float(np.abs(Fn @ (hull.point - x0)).max())})
+    return rows
+
+
 def _median(xs: list[float]) -> float:
     return float(np.median(xs)) if xs else float("nan")
 
@@ -183,9 +239,11 @@ def run(quick: bool) -> dict:
                 "calls / ellalgo": _median([r["calls"] / base[r["seed"]]["calls"] for r in rs]),
                 "max |value - LP opt|": max(errs) if len(errs) == len(rs) else float("nan")})
 
+    hull_rows = _hull_table(quick)
     _print_table("Feasibility (medians over seeds; calls / ellalgo = median of per-seed ratios)", feas_summary)
     _print_table(f"Linear minimisation to tol={tol:g} (err = value - LP optimum)", opt_summary)
-    return {"feasibility": {"runs": feas_runs, "summary": feas_summary},
+    _print_table("affine_hull_by_ellipsoid, tol=1e-7 (separation oracle only)", hull_rows)
+    return {"feasibility": {"runs": feas_runs, "summary": feas_summary}, "hull": hull_rows,
             "minimisation": {"runs": opt_runs, "summary": opt_summary, "tol": tol},
             "setup": {"R": R, "oracle_tol": ORACLE_TOL, "feas_r_frac": 1e-3, "dims": dims,
                       "seeds": list(seeds)}}
