@@ -312,7 +312,9 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     Emptiness is certified by a cut missing E_k or by E_k's smallest semi-axis falling below oracle_tol/2
     (a non-empty body, enlarged by oracle_tol, would contain such a ball). Before a point is found, a
     smallest semi-axis below flat_tol·radius stops with status "flat" and the thin directions (flat_tol=0:
-    never). ``memory`` cuts are kept for reuse (default 10·n; 0 gives the textbook method).
+    never). ``memory`` cuts are kept for reuse (default 10·n; 0 gives the textbook method). A centre
+    outside B(center, radius) is cut by the ball's tangent plane without an oracle call, so the method
+    works on body ∩ ball. ``max_iter``: the update budget (default 100·n² + 1000).
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
     tol = positive(tol, "tol")
