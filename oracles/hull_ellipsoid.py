@@ -54,7 +54,8 @@ def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: fl
 
 
 class _HullRun:
-    """State of one run: flat F = p + span(B), local ellipsoid E, recorded normals and a body point."""
+    """State of one run: flat F = p + span(B) (B orthonormal), the ellipsoid E in local coordinates y of F
+    (x = p + B y), and the last body point found."""
 
     def __init__(self, body: ConvexBody, c0: np.ndarray, R: float, tol: float, t: float) -> None:
         self.body, self.tol, self.t = body, tol, t
@@ -106,7 +107,7 @@ class _HullRun:
             cut = self._query(yc)
             if cut is not None:
                 self._cut(cut)
-                if self.point is None:
+                if self.point is None and self.calls % k == 0:
                     s = self.E.semi_axes()[0]
                     if s[0] < 0.5 * self.t:
                         raise EmptyBodyError("the ellipsoid became thinner than the oracle tolerance: empty body")
@@ -122,9 +123,7 @@ class _HullRun:
         else:
             raise SolverError(f"affine_hull_by_ellipsoid: no answer within max_iter={max_iter} oracle calls")
         if self.B.shape[1] == 0:
-            self.point = self.p.copy()
-            if self.calls >= max_iter or self.body.separate(self.point, self.t) is not None:
-                raise SolverError("the hull reduced to a point that the oracle rejects")
+            self.point = self.p.copy()  # the (feasible) centre at which the last axes were fixed
         assert self.point is not None
         return AffineSubspace(self.point, self.B)
 
