@@ -6,13 +6,14 @@ and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttenti
 lazily), ``LearnResult`` / ``PhaseRecord`` (results); gradient baselines in ``sculpt.baselines``.
 """
 from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
+from .learner import learn
 from .model import HeadDistance, MultiHeadAttention
 from .result import LearnResult, PhaseRecord
 from .torch_interop import from_torch, to_torch
 
 __all__ = [
     "MultiHeadAttention", "HeadDistance", "sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport",
-    "from_torch", "to_torch", "LearnResult", "PhaseRecord",
+    "from_torch", "to_torch", "LearnResult", "PhaseRecord", "learn",
 ]
 # The learner adds its entry point here with one line, e.g.:
 #   from .learner import learn   (and "learn" to __all__)

@@ -39,10 +39,11 @@ class HeadCandidates:
 
 def flat_grid(dim: int, radius: float, per_axis: int) -> np.ndarray:
     """Points of the regular grid with ``per_axis`` points on [−radius, radius]^dim inside the ball of that
-    radius: (G, dim)."""
+    radius: (G, dim); the centre alone if no grid point is inside."""
     axis = np.linspace(-radius, radius, per_axis)
     pts = np.array(list(product(axis, repeat=dim)), dtype=float).reshape(-1, dim)
-    return pts[np.linalg.norm(pts, axis=1) <= radius * (1 + 1e-12)]
+    pts = pts[np.linalg.norm(pts, axis=1) <= radius * (1 + 1e-12)]
+    return pts if pts.shape[0] else np.zeros((1, dim))
 
 
 def _subset_objectives(Z: np.ndarray, Yf: np.ndarray, tuples: np.ndarray, chunk: int = 4096) -> np.ndarray:

@@ -118,7 +118,7 @@ def lm_vp(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, *, max_iter: int = 5
                 improved = True
                 break
             lam *= 8.0
-        if not improved or (rel_drop < 1e-6 and float(np.linalg.norm(step)) < 1e-13 * (1 + np.linalg.norm(th))):
+        if not improved or rel_drop < 1e-9:  # no descent left (a noisy or non-attention fit has stalled)
             break
     return th, ws, cost, it
 

@@ -60,13 +60,14 @@ def _extent(model: Any, u: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: int = 1,
+def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: int = 0,
                  radius: float | None = None, max_m: int | None = None, rng: np.random.Generator | None = None,
                  truth: Any = None) -> tuple[SpanEstimate, PhaseRecord]:
     """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows (F, g, weights).
 
-    ``width_probes`` random directions normal to the span are width-probed by LP next to the flat's own
-    directions (0 disables the LPs); ``radius`` overrides the search radius handed to phase 5.
+    The body's extent inside the flat is always measured (small LPs in flat coordinates); ``width_probes``
+    random directions normal to the span are width-probed over the whole body next to the flat's own
+    directions (default 0: those LPs cost seconds); ``radius`` overrides the search radius for phase 5.
     """
     t0 = time.perf_counter()
     rec = PhaseRecord("4-span")
@@ -102,9 +103,30 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
     if m_est != m:
         rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
 
-    # cross-check: LP widths of the body along the flat's directions versus directions normal to the span
-    widths: dict[str, Any] = {"along": [], "normal": []}
+    # cross-checks through the engine. (i) The body's extent along the flat, inside the flat: the LPs over
+    # K* ∩ flat in the m−1 flat coordinates (Polytope(A U, b − A p)); cheap, and it bounds where the heads can
+    # lie, so it also caps phase 5's search radius. (ii) Optional full-body LP widths along the flat's
+    # directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
+    # 2 LPs per direction over all of K* (3.5–5.8 s for 4 LPs at 5.6k rows, d = 8), so off by default.
+    widths: dict[str, Any] = {"in_flat": [], "along": [], "normal": []}
     poly = getattr(body, "polytope", None)
+    if poly is not None and flat.dim > 0:
+        A_loc = poly.A @ flat.basis
+        b_loc = poly.b - poly.A @ flat.point
+        keep = np.linalg.norm(A_loc, axis=1) > 1e-12
+        infeasible = bool(np.any(b_loc[~keep] < -1e-9))
+        if infeasible:
+            rec.figures["flat_misses_body"] = True
+        else:
+            try:
+                local = LPModel(A_loc[keep], b_loc[keep], solver=solver)
+                for j in range(flat.dim):
+                    widths["in_flat"].append(_extent(local, np.eye(flat.dim)[j]))
+            except (OracleError, ValueError) as exc:
+                rec.figures["in_flat_error"] = f"{type(exc).__name__}: {exc}"
+        rec.figures["extent_in_flat"] = [list(e) for e in widths["in_flat"]]
+        if widths["in_flat"] and not all(np.isfinite(e).all() for e in widths["in_flat"]):
+            rec.figures["flat_misses_body"] = True
     if poly is not None and width_probes > 0:
         model = LPModel(poly, solver=solver)
         for j in range(flat.dim):
@@ -118,17 +140,15 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
             u /= np.linalg.norm(u)
             lo, hi = _extent(model, u)
             widths["normal"].append((lo - float(u @ flat.point), hi - float(u @ flat.point)))
-        along_w = [hi - lo for lo, hi in widths["along"]]
-        normal_w = [hi - lo for lo, hi in widths["normal"]]
-        rec.figures["width_along"] = along_w
-        rec.figures["width_normal"] = normal_w
-    # search radius for phase 5: the heads' offsets from the flat's min-norm point are at most their norm;
-    # use 2·max(‖p‖, 1), capped by the body's extent along the flat when that is finite
+        rec.figures["width_along"] = [hi - lo for lo, hi in widths["along"]]
+        rec.figures["width_normal"] = [hi - lo for lo, hi in widths["normal"]]
+    # search radius for phase 5: the heads' offsets from the flat's min-norm point are at most their norms,
+    # so 2·max(‖p‖, 1), capped by the body's extent inside the flat when that is finite (×1.25 for slack)
     if radius is None:
         radius = 2.0 * max(float(np.linalg.norm(flat.point)), 1.0)
-        ext = [max(abs(lo), abs(hi)) for lo, hi in widths["along"] if np.isfinite(lo) and np.isfinite(hi)]
+        ext = [max(abs(lo), abs(hi)) for lo, hi in widths["in_flat"] if np.isfinite(lo) and np.isfinite(hi)]
         if ext and len(ext) == flat.dim:
-            radius = float(min(radius, max(max(ext), 0.5)))
+            radius = float(min(radius, max(1.25 * max(ext), 0.5)))
     rec.figures["radius"] = float(radius)
 
     est = SpanEstimate(flat=flat, span=fit.span, m_estimate=m_est, singular_values=fit.singular_values[:nsv],

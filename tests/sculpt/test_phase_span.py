@@ -98,7 +98,7 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     model = plant(d, k, m, seed=seed)
     X = sample_inputs(n, k, d, rng=4)
     body = truth_body(model, X, tv=0.02 if m < 3 else 0.05)
-    est, rec = extract_span(body, m, truth=model, rng=0)
+    est, rec = extract_span(body, m, truth=model, rng=0, width_probes=1)
     assert isinstance(est, SpanEstimate)
     assert est.flat.dim == m - 1 and est.span.shape == (d * d, m)
     assert est.m_estimate == m == rec.figures["m_estimate"]
@@ -106,6 +106,10 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     assert max(rec.truth["hull_distance_rel"]) < (0.05 if m < 3 else 0.25)
     assert rec.figures["sv_gap"] < (0.5 if m < 3 else 0.8)
     assert len(rec.figures["width_along"]) == m - 1 and len(rec.figures["width_normal"]) == 1
+    # the body is long along the flat and thin across it; inside the flat it is bounded
+    if m > 1:
+        assert min(rec.figures["width_along"]) > (2.0 if m < 3 else 1.2) * max(rec.figures["width_normal"])
+        assert len(rec.figures["extent_in_flat"]) == m - 1 and 0 < est.radius <= 2 * max(1, np.linalg.norm(est.flat.point))
     assert rec.status == "ok"
     # m = 3 agreement at TV 0.05 leaves an odd log-ratio a little outside its slab
     assert rec.truth["heads_in_body"] if m < 3 else rec.truth["body_max_violation"] < 0.2

@@ -1,0 +1,116 @@
+"""learn(): end-to-end recovery on planted layers, routes, "auto", failures and bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sculpt import LearnResult, MultiHeadAttention, plant, sample_inputs
+from sculpt.learner import learn, min_examples
+
+SCULPT_PHASES = ["1-sum-w", "2-sculpt", "3-refine", "4-span", "5-heads", "6-projections", "polish"]
+
+
+def _data(d: int, k: int, m: int, n: int, seed: int, distribution: str = "boolean"):
+    model = plant(d, k, m, seed=seed)
+    X = sample_inputs(n, k, d, rng=seed + 100, distribution=distribution)
+    return model, X, model(X)
+
+
+def _assert_exact(res: LearnResult, model: MultiHeadAttention, k: int) -> None:
+    assert res.converged, res.reason
+    assert res.validation_error is not None and res.validation_error <= 1e-12
+    X_test = sample_inputs(2000, k, model.d, rng=999)
+    assert model.prediction_error(res.model, X_test) <= 1e-12
+    dist = model.distance(res.model)
+    assert dist.max_theta_error <= 1e-6 and dist.max_w_error <= 1e-6
+
+
+def test_sculpt_recovers_842() -> None:
+    model, X, Y = _data(8, 4, 2, 20000, 0)
+    res = learn(X, Y, 2, seed=0, truth=model)
+    _assert_exact(res, model, 4)
+    assert res.method == "sculpt" and [p.name for p in res.phases] == SCULPT_PHASES
+    assert all(p.status == "ok" and p.time >= 0 for p in res.phases)
+    assert res.samples_used == 20000
+    assert res.info["train_examples"] + res.info["validation_examples"] == 20000
+    span = res.phase("4-span")
+    assert span.figures["m_estimate"] == 2 and span.truth["span_angle_deg"] < 10
+    assert res.phase("6-projections").truth["theta_error"] > res.phase("polish").truth["theta_error"]
+    assert res.phase("polish").truth["theta_error"] < 1e-6
+
+
+def test_exact_route_recovers_841() -> None:
+    model, X, Y = _data(8, 4, 1, 200, 1)
+    res = learn(X, Y, 1, method="exact", seed=0, truth=model)
+    _assert_exact(res, model, 4)
+    assert res.method == "exact"
+
+
+def test_sculpt_route_recovers_841() -> None:
+    model, X, Y = _data(8, 4, 1, 5000, 2)
+    res = learn(X, Y, 1, method="sculpt", seed=1, truth=model)
+    _assert_exact(res, model, 4)
+    assert res.phase("4-span").figures["m_estimate"] == 1
+
+
+def test_auto_picks_and_explains() -> None:
+    model, X, Y = _data(8, 4, 1, 200, 3)
+    res = learn(X, Y, 1, method="auto", seed=0)
+    assert res.method == "exact" and res.reason.startswith("auto chose exact") and "k = 4 < d = 8" in res.reason
+    assert res.converged
+    model2, X2, Y2 = _data(6, 3, 2, 300, 4)
+    res2 = learn(X2, Y2, 2, method="auto", seed=0)
+    assert res2.method == "gradient" and "auto chose gradient" in res2.reason and "N = 300" in res2.reason
+    assert res2.validation_error is not None
+
+
+def test_phase_failure_is_reported_not_raised() -> None:
+    model, X, Y = _data(8, 4, 2, 2000, 5)
+    res = learn(X, Y, 2, seed=0, sculpt_options={"box": -1.0})
+    assert not res.converged and res.model is None
+    assert res.phases[-1].name == "2-sculpt" and res.phases[-1].status == "failed"
+    assert "phase 2-sculpt failed" in res.reason and "box" in res.reason
+
+
+def test_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    model, X, Y = _data(8, 4, 1, 100, 6)
+    learn(X, Y, 1, method="exact", seed=0, progress=True)
+    err = capsys.readouterr().err
+    assert "[exact 1/2] exact" in err and "exact-theta: ok" in err
+
+
+def test_bad_input() -> None:
+    model, X, Y = _data(6, 3, 1, 60, 7)
+    with pytest.raises(ValueError, match="shape"):
+        learn(X, Y[:, :2], 1)
+    Xn = X.copy()
+    Xn[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        learn(Xn, Y, 1)
+    with pytest.raises(ValueError, match=r"\+1"):
+        learn(X * 0.5, Y, 1, inputs="boolean")
+    with pytest.raises(ValueError, match="m must be >= 1"):
+        learn(X, Y, 0)
+    with pytest.raises(ValueError, match="method"):
+        learn(X, Y, 1, method="magic")
+    with pytest.raises(ValueError, match=r"too few examples for method='sculpt'.*need at least 1000"):
+        learn(X, Y, 1, method="sculpt")
+    with pytest.raises(ValueError, match="learns one head"):
+        learn(X, Y, 2, method="exact")
+    with pytest.raises(ValueError, match="k < d|2 <= k < d"):
+        Xs = sample_inputs(60, 4, 3, rng=0)
+        learn(Xs, Xs, 1, method="exact")
+    with pytest.raises(ValueError, match="identically zero"):
+        learn(X, np.zeros_like(Y), 1)
+    with pytest.raises(TypeError, match="unexpected options"):
+        learn(X, Y, 1, method="gradient", bogus=1)
+    with pytest.raises(ValueError, match="validation_size"):
+        learn(X, Y, 1, method="gradient", validation_size=60)
+
+
+def test_min_examples() -> None:
+    assert min_examples("sculpt", 8, 4, 2) == 1280
+    assert min_examples("gradient", 8, 4, 2) == 9
+    assert min_examples("exact", 8, 4, 1) >= 8
+    with pytest.raises(ValueError):
+        min_examples("nope", 8, 4, 2)

@@ -1,0 +1,125 @@
+"""Phases 5–6 and the polish on planted instances: the net on the flat, least squares for W, validation
+selection, and the variable-projection Levenberg–Marquardt polish."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from oracles.affine_subspace import AffineSubspace
+from sculpt import plant, sample_inputs
+from sculpt.phases.heads import candidate_heads, flat_grid
+from sculpt.phases.polish import polish
+from sculpt.phases.projections import attention, fit_projections, head_errors, predict, solve_projections
+from sculpt.phases.span import SpanEstimate
+
+
+def _data(d: int, k: int, m: int, n: int, seed: int, distribution: str = "boolean"):
+    model = plant(d, k, m, seed=seed)
+    X = sample_inputs(n, k, d, rng=seed + 1, distribution=distribution)
+    return model, X, model(X)
+
+
+def _span_through(model, tilt: float = 0.0, seed: int = 0) -> SpanEstimate:
+    """The flat through the true heads (optionally tilted by a random perturbation of its directions)."""
+    T = model.thetas.reshape(model.m, -1)
+    rng = np.random.default_rng(seed)
+    dirs = (T[1:] - T[0]).T
+    dirs = dirs + tilt * np.linalg.norm(dirs, axis=0) * rng.standard_normal(dirs.shape) / np.sqrt(T.shape[1])
+    flat = AffineSubspace(T[0], dirs)
+    return SpanEstimate(flat=flat, span=np.linalg.qr(np.column_stack([flat.point, flat.basis]))[0],
+                        m_estimate=model.m, singular_values=np.zeros(0), gap=0.0,
+                        radius=2.0 * max(float(np.linalg.norm(flat.point)), 1.0))
+
+
+@settings(max_examples=20, deadline=None)
+@given(dim=st.integers(1, 3), radius=st.floats(0.1, 10.0), per_axis=st.integers(2, 9))
+def test_flat_grid_in_ball(dim: int, radius: float, per_axis: int) -> None:
+    pts = flat_grid(dim, radius, per_axis)
+    assert pts.shape[1] == dim and pts.shape[0] >= 1
+    assert np.all(np.linalg.norm(pts, axis=1) <= radius * (1 + 1e-9))
+    if dim == 1:
+        assert pts.shape[0] == per_axis
+
+
+def test_attention_rows_are_distributions() -> None:
+    model, X, _ = _data(6, 3, 2, 50, 0)
+    P = attention(model.thetas, X)
+    assert P.shape == (2, 50, 3, 3)
+    assert np.allclose(P.sum(-1), 1.0) and np.all(P > 0)
+    assert np.allclose(np.moveaxis(P, 0, 1), model.attention(X))
+    assert np.allclose(predict(model.thetas, model.ws, X), model(X))
+
+
+@pytest.mark.parametrize("distribution", ["boolean", "gaussian"])
+def test_projections_exact_given_true_heads(distribution: str) -> None:
+    model, X, Y = _data(8, 4, 2, 300, 1, distribution)
+    ws, err = solve_projections(model.thetas, X, Y)
+    assert err < 1e-20
+    assert np.max(np.abs(ws - model.ws)) < 1e-8
+
+
+def test_fit_projections_selects_true_heads_on_validation() -> None:
+    model, X, Y = _data(8, 4, 2, 1200, 2)
+    rng = np.random.default_rng(0)
+    wrong = [model.thetas + 0.3 * rng.standard_normal(model.thetas.shape) for _ in range(3)]
+    cands = wrong[:2] + [model.thetas[::-1]] + wrong[2:]
+    fit, rec = fit_projections(cands, X[:1000], Y[:1000], X[1000:], Y[1000:], truth=model)
+    assert fit.index == 2 and rec.figures["chosen"] == 2
+    assert fit.validation_error < 1e-20 and rec.truth["theta_error"] < 1e-12
+    assert rec.truth["permutation"] == [1, 0]
+    with pytest.raises(ValueError, match="at least one"):
+        fit_projections([], X, Y, X, Y)
+
+
+def test_head_errors_are_permutation_invariant() -> None:
+    model = plant(6, 3, 3, seed=5)
+    perm = [2, 0, 1]
+    e = head_errors(model.thetas[perm], model.ws[perm], model)
+    assert e["theta_error"] == 0.0 and e["w_error"] == 0.0
+    assert sorted(e["permutation"]) == [0, 1, 2]
+    assert np.allclose(model.thetas[perm][e["permutation"]], model.thetas)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_candidate_heads_on_exact_flat(m: int) -> None:
+    """On the flat through the true heads the net + LM finds them (up to permutation)."""
+    model, X, Y = _data(8, 4, m, 600, 3)
+    cands, rec = candidate_heads(_span_through(model), X, Y, m, rng=0, truth=model)
+    assert cands.thetas.shape[1:] == (m, 8, 8)
+    assert np.all(np.diff(cands.objective) >= 0)
+    assert rec.truth["best_theta_error"] < (1e-6 if m < 3 else 1e-3)
+    assert cands.objective[0] < 1e-8
+    if m > 1:
+        assert rec.figures["tuples"] >= 1 and rec.figures["refined"] >= 1
+
+
+def test_candidate_heads_on_tilted_flat_lands_near() -> None:
+    """A flat 5 % off still gives heads within ~10 % (what the polish then fixes)."""
+    model, X, Y = _data(8, 4, 2, 600, 4)
+    cands, rec = candidate_heads(_span_through(model, tilt=0.05), X, Y, 2, rng=0, truth=model)
+    assert rec.truth["best_theta_error"] < 0.15
+    with pytest.raises(ValueError, match="dimension"):
+        candidate_heads(_span_through(model), X, Y, 3)
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 1000), m=st.integers(1, 3), rel=st.floats(0.01, 0.3))
+def test_polish_converges_from_perturbed_heads(seed: int, m: int, rel: float) -> None:
+    model, X, Y = _data(8, 4, m, 1500, seed)
+    rng = np.random.default_rng(seed)
+    start = model.thetas + rel * np.linalg.norm(model.thetas) / np.sqrt(model.thetas.size) \
+        * rng.standard_normal(model.thetas.shape)
+    res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], rng=seed, truth=model)
+    assert res.converged and res.validation_error <= 1e-12
+    assert rec.truth["theta_error"] < 1e-6 and rec.truth["w_error"] < 1e-6
+    assert rec.figures["stages"][0]["examples"] <= 1000
+
+
+def test_polish_reports_non_convergence_honestly() -> None:
+    """Labels from a different layer family (noise): not converged, finite errors, a message."""
+    model, X, Y = _data(8, 4, 2, 600, 7)
+    Yn = Y + 0.1 * np.random.default_rng(0).standard_normal(Y.shape)
+    res, rec = polish(model.thetas, X[:500], Yn[:500], X[500:], Yn[500:], max_examples=500, rng=0)
+    assert not res.converged and np.isfinite(res.validation_error) and res.validation_error > 1e-6
+    assert "tol" in rec.message
