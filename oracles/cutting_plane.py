@@ -180,8 +180,12 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
     tol = positive(tol, "tol")
     oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
-    max_cuts = 5 * n if max_cuts is None else int(max_cuts)
-    keep_cuts = 3 * n if keep_cuts is None else int(keep_cuts)
+    max_cuts = 5 * n if max_cuts is None else max_cuts
+    keep_cuts = 3 * n if keep_cuts is None else keep_cuts
+    for name, v in (("max_cuts", max_cuts), ("keep_cuts", keep_cuts)):
+        if int(v) != v:
+            raise ValueError(f"{name} must be an integer, got {v}")
+    max_cuts, keep_cuts = int(max_cuts), int(keep_cuts)
     obj_weight = positive(obj_weight, "obj_weight")
     if keep_cuts < 1 or max_cuts < keep_cuts:
         raise ValueError(f"need 1 <= keep_cuts <= max_cuts, got keep_cuts={keep_cuts}, max_cuts={max_cuts}")

@@ -322,9 +322,10 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     flat_tol = positive(flat_tol, "flat_tol", strict=False)
     if cut not in ("deep", "central"):
         raise ValueError(f"cut must be 'deep' or 'central', got {cut!r}")
-    memory = 10 * n if memory is None else int(memory)
-    if memory < 0:
-        raise ValueError(f"memory must be non-negative, got {memory}")
+    memory = 10 * n if memory is None else memory
+    if int(memory) != memory or memory < 0:
+        raise ValueError(f"memory must be a non-negative integer, got {memory}")
+    memory = int(memory)
     store = _CutStore(n, memory if cut == "deep" else 0)
     E = Ellipsoid.ball(c0, R)
     log_volumes = [E.log_volume]

@@ -117,6 +117,7 @@ def test_max_iter_and_missing_oracle():
     (dict(max_cuts=2, keep_cuts=5), "keep_cuts"),
     (dict(oracle_tol=-1e-9), "oracle_tol"),
     (dict(obj_weight=0.0), "obj_weight"),
+    (dict(max_cuts=7.5), "max_cuts"),
 ])
 def test_bad_input(kwargs, match):
     args = dict(center=np.zeros(3), radius=1.0)

@@ -285,6 +285,7 @@ def test_missing_separation_oracle():
     (dict(max_iter=0), "max_iter"),
     (dict(cut="shallow"), "cut"),
     (dict(memory=-1), "memory"),
+    (dict(memory=2.5), "memory"),
     (dict(flat_tol=-1.0), "flat_tol"),
 ])
 def test_bad_input(kwargs, match):
