@@ -24,7 +24,7 @@ from ._validate import as_vector
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope, _merge_polytopes
 from .errors import EmptyBodyError, MissingOracleError, SolverError, UnboundedError
-from .solvers.dense_ipm import central_point
+from .solvers.dense_ipm import central_point, single_thread_blas
 
 METHODS = ("auto", "lp", "directions", "ellipsoid")
 _RANK_TOL = 1e-9
@@ -324,7 +324,8 @@ def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | 
     if method == "lp":
         if poly is None:
             raise MissingOracleError(f"method='lp' needs an explicit Polytope, got {type(body).__name__}")
-        return _hull_lp(poly, tol, solver)
+        with single_thread_blas():  # n x n SVDs: threaded LAPACK was measured 20x slower on shared cores
+            return _hull_lp(poly, tol, solver)
     if method == "directions":
         if not body.has_maximize:
             raise MissingOracleError(f"method='directions' needs a maximize oracle; {type(body).__name__} has none")
