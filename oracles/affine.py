@@ -114,7 +114,8 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
                 done.n_solves = n_solves
                 return done
         method = f"{sources[-1]}+frt"
-        viol = max(float(np.max(An @ x_hat - bn, initial=0.0)), float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
+        viol = np.inf if x_hat is None else max(float(np.max(An @ x_hat - bn, initial=0.0)),
+                                                float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
         if viol > tol:  # no trustworthy feasible point: the slack rows are not certified, use the full FRT
             cand, x_hat, method = np.arange(m), None, "frt"
     # 3) Freund-Roundy-Todd LP with t only on the candidate rows

@@ -208,3 +208,26 @@ def test_backend_interior_path_when_the_dense_ipm_fails(flat_case, monkeypatch):
     assert res.method == "HIGHS+certificate"
     assert np.array_equal(np.sort(res.rows), case.eq_rows)
     assert case.poly.contains(res.interior_point, tol=1e-8) and res.min_slack > 1e-3
+
+
+def test_full_dimensional_needs_no_lp():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((40, 5))
+    P = Polytope(A, np.ones(40))
+    res = implicit_equalities(P)
+    assert res.rows.size == 0 and res.n_solves == 0 and res.method == "dense-ipm"
+    assert res.min_slack > 1e-3 and P.contains(res.interior_point)
+    assert affine_hull(P).dim == 5
+
+
+def test_scs_when_the_dense_ipm_fails(flat_case, monkeypatch):
+    """SCS has no central solve: a failed dense IPM sends it straight to the full FRT LP."""
+    import oracles.affine as affine_mod
+    from oracles.solvers.dense_ipm import CentralPoint
+
+    case = flat_case(2, 5, 1, 25, box=3.0)
+    nan = np.full(5, np.nan)
+    monkeypatch.setattr(affine_mod, "central_point",
+                        lambda *a, **k: CentralPoint(nan, nan, nan, nan, 0, "stalled", np.inf))
+    res = implicit_equalities(case.poly, solver="SCS")
+    assert res.method == "frt" and np.array_equal(np.sort(res.rows), case.eq_rows)
