@@ -203,3 +203,12 @@ def test_dense_ipm_central_point():
     assert np.max(cp.s[6:]) < 1e-7 < 0.1 < np.min(cp.s[:6])
     assert np.linalg.norm(flat.T @ cp.z) <= 1e-6 * np.linalg.norm(cp.z)
     assert np.max(cp.z[:6]) < 1e-3 * np.max(cp.z[6:])
+
+
+@pytest.mark.skipif(solvers.unavailable_reason("MOSEK") is None, reason="MOSEK is licensed here")
+def test_backend_failure_inside_cvxpy_is_a_solver_error(monkeypatch):
+    """Even if the probe wrongly said yes, a failing MOSEK solve surfaces as oracles.SolverError."""
+    monkeypatch.setitem(solvers._probe_cache, "MOSEK", (True, "ok (forced by the test)"))
+    with pytest.raises(SolverError) as info:
+        solvers.solve_lp(np.ones(2), -np.eye(2), np.zeros(2), solver="MOSEK")
+    assert info.value.backend == "MOSEK"
