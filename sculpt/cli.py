@@ -178,6 +178,12 @@ def _check_solver(name: str | None) -> str | None:
     return key
 
 
+def _check_out(out: str | None) -> None:
+    """Fail before any work when --out names an existing non-directory."""
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise BadInput(f"--out: {out!r} exists and is not a directory")
+
+
 def _jsonable(obj: Any) -> Any:
     """Plain JSON values: numpy scalars/arrays to Python, non-finite floats to the strings "inf"/"-inf"/"nan"."""
     if isinstance(obj, dict):
@@ -306,6 +312,7 @@ def run_recover(args: argparse.Namespace) -> int:
     from .data import plant, sample_inputs
 
     args.solver = _check_solver(args.solver)
+    _check_out(args.out)
     streams = np.random.SeedSequence([args.seed, 0x5C0]).spawn(4)  # data, noise, learner, test
     try:
         truth = plant(args.d, args.k, args.m, scale=args.scale, seed=args.seed)
@@ -372,6 +379,7 @@ def run_learn(args: argparse.Namespace) -> int:
     from .model import MultiHeadAttention
 
     args.solver = _check_solver(args.solver)
+    _check_out(args.out)
     X, Y = _load_data(args.data)
     truth = None
     if args.truth is not None:

@@ -92,6 +92,15 @@ def test_bad_input_exits_2(argv: list[str], message: str, capsys: pytest.Capture
     assert "Traceback" not in err and "usage:" in err
 
 
+def test_out_that_is_a_file_exits_2_before_learning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "taken"
+    target.write_text("x")
+    assert main([*EXACT, "--quiet", "--out", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert "not a directory" in captured.err and "converged" not in captured.out
+    assert target.read_text() == "x"
+
+
 def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
