@@ -20,7 +20,7 @@ from oracles.sculpting_tools import WorkingSetMinimizer, min_norm_point_generate
 
 from .._checks import check_data
 from ..result import PhaseRecord
-from ._simplex import token_gram_ok
+from ._simplex import simplex_lstsq, token_gram_ok
 from .sculpting import SculptedBody, sculpt
 from .sum_w import trimmed_rounds
 
@@ -189,12 +189,19 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
             # W ← W + V_r S_r⁻¹ U_rᵀ (Y_sel − Z W), keeping the current estimate elsewhere.
             n_all, a_all = np.divmod(cert.rows, k)
             Z = X[n_all, cert.j_star]
-            U, sv, Vt = np.linalg.svd(Z, full_matrices=False)
+            # The remaining directions (tokens that win attention in every head share some structure, so
+            # 1-sparse rows cannot see them) take one agreement refit: q̂ from the simplex regression of the
+            # best-fitting rows, then y_a ≈ (q̂ᵀX) ΣW by least squares, projected onto those directions.
+            U, sv, Vt = np.linalg.svd(Z, full_matrices=True)
             r = int(np.sum(sv >= sv[0] / max_cond))
             W = W + Vt[:r].T @ ((U[:, :r].T @ (Y[n_all, a_all] - Z @ W)) / sv[:r, None])
+            W_t = _agreement_refit(X, Y, W)
+            Vw = Vt[r:]
+            W = W + Vw.T @ (Vw @ (W_t - W))
             n_, a_, sel = n_all, a_all, np.arange(cert.rows.size)
             info.update(rows_used=int(cert.rows.size), gamma=float(cert.margin.min()), directions=r,
-                        method=f"LP-certified partial update ({r} of {d} directions; design cond > {max_cond:g})")
+                        method=f"LP-certified least squares on {r} of {d} directions (design cond > {max_cond:g}); "
+                               "agreement-row refit on the rest")
         else:
             W, steps = trimmed_rounds(X, Y, W, fallback_fractions, min_rows=3 * d, truth_sum=S)
             fallback_used = True
@@ -230,6 +237,23 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
                          kstar=krec.truth)
     rec.time = time.perf_counter() - t0
     return W, kstar, rec
+
+
+def _agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int = 2000,
+                     q_tol: float = 0.01) -> np.ndarray:
+    """One alternating step on agreeing rows: q̂ = simplex fit under W for every row; keep the n_rows best
+    (q̂ >= −q_tol); refit ΣŴ = argmin Σ ‖y_a − (q̂ᵀ X) ΣW‖² (a design of token mixtures, not single tokens)."""
+    N, k, d = X.shape
+    fit = simplex_lstsq(X, Y, W)
+    q = fit.q.reshape(-1, k)
+    rel = fit.rel.reshape(-1)
+    ok = np.flatnonzero((q.min(1) >= -q_tol) & np.repeat(token_gram_ok(X), k))
+    rows = ok[np.argsort(rel[ok], kind="stable")[:n_rows]]
+    n_, _ = np.divmod(rows, k)
+    Z = np.einsum("rj,rjd->rd", q[rows], X[n_])
+    if rows.size < d or np.linalg.matrix_rank(Z) < d:
+        return W
+    return np.linalg.lstsq(Z, Y.reshape(-1, d)[rows], rcond=None)[0]
 
 
 def _false_certificates(truth: Any, X: np.ndarray, n_: np.ndarray, a_: np.ndarray, js: np.ndarray,
