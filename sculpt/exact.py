@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_data, check_m
+from .model import MultiHeadAttention, attention_patterns
 from .result import LearnResult, PhaseRecord
 
 __all__ = ["exact_single_head", "exact_sample_size", "exact_equation_counts"]
@@ -165,14 +166,6 @@ def _log_ratio_blocks(X: np.ndarray, A: np.ndarray, per_block: int, floor: float
         yield rows * wu[:, None], rhs[usable] * wu
 
 
-def _attention_forward(X: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """softmax(X Θ Xᵀ) row-wise for every example, (N, k, k)."""
-    logits = np.einsum("nap,pq,njq->naj", X, theta, X)
-    logits -= logits.max(axis=2, keepdims=True)
-    e = np.exp(logits)
-    return e / e.sum(axis=2, keepdims=True)
-
-
 def _relative_mse(pred: np.ndarray, Y: np.ndarray) -> float:
     den = float(np.sum(Y * Y))
     num = float(np.sum((pred - Y) ** 2))
@@ -317,7 +310,7 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
                            f"examples{drop_note}{guard}; need about {more} more examples (recommended: "
                            f"{recommended} usable ones)", n_valid)
     # Refit W given Θ on every example (dropped ones included): Y ≈ (A(Θ) X) W.
-    AX = np.einsum("naj,njq->naq", _attention_forward(X, theta), X).reshape(-1, d)
+    AX = np.einsum("naj,njq->naq", attention_patterns(theta[None], X)[:, 0], X).reshape(-1, d)
     W = np.linalg.lstsq(AX, Y.reshape(-1, d), rcond=None)[0]
     pred = (AX @ W).reshape(Y.shape)
     train = _relative_mse(pred, Y)
@@ -331,7 +324,6 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
         rec_t.message += f"; training relative MSE {train:.3g} > tol {tol:g} (noisy or non-attention labels?)"
     phases.append(rec_t)
 
-    from .model import MultiHeadAttention  # imported late: model.py is a sibling module owned elsewhere
     model = MultiHeadAttention(theta[None], W[None])
     reason = ("both linear systems full rank and the training residual is at round-off" if converged
               else f"training relative MSE {train:.3g} above tol {tol:g}")
