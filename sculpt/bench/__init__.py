@@ -55,6 +55,9 @@ host                 str         machine name
 timestamp            str         ISO-8601 UTC start time (timing)
 ===================  ==========  ===================================================================
 
+Re-running one trial alone: ``sculpt bench --only <key> --out DIR`` (any key substring), or in Python
+``run_trial(spec_from_record(record))`` (sculpt.bench.trials), which gives the record again.
+
 Everything except the timing fields (``time``, ``learner_time``, ``timestamp``, phase ``time``, and
 ``host``) is a deterministic function of the run key, whichever scheduler ran it — provided the method
 has no time limit (a time limit makes iteration counts depend on the machine).
