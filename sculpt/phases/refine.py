@@ -22,7 +22,7 @@ from .._checks import check_data
 from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_gram_ok
 from .sculpting import SculptedBody, sculpt
-from .sum_w import trimmed_rounds
+from .sum_w import agreement_refit
 
 __all__ = ["refine_sum_w", "certify_rows", "Certification"]
 
@@ -129,9 +129,9 @@ def _select(X: np.ndarray, cert: Certification, need: int, max_cond: float) -> n
 
 def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = None, solver: str | None = None,
                  truth: Any = None, rounds: int = 3, n_candidates: int = 400, need: int | None = None,
-                 gamma_min: float = 1.0, max_cond: float = 30.0, change_tol: float = 5e-3,
+                 gamma_min: float = 1.0, gamma_accept: float = 3.5, max_cond: float = 30.0,
+                 change_tol: float = 5e-3,
                  working: int = 64, sculpt_opts: dict | None = None, slab_opts: dict | None = None,
-                 fallback_fractions: tuple[float, ...] = (0.005, 0.005, 0.005),
                  ) -> tuple[np.ndarray, SculptedBody, PhaseRecord]:
     """Phase 3 (module docstring). Returns (ΣŴ refined, K* re-sculpted with mode="slabs", PhaseRecord
     "3-refine"). ``body`` is the phase-2 half-space body for ΣŴ = ``W_sum``."""
@@ -175,6 +175,9 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
                             working=working, max_cond=max_cond)
         info.update(candidates=cert.n_candidates, certified=int(cert.rows.size), lps=cert.n_lps,
                     pruned=cert.n_pruned, certify_time=time.perf_counter() - tc)
+        strong = cert.margin >= gamma_accept
+        cert = Certification(cert.rows[strong], cert.j_star[strong], cert.margin[strong],
+                             cert.proxy_margin[strong], cert.n_candidates, cert.n_lps, cert.n_pruned)
         sel = _select(X, cert, need, max_cond)
         n_, a_ = np.divmod(cert.rows[sel], k)
         W_old = W
@@ -190,23 +193,20 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
             n_all, a_all = np.divmod(cert.rows, k)
             Z = X[n_all, cert.j_star]
             # The remaining directions (tokens that win attention in every head share some structure, so
-            # 1-sparse rows cannot see them) take one agreement refit: q̂ from the simplex regression of the
-            # best-fitting rows, then y_a ≈ (q̂ᵀX) ΣW by least squares, projected onto those directions.
+            # 1-sparse rows cannot see them) take the agreement variable-projection refit restricted to them.
             U, sv, Vt = np.linalg.svd(Z, full_matrices=True)
             r = int(np.sum(sv >= sv[0] / max_cond))
             W = W + Vt[:r].T @ ((U[:, :r].T @ (Y[n_all, a_all] - Z @ W)) / sv[:r, None])
-            W_t = _agreement_refit(X, Y, W)
-            Vw = Vt[r:]
-            W = W + Vw.T @ (Vw @ (W_t - W))
+            W, _ = agreement_refit(X, Y, W, basis=Vt[r:])
             n_, a_, sel = n_all, a_all, np.arange(cert.rows.size)
             info.update(rows_used=int(cert.rows.size), gamma=float(cert.margin.min()), directions=r,
                         method=f"LP-certified least squares on {r} of {d} directions (design cond > {max_cond:g}); "
                                "agreement-row refit on the rest")
         else:
-            W, steps = trimmed_rounds(X, Y, W, fallback_fractions, min_rows=3 * d, truth_sum=S)
+            # Too few rows certified at margin >= gamma_accept: their leakage (up to (k−1)e^{−γ} per row)
+            # would cost more than it gains over the phase-1 estimate, so ΣŴ is kept (method doc).
             fallback_used = True
-            info.update(rows_used=0, method="fallback: trimmed single-token least squares "
-                        f"({cert.rows.size} certified rows)")
+            info.update(rows_used=0, method=f"kept: {cert.rows.size} rows certified at margin >= {gamma_accept:g}")
         change = float(np.linalg.norm(W - W_old) / max(np.linalg.norm(W_old), 1e-300))
         info["relative_change"] = change
         if truth is not None:
@@ -229,7 +229,7 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
                        lps_total=int(sum(h["lps"] for h in history)), kstar=krec.figures,
                        kstar_time=time.perf_counter() - ts)
     if fallback_used:
-        rec.message = "some rounds fell back to trimmed single-token least squares (too few certified rows)"
+        rec.message = "some rounds kept ΣŴ unchanged (too few rows certified at margin >= gamma_accept)"
     if truth is not None:
         rec.truth.update(err_sum_w=float(np.linalg.norm(W - S) / np.linalg.norm(S)),
                          err_per_round=[h.get("err_sum_w") for h in history],
@@ -237,23 +237,6 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
                          kstar=krec.truth)
     rec.time = time.perf_counter() - t0
     return W, kstar, rec
-
-
-def _agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int = 2000,
-                     q_tol: float = 0.01) -> np.ndarray:
-    """One alternating step on agreeing rows: q̂ = simplex fit under W for every row; keep the n_rows best
-    (q̂ >= −q_tol); refit ΣŴ = argmin Σ ‖y_a − (q̂ᵀ X) ΣW‖² (a design of token mixtures, not single tokens)."""
-    N, k, d = X.shape
-    fit = simplex_lstsq(X, Y, W)
-    q = fit.q.reshape(-1, k)
-    rel = fit.rel.reshape(-1)
-    ok = np.flatnonzero((q.min(1) >= -q_tol) & np.repeat(token_gram_ok(X), k))
-    rows = ok[np.argsort(rel[ok], kind="stable")[:n_rows]]
-    n_, _ = np.divmod(rows, k)
-    Z = np.einsum("rj,rjd->rd", q[rows], X[n_])
-    if rows.size < d or np.linalg.matrix_rank(Z) < d:
-        return W
-    return np.linalg.lstsq(Z, Y.reshape(-1, d)[rows], rcond=None)[0]
 
 
 def _false_certificates(truth: Any, X: np.ndarray, n_: np.ndarray, a_: np.ndarray, js: np.ndarray,
