@@ -39,7 +39,7 @@ def run_one(d: int, k: int, m: int, dist: str, seed: int, n: int) -> dict:
     W3, kstar, r3 = refine_sum_w(X, Y, W1, body, truth=model)
     rounds = r3.figures["rounds"]
     out["p3"] = {"err_per_round": r3.truth["err_per_round"], "err": r3.truth["err_sum_w"],
-                 "certified": [h["certified"] for h in rounds], "candidates": [h["candidates"] for h in rounds],
+                 "certified": [h["certified"] for h in rounds] or [0], "candidates": [h["candidates"] for h in rounds] or [0],
                  "lps": [h["lps"] for h in rounds], "false": [h.get("false_certificates", 0) for h in rounds],
                  "margin_violations": [h.get("margin_violations", 0) for h in rounds],
                  "methods": [h["method"] for h in rounds], "fallback": r3.figures["fallback_used"],

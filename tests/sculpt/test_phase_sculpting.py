@@ -32,7 +32,7 @@ def test_batched_fit_matches_per_row_reference(k, d, seed):
     for n in range(6):
         for a in range(k):
             q = _affine_reference(X[n] @ W, Y[n, a])
-            np.testing.assert_allclose(fit.q[n, a], q, atol=1e-6)
+            np.testing.assert_allclose(fit.q[n, a], q, rtol=1e-6, atol=1e-6)
             res = np.linalg.norm(Y[n, a] - q @ X[n] @ W)
             assert fit.residual[n, a] == pytest.approx(res, rel=1e-6, abs=1e-9)
 
