@@ -287,7 +287,10 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
         raise ValueError(f"too few examples for method={route!r}: got N = {N}, need at least {need} for "
                          f"(d, k, m) = ({d}, {k}, {m})")
 
-    tol = float(options.pop("tol", 1e-12))
+    tol = options.pop("tol", 1e-12)
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not 0 <= float(tol) < math.inf:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    tol = float(tol)
     n_val = _validation_size(N, need - 1 if route != "sculpt" else 0, options.pop("validation_size", None))
     tr, va = _split(N, n_val, gen)
     Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]

@@ -64,6 +64,18 @@ def test_auto_picks_and_explains() -> None:
     assert res2.validation_error is not None
 
 
+def test_auto_falls_back_to_gradient_when_sculpt_fails() -> None:
+    model, X, Y = _data(6, 3, 2, 1100, 8)
+    res = learn(X, Y, 2, method="auto", seed=0, sculpt_options={"box": -1.0})
+    assert res.method == "sculpt" and "auto chose sculpt" in res.reason
+    assert "did not converge" in res.reason and "from random init" in res.reason
+    assert [p.name for p in res.phases][-2:] == ["2-sculpt", "fallback-gradient"]
+    assert res.phases[-2].status == "failed"
+    assert "its model was kept" in res.reason  # sculpt produced no model, so the gradient one is kept
+    assert res.model is not None and res.validation_error == res.phases[-1].figures["validation_error"]
+    assert res.converged == (res.validation_error <= 1e-12)
+
+
 def test_phase_failure_is_reported_not_raised() -> None:
     model, X, Y = _data(8, 4, 2, 2000, 5)
     res = learn(X, Y, 2, seed=0, sculpt_options={"box": -1.0})
@@ -104,6 +116,8 @@ def test_bad_input() -> None:
         learn(X, np.zeros_like(Y), 1)
     with pytest.raises(TypeError, match="unexpected options"):
         learn(X, Y, 1, method="gradient", bogus=1)
+    with pytest.raises(ValueError, match="tol"):
+        learn(X, Y, 1, method="gradient", tol=-1.0)
     with pytest.raises(ValueError, match="validation_size"):
         learn(X, Y, 1, method="gradient", validation_size=60)
 
