@@ -1,6 +1,7 @@
 """Metric questions about a convex body: min-norm point, Chebyshev centre, widths.
 
-* ``min_norm_point``: argmin ‖x‖ over K (a QP; Clarabel by default).
+* ``min_norm_point``: argmin ‖x‖ over K (a QP: a dense numpy IPM guess polished and KKT-verified, else
+  Clarabel by default).
 * ``chebyshev_center``: the centre and radius of the largest ball inside K
   (LP max r s.t. a_i x + r ‖a_i‖ <= b_i). A flat body has radius 0; its centre is then the *relative*
   Chebyshev centre, the centre of the largest ball inside K within aff(K).
@@ -9,6 +10,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import nnls
 
 from . import solvers
 from ._validate import as_matrix, as_vector
@@ -16,6 +18,7 @@ from .affine import _as_polytope, _check_tol, _normalised_rows, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
+from .solvers.dense_ipm import min_norm_ipm
 
 
 def _check_body(body) -> None:
@@ -24,8 +27,10 @@ def _check_body(body) -> None:
 
 
 def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
-    """argmin_{x in K} ‖x‖₂. Polytope: the QP min ½‖x‖² (Clarabel by default); Ball and flats: closed form;
-    other explicit bodies: a conic program. Empty -> EmptyBodyError."""
+    """argmin_{x in K} ‖x‖₂. Polytope: the QP min ½‖x‖²: with solver=None a dense numpy IPM guess, polished
+    to its active flat and accepted only if it passes the exact KKT test, else (or with solver=...) the QP
+    backend (Clarabel by default), polished the same way. Ball and flats: closed form; other explicit
+    bodies: a conic program. Empty -> EmptyBodyError."""
     _check_body(body)
     if isinstance(body, AffineSubspace):
         return body.point.copy()
@@ -37,8 +42,16 @@ def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
         n = poly.dim
         eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
         A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
+        if solver is None and A is not None:
+            # fast path: a dense numpy IPM guess, kept only if its polished form passes the exact KKT test
+            An, bn, Ae, be, _ = _normalised_rows(poly, 1e-12)
+            guess = min_norm_ipm(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)
+            if np.all(np.isfinite(guess.x)):
+                x, ok = _polish_min_norm(poly, guess.x)
+                if ok:
+                    return x
         sol = solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver)
-        return _polish_min_norm(poly, sol.x)
+        return _polish_min_norm(poly, sol.x)[0]
     if body.is_explicit:
         import cvxpy as cp
 
@@ -49,32 +62,38 @@ def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
                              f"got {type(body).__name__}")
 
 
-def _polish_min_norm(P: Polytope, x: np.ndarray) -> np.ndarray:
+def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
     """Sharpen an interior-point answer: x* is the min-norm point of its active flat {a_i x = b_i}.
 
     An IPM stops at objective gap ε, i.e. ‖x - x*‖ ~ sqrt(ε); guess the active rows, take the min-norm
     solution of their equations, and keep it only if it passes the full KKT test (feasible, x = -Aᵀλ with
-    λ >= 0 on inequality rows)."""
+    λ >= 0 on the active inequality rows, found by non-negative least squares). Returns (point, True) when the KKT test passed, else (x, False)."""
     A, b, Ae, be = P.A, P.b, P.A_eq, P.b_eq
     na = np.linalg.norm(A, axis=1)
     safe = np.where(na > 0, na, 1.0)
     slack = (b - A @ x) / safe
     scale = max(1.0, float(np.linalg.norm(x)))
     act = np.flatnonzero((slack <= 1e-5 * scale) & (na > 0))
-    M = np.vstack([A[act], Ae])
+    M = np.vstack([A[act] / safe[act, None], Ae])
     if M.shape[0] == 0:
-        return np.zeros_like(x) if P.contains(np.zeros_like(x)) else x
-    rhs = np.concatenate([b[act], be])
+        zero = np.zeros_like(x)
+        return (zero, True) if P.contains(zero) else (x, False)
+    rhs = np.concatenate([b[act] / safe[act], be])
     xp = np.linalg.lstsq(M, rhs, rcond=None)[0]  # the min-norm solution of the active equations
     if np.max(np.abs(M @ xp - rhs)) > 1e-9 * max(1.0, float(np.max(np.abs(rhs)))):
-        return x
+        return x, False
     if np.max((A @ xp - b) / safe, initial=0.0) > 1e-9 * scale or (Ae.shape[0] and
                                                                    np.max(np.abs(Ae @ xp - be)) > 1e-9 * scale):
-        return x
-    mult = np.linalg.lstsq(M.T, -xp, rcond=None)[0]
-    if np.linalg.norm(M.T @ mult + xp) > 1e-8 * scale or np.min(mult[: act.size] * safe[act], initial=0.0) < -1e-8:
-        return x
-    return xp if np.linalg.norm(xp - x) <= 1e-3 * scale else x
+        return x, False
+    # multipliers λ >= 0 (inequalities) and free μ (equalities, split as μ+ - μ-) with x = -(Aᵀλ + A_eqᵀμ):
+    # non-negative least squares, since the active rows may be dependent (hidden equalities)
+    G = np.vstack([M, -Ae]).T
+    _, resid = nnls(G, -xp, maxiter=50 * G.shape[1])
+    if resid > 1e-8 * scale:
+        return x, False
+    if np.linalg.norm(xp - x) > 1e-3 * scale:
+        return x, False
+    return xp, True
 
 
 def _cheb_lp(An: np.ndarray, bn: np.ndarray, Ae: np.ndarray | None, be: np.ndarray | None,

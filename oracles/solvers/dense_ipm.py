@@ -93,7 +93,16 @@ def central_point(A: np.ndarray, b: np.ndarray, A_eq: np.ndarray | None = None, 
         return _central_point(A, b, A_eq, b_eq, tol, max_iter)
 
 
-def _central_point(A, b, A_eq, b_eq, tol: float, max_iter: int) -> CentralPoint:
+def min_norm_ipm(A: np.ndarray, b: np.ndarray, A_eq: np.ndarray | None = None, b_eq: np.ndarray | None = None,
+                 *, tol: float = 1e-10, max_iter: int = 80) -> CentralPoint:
+    """The same iteration for min ½‖x‖² over {A x <= b, A_eq x = b_eq} (normal matrix I + AᵀDA).
+
+    A guess for ``oracles.min_norm_point``, which accepts it only after an exact KKT check."""
+    with np.errstate(all="ignore"), single_thread_blas():
+        return _central_point(A, b, A_eq, b_eq, tol, max_iter, quadratic=True)
+
+
+def _central_point(A, b, A_eq, b_eq, tol: float, max_iter: int, quadratic: bool = False) -> CentralPoint:
     m, n = A.shape
     E = np.zeros((0, n)) if A_eq is None else A_eq
     e = np.zeros(0) if b_eq is None else b_eq
@@ -105,16 +114,19 @@ def _central_point(A, b, A_eq, b_eq, tol: float, max_iter: int) -> CentralPoint:
     scale = 1.0 + float(np.max(np.abs(b), initial=0.0))
     status, it = "max_iter", 0
     for it in range(max_iter):
-        rd = A.T @ z + E.T @ y
+        rd = A.T @ z + E.T @ y + (x if quadratic else 0.0)
         rp = A @ x + s - b
         re = E @ x - e
         mu = float(s @ z) / m
         pres = max(float(np.max(np.abs(rp))), float(np.max(np.abs(re), initial=0.0)))
-        if pres <= tol * scale and mu <= tol * scale and float(np.max(np.abs(rd))) <= tol * (1.0 + float(z.max())):
+        if pres <= tol * scale and mu <= tol * scale and \
+                float(np.max(np.abs(rd))) <= tol * (1.0 + float(z.max()) + float(np.max(np.abs(x)))):
             status = "converged"
             break
         d = z / s
         K = (A.T * d) @ A
+        if quadratic:
+            K[np.diag_indices(n)] += 1.0
         if not np.all(np.isfinite(K)):
             status = "stalled"
             break

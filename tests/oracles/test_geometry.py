@@ -134,3 +134,24 @@ def test_width_closed_forms_and_errors():
         width(cube, np.array([np.nan, 0, 0]))
     with pytest.raises(MissingOracleError):
         width(OracleBody(3, separate=lambda x: None), np.ones(3))
+
+
+@pytest.mark.parametrize("seed, k", [(0, 0), (1, 2), (2, 4)])
+def test_min_norm_fast_path_needs_no_qp_backend(flat_case, monkeypatch, seed, k):
+    """solver=None: the dense IPM guess, polished and KKT-checked, answers without a QP backend."""
+    case = flat_case(seed, 12, k, 60, box=4.0)
+    P = Polytope(case.poly.A, case.poly.b - case.poly.A @ np.full(12, 2.0))  # the origin is outside
+    ref = min_norm_point(P, solver="CLARABEL")
+
+    def no_qp(*args, **kwargs):
+        raise AssertionError("the QP backend should not be needed")
+
+    monkeypatch.setattr(solvers, "solve_qp", no_qp)
+    x = min_norm_point(P)
+    assert np.allclose(x, ref, atol=1e-6) and P.contains(x, tol=1e-9)
+    assert np.linalg.norm(x) <= np.linalg.norm(ref) + 1e-9
+
+
+def test_min_norm_of_empty_body_without_solver():
+    with pytest.raises(EmptyBodyError):
+        min_norm_point(Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([0.0, -1.0])))
