@@ -137,7 +137,8 @@ def backend_table(sizes, n_obj: int, seed: int) -> list[dict]:
             dt = (time.perf_counter() - t0) / max(len(vals), 1)
             dc = (time.process_time() - c0) / max(len(vals), 1)
             err = float(np.max(np.abs(np.array(vals) - ref[: len(vals)]))) if vals else float("nan")
-            out.append({"m": P.A.shape[0], "n": n, "backend": name, "ms_per_lp": 1e3 * dt, "cpu_ms_per_lp": 1e3 * dc, "obj_error": err,
+            out.append({"m": P.A.shape[0], "n": n, "backend": name, "ms_per_lp": 1e3 * dt,
+                        "cpu_ms_per_lp": 1e3 * dc, "obj_error": err,
                         "max_violation": max(viol) if viol else float("nan"), "status": status})
 
         def lin(method):

@@ -39,7 +39,8 @@ class ImplicitEqualities:
     (normalised, i.e. a distance); ``method``: how they were found: "dense-ipm+certificate" (the dense
     numpy IPM point, certified), "<BACKEND>+certificate" (the backend's interior solve, certified),
     "<BACKEND>+frt" (FRT restricted to the candidate rows) or "frt" (the full FRT LP); ``n_solves``: the
-    number of LP solves used (the dense IPM not counted); ``certificate``: multipliers z >= 1 on ``rows`` with A_rowsᵀz ∈ range(A_eqᵀ)
+    number of LP solves used (the dense IPM not counted); ``certificate``: multipliers z >= 1 on ``rows``
+    with A_rowsᵀz ∈ range(A_eqᵀ)
     and bᵀz ~ 0 when the fast path certified them (None otherwise).
     """
 

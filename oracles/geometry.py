@@ -67,7 +67,8 @@ def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
 
     An IPM stops at objective gap ε, i.e. ‖x - x*‖ ~ sqrt(ε); guess the active rows, take the min-norm
     solution of their equations, and keep it only if it passes the full KKT test (feasible, x = -Aᵀλ with
-    λ >= 0 on the active inequality rows, found by non-negative least squares). Returns (point, True) when the KKT test passed, else (x, False)."""
+    λ >= 0 on the active inequality rows, found by non-negative least squares).
+    Returns (point, True) when the KKT test passed, else (x, False)."""
     A, b, Ae, be = P.A, P.b, P.A_eq, P.b_eq
     na = np.linalg.norm(A, axis=1)
     safe = np.where(na > 0, na, 1.0)

@@ -81,12 +81,13 @@ def run(dim: int = 10, sample_sizes: tuple[int, ...] = (10, 20, 40, 80, 160, 320
 
 
 def format_table(rows: list[Row]) -> str:
-    head = f"{'N':>5} {'ellipsoid':>10} {'iters':>6} {'consistent':>10} {'cheb r':>8} {'width(w*)':>10} {'width(⊥w*)':>10} " \
-           f"{'cos(c,w*)':>9} {'test acc':>8}"
+    head = (f"{'N':>5} {'ellipsoid':>10} {'iters':>6} {'consistent':>10} {'cheb r':>8} {'width(w*)':>10} "
+            f"{'width(⊥w*)':>10} {'cos(c,w*)':>9} {'test acc':>8}")
     lines = [head]
     for r in rows:
         lines.append(f"{r.n_samples:>5} {r.ellipsoid_status:>10} {r.ellipsoid_iterations:>6} {str(r.consistent):>10} "
-                     f"{r.chebyshev_radius:>8.3f} {r.width_along_truth:>10.3f} {r.width_across_truth:>10.3f} {r.cosine_to_truth:>9.3f} "
+                     f"{r.chebyshev_radius:>8.3f} {r.width_along_truth:>10.3f} {r.width_across_truth:>10.3f} "
+                     f"{r.cosine_to_truth:>9.3f} "
                      f"{r.test_accuracy:>8.3f}")
     return "\n".join(lines)
 

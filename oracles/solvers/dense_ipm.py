@@ -1,13 +1,16 @@
-"""A small dense primal-dual interior-point method for a central point of {A x <= b, A_eq x = b_eq}.
+"""A small dense primal-dual interior-point method: a central point of {A x <= b, A_eq x = b_eq}, and
+the same iteration for the min-norm QP.
 
 Mehrotra predictor-corrector on  A x + s = b, A_eq x = b_eq, s >= 0  with a zero objective, from an
 infeasible start. With c = 0 the iterates end at a relative-interior point (near the central path, not
 necessarily the analytic centre) whose slack is ~0 exactly on the implicit equalities and clearly positive
-elsewhere, while z converges to a certificate (z >= 0, Aᵀz + A_eqᵀy = 0) supported on them. Each iteration costs one dense
-AᵀDA (m n² flops) and a Cholesky: on dense 3000x200 data it is ~20x cheaper than a HiGHS IPM solve.
+elsewhere, while z converges to a certificate (z >= 0, Aᵀz + A_eqᵀy = 0) supported on them. Each
+iteration costs one dense AᵀDA (m n² flops) and a Cholesky: on dense 3000x200 data the whole solve
+(~5 iterations) was measured ~20x cheaper than one HiGHS IPM solve.
 
 This is a heuristic accelerator with no failure mode of its own: callers must certify what they read
-from it (``oracles.affine`` does, and falls back to HiGHS when it cannot).
+from it (``oracles.affine`` certifies the equalities and falls back to HiGHS; ``oracles.geometry``
+checks the KKT conditions and falls back to Clarabel).
 """
 from __future__ import annotations
 
