@@ -94,7 +94,8 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
 
     ``n_rows``: agreeing rows kept (the smallest residuals; default ``default_rows(d, mode)``);
     ``q_tol``: rows need q̂ >= −q_tol (0.02 / 0.001); ``tau``: residual bound of the slab mode, widened up
-    to ``tau_max`` until ``min_equalities`` (default 3d²) equalities are available; ``q_min``:
+    to ``tau_max`` until ``min_equalities`` (default 3d²) equalities are available; in slab mode ``n_rows``
+    counts rows that give equalities (plus the best half-space-budget rows for the half-spaces); ``q_min``:
     q̂_j needed for an equality; ``c_floor``: q_f = c_floor · q90(|negative q̂|) clipped to ``floor_clip``;
     ``dist_min``: token-pair distance filter (default ``default_dist_min(d)``); ``eta0``: slack added to
     2η*; ``box``: |Θ_pq| <= box; ``trim``: L1 outlier trim.
@@ -136,8 +137,18 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         n_tau = int(np.sum(rel[cand] <= tau))
         need_eq = min_equalities if min_equalities is not None else 3 * d * d
         n_fill = int(np.searchsorted(np.cumsum(n_eq_row), need_eq) + 1)
-        cand = cand[: max(n_tau, min(n_fill, cand.size))]
-    rows = cand[:n_rows]
+        limit = max(n_tau, min(n_fill, cand.size))
+        # the row budget goes to rows that give equalities (nearly 1-sparse rows give none); the best
+        # default_rows(d, "halfspaces") rows still give the half-spaces of K*
+        n_half = default_rows(d, "halfspaces")
+        pos = np.arange(limit)
+        eq_rank = np.cumsum(n_eq_row[:limit] > 0)
+        take = ((n_eq_row[:limit] > 0) & (eq_rank <= n_rows)) | (pos < n_half)
+        rows = cand[:limit][take]
+        half_row = (pos < n_half)[take]
+    else:
+        rows = cand[:n_rows]
+        half_row = np.ones(rows.size, bool)
     n_idx, a_idx = np.divmod(rows, k)
     Q = qf_all[rows]
     neg = -Q[Q < 0]
@@ -153,14 +164,13 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
 
     # slab mode: half-spaces only from the best default_rows(d, "halfspaces") rows (the LPs over K* scale
     # with its row count; phase 4 reads F/g/w), measured 2-4 s of LP time saved at d = 16
-    n_half = min(rows.size, default_rows(d, "halfspaces")) if slabs else rows.size
     half_A, half_b, F, g, wts = [], [], [], [], []
     for j in range(k):
         xj = Xs[:, j]
         usable = (j != r_idx) & (D[:, j] >= dist_min)
         qj = Q[:, j]
         eq = usable & (qj >= q_min) if slabs else np.zeros(rows.size, bool)
-        hs = usable & ~eq & (I < n_half)
+        hs = usable & ~eq & half_row
         if hs.any():   # x_aᵀΘ(x_r − x_j) >= log(q_r/(q_j⁺ + q_f))  <=>  −row θ <= −bound
             half_A.append(-_pair_rows(xa[hs], xr[hs], xj[hs]))
             half_b.append(-np.log(qr[hs] / (np.maximum(qj[hs], 0.0) + floor)))
