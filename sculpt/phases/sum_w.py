@@ -74,7 +74,7 @@ def trimmed_rounds(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fractions: Seque
 
 
 def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int = 2000, q_tol: float = 0.01,
-                    max_iter: int = 6, tol: float = 1e-7, basis: np.ndarray | None = None,
+                    max_iter: int = 6, tol: float = 1e-7, stall: float = 1e-3, basis: np.ndarray | None = None,
                     ridge: float = 1e-9) -> tuple[np.ndarray, dict]:
     """Variable-projection Gauss–Newton on the agreeing rows: min_W Σ_rows min_{Σq=1} ‖y_a − qᵀ X W‖².
 
@@ -82,7 +82,8 @@ def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int 
     current W and q̂ >= −q_tol (rows where all heads share a pattern; for m = 1 every row). Each step uses
     Kaufman's Jacobian: with q̂ the inner minimiser, B = X W and P⊥ the projector onto the complement of
     the directions {B_j − B_1} that q can absorb, r_a moves by −P⊥ ΔWᵀ(Xᵀq̂_a). ``basis`` (r, d)
-    restricts the update to ΔW = basisᵀ C. Returns (W, {"rows", "rms_per_iter"}).
+    restricts the update to ΔW = basisᵀ C. Stops when the step is below ``tol`` (relative) or the residual
+    RMS improves by less than the fraction ``stall``. Returns (W, {"rows", "rms_per_iter"}).
     """
     N, k, d = X.shape
     fit = simplex_lstsq(X, Y, W)
@@ -106,7 +107,12 @@ def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int 
         rhs = np.concatenate([np.einsum("rjd,rd->rj", B, Yr), np.ones((rows.size, 1))], 1)
         qq = np.linalg.solve(K, rhs[..., None])[:, :k, 0]
         r = Yr - np.einsum("rj,rjd->rd", qq, B)                     # (R, d)
-        info["rms_per_iter"].append(float(np.sqrt(np.mean(r ** 2))))
+        rms = float(np.sqrt(np.mean(r ** 2)))
+        hist = info["rms_per_iter"]
+        if hist and rms > (1.0 - stall) * hist[-1]:
+            hist.append(rms)     # stalled (m >= 2: the heads' disagreement floor); keep the current W
+            break
+        hist.append(rms)
         T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1)                  # (R, d, k−1)
         Pp = np.eye(d) - T @ np.linalg.pinv(T)                        # (R, d, d)
         z = np.einsum("rj,rjd->rd", qq, Xr)                           # (R, d)
