@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= test,torch,dask,plot
+EXTRAS ?= test,torch,dask,plot,bench
 
 .PHONY: venv test recover bench clean
 
@@ -24,7 +24,6 @@ recover: $(VENV)/.installed
 
 ## Benchmarks (tables to stdout, JSON under results/).
 bench: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[test,torch,bench]"
 	$(PY) benchmarks/engine.py --out results/engine.json
 
 clean:
