@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from oracles import Polytope
-from oracles.flats import fit_flat, singular_gap_dimension
 from sculpt import plant, sample_inputs
 from sculpt.phases.span import SpanEstimate, extract_span, principal_angle_deg
 
@@ -54,41 +52,6 @@ def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, m
     poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.full(2 * d * d, 8.0))
     poly.add_slabs(F, g, np.full(g.shape[0], 6.0))
     return _Body(poly, F, g, w)
-
-
-# ------------------------------------------------------------------------------------------ engine flats
-@settings(max_examples=15, deadline=None)
-@given(n=st.integers(5, 30), r=st.integers(0, 3), seed=st.integers(0, 10_000))
-def test_fit_flat_recovers_exact_flat(n: int, r: int, seed: int) -> None:
-    """Noise-free equations of an r-flat: the fit returns that flat, its span, and the gap finds r."""
-    rng = np.random.default_rng(seed)
-    r = min(r, n - 2)
-    basis = np.linalg.qr(rng.standard_normal((n, r)))[0] if r else np.zeros((n, 0))
-    p = rng.standard_normal(n)
-    normal = np.linalg.svd(np.column_stack([basis, np.zeros(n)]), full_matrices=True)[0][:, r:]
-    A = rng.standard_normal((3 * n, n - r)) @ normal.T  # rows orthogonal to the flat's directions
-    b = A @ p
-    fit = fit_flat(A, b)
-    assert fit.dim == r == fit.dim_estimate
-    pts = p + rng.standard_normal((4, r)) @ basis.T if r else p[None]
-    assert np.all(fit.flat.distance(pts) <= 1e-8 * (1 + np.linalg.norm(pts, axis=1)))
-    assert fit.span.shape == (n, r + 1)
-    assert principal_angle_deg(fit.span, np.column_stack([p, basis])) < 1e-5
-    assert fit.residual < 1e-8 * (1 + np.linalg.norm(b))
-
-
-def test_fit_flat_rejects_bad_input() -> None:
-    with pytest.raises(ValueError, match="NaN|finite"):
-        fit_flat(np.array([[1.0, np.nan]]), np.array([1.0]))
-    with pytest.raises(ValueError, match="dim"):
-        fit_flat(np.eye(3), np.ones(3), dim=3)
-    with pytest.raises(ValueError, match="homogeneous component"):
-        fit_flat(np.array([[1.0, 0, 0], [1.0, 0, 0]]), np.array([0.0, 1.0]), dim=0)  # x2, x3 free
-
-
-def test_singular_gap_dimension() -> None:
-    q, ratios = singular_gap_dimension(np.array([1e-9, 2e-9, 0.5, 0.6, 0.7]))
-    assert q == 2 and ratios.shape == (4,)
 
 
 # ------------------------------------------------------------------------------------------ phase 4
