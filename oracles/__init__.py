@@ -24,3 +24,7 @@ from .hull_ellipsoid import affine_hull_by_ellipsoid
 from .results import EllipsoidResult
 
 __all__ += ["Ellipsoid", "ellipsoid", "cutting_plane", "EllipsoidResult", "affine_hull_by_ellipsoid"]
+
+from .flats import FlatFit, fit_flat, singular_gap_dimension
+
+__all__ += ["FlatFit", "fit_flat", "singular_gap_dimension"]
