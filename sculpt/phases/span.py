@@ -103,9 +103,8 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
     if m_est != m:
         rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
 
-    # cross-checks through the engine. (i) The body's extent along the flat, inside the flat: the LPs over
-    # K* ∩ flat in the m−1 flat coordinates (Polytope(A U, b − A p)); cheap, and it bounds where the heads can
-    # lie, so it also caps phase 5's search radius. (ii) Optional full-body LP widths along the flat's
+    # cross-checks through the engine. (i) The body's extent inside the estimated flat: LPs over K* ∩ flat
+    # in the m−1 flat coordinates (Polytope(A U, b − A p)); cheap; empty when the flat misses K*. (ii) Optional full-body LP widths along the flat's
     # directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
     # 2 LPs per direction over all of K* (3.5–5.8 s for 4 LPs at 5.6k rows, d = 8), so off by default.
     widths: dict[str, Any] = {"in_flat": [], "along": [], "normal": []}
@@ -143,10 +142,12 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
         rec.figures["width_along"] = [hi - lo for lo, hi in widths["along"]]
         rec.figures["width_normal"] = [hi - lo for lo, hi in widths["normal"]]
     # search radius for phase 5: the heads' offsets from the flat's min-norm point are at most their norms,
-    # so 2·max(‖p‖, 1), capped by the body's extent inside the flat when that is finite (×1.25 for slack)
+    # so 2·max(‖p‖, 1); capped at 1.25 × the full-body extent along the flat when that was measured. The
+    # in-flat extent is NOT used: the true heads lie slightly outside K* and the flat is slightly off, so
+    # the slice K* ∩ flat was empty in 3 of 7 measured runs and narrower than the heads' spread in the rest.
     if radius is None:
         radius = 2.0 * max(float(np.linalg.norm(flat.point)), 1.0)
-        ext = [max(abs(lo), abs(hi)) for lo, hi in widths["in_flat"] if np.isfinite(lo) and np.isfinite(hi)]
+        ext = [max(abs(lo), abs(hi)) for lo, hi in widths["along"] if np.isfinite(lo) and np.isfinite(hi)]
         if ext and len(ext) == flat.dim:
             radius = float(min(radius, max(1.25 * max(ext), 0.5)))
     rec.figures["radius"] = float(radius)

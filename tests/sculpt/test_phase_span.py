@@ -73,6 +73,7 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     if m > 1:
         assert min(rec.figures["width_along"]) > (2.0 if m < 3 else 1.2) * max(rec.figures["width_normal"])
         assert len(rec.figures["extent_in_flat"]) == m - 1 and 0 < est.radius <= 2 * max(1, np.linalg.norm(est.flat.point))
+        assert est.radius <= 1.25 * max(max(abs(lo), abs(hi)) for lo, hi in est.widths["along"]) + 1e-9
     assert rec.status == "ok"
     # m = 3 agreement at TV 0.05 leaves an odd log-ratio a little outside its slab
     assert rec.truth["heads_in_body"] if m < 3 else rec.truth["body_max_violation"] < 0.2
