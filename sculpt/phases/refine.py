@@ -133,9 +133,12 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
                  gamma_min: float = 1.0, gamma_accept: float = 3.5, max_cond: float = 30.0,
                  change_tol: float = 5e-3,
                  working: int = 64, sculpt_opts: dict | None = None, slab_opts: dict | None = None,
+                 certify: bool = True,
                  ) -> tuple[np.ndarray, SculptedBody, PhaseRecord]:
     """Phase 3 (module docstring). Returns (ΣŴ refined, K* re-sculpted with mode="slabs", PhaseRecord
-    "3-refine"). ``body`` is the phase-2 half-space body for ΣŴ = ``W_sum``."""
+    "3-refine"). ``body`` is the phase-2 half-space body for ΣŴ = ``W_sum``. ``certify=False`` runs no
+    certification round (ΣŴ is kept, the record says so) and only re-sculpts K*: where certified rows
+    cannot beat the phase-1 estimate (their margins plateau near log(1/q_f), method_phases_1_3.md)."""
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
     N, k, d = X.shape
@@ -161,7 +164,7 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
     rel_all = simplex_lstsq(X, Y, W).rel
     exact_fit = bool(np.median(rel_all) <= 1e-9)
     rec.figures["median_agreement_residual"] = float(np.median(rel_all))
-    for rnd in range(0 if exact_fit else rounds):
+    for rnd in range(0 if exact_fit or not certify else rounds):
         tr = time.perf_counter()
         info: dict = {"round": rnd}
         if rnd > 0:
@@ -237,8 +240,12 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
                        skipped_exact_fit=exact_fit, certified_total=int(sum(h["certified"] for h in history)),
                        lps_total=int(sum(h["lps"] for h in history)), kstar=krec.figures,
                        kstar_time=time.perf_counter() - ts)
+    rec.figures["certification_skipped"] = bool(not certify and not exact_fit)
     if exact_fit:
         rec.message = "every row fits one common pattern exactly under ΣŴ (median residual <= 1e-9): no rounds"
+    elif not certify:
+        rec.message = ("certification skipped (certify=False): 0 rows certified, ΣŴ kept from phase 1; "
+                       "K* re-sculpted with it")
     if fallback_used:
         rec.message = "some rounds kept ΣŴ unchanged (too few rows certified at margin >= gamma_accept)"
     if truth is not None:
