@@ -217,15 +217,20 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         # LP (0.2-1 s over the 4,000-9,000 rows of a single-head K*) is not needed
         # η* = min{t >= 0 : AA θ <= bb + t, |θ| <= box} is 0 exactly when some θ in the box meets every row.
         # Candidates, each checked against every row: (a) the log-ratio weighted least-squares fit (a point of
-        # the body whenever ΣŴ is exact, m = 1); (b) slab mode: a point on that fit + the 8 weakest directions
-        # of the equality rows (the heads' affine hull), one LP in 9 variables. Otherwise the full LP (at
-        # d = 16 the full LP over K*'s 3,000-3,500 rows took 1-2 s, the 9-variable LP 0.07 s).
-        fit_ls = th if th is not None else (
-            _loglinear_fit(xa, xr, Xs, Q, r_idx, D, dist_min, q_min) if Q.shape[0] else None)
+        # the body whenever ΣŴ is exact, m = 1); (b) slab mode: a point on that fit + the 8 (then 32) weakest
+        # directions of the equality rows (along the heads' affine hull), one LP in 9 (33) variables; in
+        # half-space mode this search was measured no faster than the full LP at d = 8 and failing at d = 16.
+        # Otherwise the full LP (at d = 16 it took 1-2 s over K*'s 3,000-3,500 rows, the small LP 0.07-0.4 s).
+        if th is not None:
+            fit_ls, Fw = th, F_ * np.sqrt(w_)[:, None]
+        elif Q.shape[0]:
+            fit_ls, Fw = _loglinear_fit(xa, xr, Xs, Q, r_idx, D, dist_min, q_min)
+        else:
+            fit_ls, Fw = None, None
         x0 = np.clip(fit_ls, -box, box) if fit_ls is not None else None
         if x0 is not None and float(np.max(AA @ x0 - bb)) <= 0.0:
             eta_by = "feasible point (the log-ratio weighted least-squares fit): 0, no LP"
-        elif th is not None and (r_ok := _first_feasible_r(AA, bb, th, F_ * np.sqrt(w_)[:, None], box, solver)):
+        elif th is not None and (r_ok := _first_feasible_r(AA, bb, fit_ls, Fw, box, solver)):
             eta_by = (f"feasible point (least-squares fit + {r_ok} weakest equality directions, "
                       f"{r_ok + 1}-variable LP): 0")
         else:
@@ -302,15 +307,16 @@ def _first_feasible_r(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.ndarr
 
 
 def _loglinear_fit(xa: np.ndarray, xr: np.ndarray, Xs: np.ndarray, Q: np.ndarray, r_idx: np.ndarray,
-                   D: np.ndarray, dist_min: float, q_min: float) -> np.ndarray | None:
+                   D: np.ndarray, dist_min: float, q_min: float) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A candidate point of K: the q̂_j-weighted least-squares fit of x_aᵀΘ(x_j − x_r) ≈ log(q̂_j/q̂_r) over the
-    tokens with q̂_j >= q_min (what slab mode fits); None when these rows are too few to determine Θ."""
+    tokens with q̂_j >= q_min (what slab mode fits), and its weighted rows; (None, None) when these rows are
+    too few to determine Θ."""
     rows_, cols_ = np.nonzero((Q >= q_min) & (D >= dist_min) & (np.arange(Q.shape[1])[None] != r_idx[:, None]))
     if rows_.size <= xa.shape[1] ** 2:
-        return None
-    Fm = _pair_rows(xa[rows_], Xs[rows_, cols_], xr[rows_])
-    w = np.sqrt(Q[rows_, cols_])
-    return np.linalg.lstsq(Fm * w[:, None], np.log(Q[rows_, cols_] / Q[rows_, r_idx[rows_]]) * w, rcond=None)[0]
+        return None, None
+    Fm = _pair_rows(xa[rows_], Xs[rows_, cols_], xr[rows_]) * np.sqrt(Q[rows_, cols_])[:, None]
+    gm = np.log(Q[rows_, cols_] / Q[rows_, r_idx[rows_]]) * np.sqrt(Q[rows_, cols_])
+    return np.linalg.lstsq(Fm, gm, rcond=None)[0], Fm
 
 
 def _span_angle(F: np.ndarray, g: np.ndarray, w: np.ndarray, th: np.ndarray) -> float | None:
