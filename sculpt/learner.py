@@ -42,13 +42,14 @@ _SCULPT_PHASES = 7  # 1-sum-w, 2-sculpt, 3-refine, 4-span, 5-heads, 6-projection
 #   skipped", ΣŴ is kept, K* is still re-sculpted): at d = 16 the certified margins plateau near
 #   log(1/q_f) and the round took ΣW from 0.0008 to 0.0009 (median, 5 seeds) and from 0.0018 to 0.0033
 #   (seed 0) while costing 2.4 s of 6 s (proxy 1.1 s, 158 LPs 1.2 s);
-# - phases 1–3 use 5,000 examples for m <= 2 (10,000 for m >= 3, where agreeing rows are rarer): at (8,4,2)
-#   5,000 recovered exactly on every seed (span 8–10° off, polish basin ample), and at m = 1 phase 1 is exact.
+# - phases 1–3 use 5,000 examples for m = 1 (phase 1 is exact there; phase 1 0.32 -> 0.18 s at d = 8) and
+#   10,000 otherwise.
 
 
 def default_sculpt_examples(d: int, m: int) -> int:
-    """Training examples phases 1–3 use by default: 5,000 for m <= 2, 10,000 for m >= 3 (measured)."""
-    return 10_000
+    """Training examples phases 1–3 use by default: 5,000 for m = 1 (every row agrees, phase 1 is exact and
+    K* has thousands of equalities), else 10,000 (at (8,4,2) 5,000 left the span 8–25° off, 10,000 4–6°)."""
+    return 5_000 if m == 1 else 10_000
 
 
 def _default_phase_options(d: int, m: int) -> dict[str, dict[str, Any]]:
@@ -271,7 +272,7 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     ``progress``: phase lines on stderr; ``truth``: the true layer, for ground-truth figures in every phase.
     Options: ``tol`` (validation relative MSE counted as converged, 1e-12), ``validation_size``,
     ``inputs="boolean"`` (require ±1 entries), ``sculpt_examples`` (phases 1–3 use at most this many
-    training examples; default 5,000 for m <= 2, 10,000 for m >= 3), ``search_examples`` (phase 6 training subset, 1000), per-phase
+    training examples; default 5,000 for m = 1, 10,000 otherwise), ``search_examples`` (phase 6 training subset, 1000), per-phase
     dicts ``sum_w_options``, ``sculpt_options``, ``refine_options``, ``span_options``, ``heads_options``,
     ``polish_options``; the gradient route passes ``gradient_options`` to ``gradient_descent``.
     Bad input (shapes, NaN/inf, non-±1 with inputs="boolean", m < 1, too few examples) is a ValueError.
