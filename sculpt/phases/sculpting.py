@@ -217,10 +217,10 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         # LP (0.2-1 s over the 4,000-9,000 rows of a single-head K*) is not needed
         # η* = min{t >= 0 : AA θ <= bb + t, |θ| <= box} is 0 exactly when some θ in the box meets every row.
         # Candidates, each checked against every row: (a) the log-ratio weighted least-squares fit (a point of
-        # the body whenever ΣŴ is exact, m = 1); (b) slab mode: a point on that fit + the 8 (then 32) weakest
-        # directions of the equality rows (along the heads' affine hull), one LP in 9 (33) variables; in
-        # half-space mode this search was measured no faster than the full LP at d = 8 and failing at d = 16.
-        # Otherwise the full LP (at d = 16 it took 1-2 s over K*'s 3,000-3,500 rows, the small LP 0.07-0.4 s).
+        # the body whenever ΣŴ is exact, m = 1); (b) slab mode: a point on that fit + the 8 weakest
+        # directions of the equality rows (along the heads' affine hull), one LP in 9 variables; (c) HiGHS's
+        # first-order PDLP on the rows tightened by 1e-3. Otherwise the exact LP (at d = 16 it took 1-2 s over
+        # 1,700-3,500 rows; (b) 0.07 s, (c) 0.2-0.3 s).
         if th is not None:
             fit_ls, Fw = th, F_ * np.sqrt(w_)[:, None]
         elif Q.shape[0]:
@@ -233,6 +233,8 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         elif th is not None and (r_ok := _first_feasible_r(AA, bb, fit_ls, Fw, box, solver)):
             eta_by = (f"feasible point (least-squares fit + {r_ok} weakest equality directions, "
                       f"{r_ok + 1}-variable LP): 0")
+        elif _pdlp_feasible_point(AA, bb, box, solver) is not None:
+            eta_by = "feasible point (HiGHS PDLP on the rows tightened by 1e-3, checked): 0"
         else:
             eta_star, _ = min_uniform_slack(AA, bb, -box, box, solver=solver)
             eta_by = "LP"
@@ -297,8 +299,31 @@ def _feasible_near_flat(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.nda
     return None
 
 
+def _pdlp_feasible_point(A: np.ndarray, b: np.ndarray, box: float, solver: str | None,
+                         delta: float = 1e-3) -> np.ndarray | None:
+    """A point of {A θ <= b, |θ| <= box} proposed by HiGHS's first-order PDLP on min{t : A θ <= b − δ + t}
+    (the tightening δ absorbs PDLP's ~1e-4 feasibility tolerance) and accepted only if it meets every
+    row exactly (checked here). Only with the HiGHS backend; None otherwise or when the check fails.
+    Measured at d = 16 (1,700-2,300 rows): 0.27 s against 1.2-1.3 s for the exact η* LP."""
+    if solver is not None and str(solver).upper() != "HIGHS":
+        return None
+    try:
+        if solvers.default("lp") != "HIGHS" and solver is None:
+            return None
+        n, p = A.shape
+        c = np.zeros(p + 1)
+        c[-1] = 1.0
+        sol = solvers.solve_lp(c, np.hstack([A, -np.ones((n, 1))]), b - delta,
+                               bounds=[(-box, box)] * p + [(0.0, None)], solver="highs",
+                               options={"solver": "pdlp"})
+    except OracleError:
+        return None
+    x = np.clip(np.asarray(sol.x[:p]), -box, box)
+    return x if float(np.max(A @ x - b)) <= 0.0 else None
+
+
 def _first_feasible_r(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.ndarray, box: float,
-                      solver: str | None, rs: tuple[int, ...] = (8, 32)) -> int:
+                      solver: str | None, rs: tuple[int, ...] = (8,)) -> int:
     """The first r in ``rs`` for which ``_feasible_near_flat`` finds a point of the body; 0 if none does."""
     for r in rs:
         if _feasible_near_flat(A, b, th, Fw, box, r, solver) is not None:
