@@ -82,3 +82,13 @@ def test_body_of_the_wrong_dimension_is_rejected(pipeline):
     X4 = X[:200, :, :4]
     with pytest.raises(ValueError):
         refine_sum_w(X4, X4, W1[:4, :4], body)
+
+
+def test_certify_false_keeps_sum_w_and_says_so(pipeline):
+    model, X, Y, W1, _, body = pipeline
+    W3, kstar, rec = refine_sum_w(X, Y, W1, body, truth=model, certify=False)
+    np.testing.assert_array_equal(W3, W1)
+    assert rec.figures["certification_skipped"]
+    assert rec.figures.get("certified_total", 0) == 0
+    assert "skipped" in rec.message
+    assert kstar.F.shape[0] > 0                      # K* is still re-sculpted with the kept ΣW
