@@ -3,7 +3,7 @@
 With one head Y = A X W, A = softmax(X Θ Xᵀ) row-stochastic. For rank(X) = k < d the inverse M = W⁻¹
 satisfies the linear equations Y M (I − X⁺X) = 0 and Y M X⁺ 1 = 1; then A = Y M X⁺ and Θ solves the
 linear log-ratio equations log(A_aj / A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ (r = argmax of row a).
-Derivation and measurements: docs/method_exact.md.
+Derivation and measurements: docs/method.md.
 """
 from __future__ import annotations
 
@@ -208,7 +208,7 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     and how many more examples are needed. ``converged`` also needs the training relative MSE <= ``tol``.
     ``weighting`` ("inverse-variance" or "none") weights each log-ratio equation by (A_aj⁻² + A_ar⁻²)^(−1/2),
     the inverse of its first-order error for a uniform error in A ("none" is much less accurate when attention
-    saturates: Θ error 7e-5 instead of 2e-10 at ‖Θ‖_F = 5, docs/method_exact.md). ``seed``, ``solver`` and
+    saturates: Θ error 7e-5 instead of 2e-10 at ‖Θ‖_F = 5, docs/method.md). ``seed``, ``solver`` and
     ``progress`` are accepted for the learner's uniform call and have no effect: the route is deterministic,
     solver-free and two steps long.
     """

@@ -138,7 +138,7 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
     """Phase 3 (module docstring). Returns (ΣŴ refined, K* re-sculpted with mode="slabs", PhaseRecord
     "3-refine"). ``body`` is the phase-2 half-space body for ΣŴ = ``W_sum``. ``certify=False`` runs no
     certification round (ΣŴ is kept, the record says so) and only re-sculpts K*: where certified rows
-    cannot beat the phase-1 estimate (their margins plateau near log(1/q_f), method_phases_1_3.md)."""
+    cannot beat the phase-1 estimate (their margins plateau near log(1/q_f), docs/method.md)."""
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
     N, k, d = X.shape

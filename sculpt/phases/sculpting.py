@@ -69,7 +69,7 @@ def default_rows(d: int, mode: str) -> int:
     """Agreeing rows kept by default: 2000 for slabs (phase 4 needs > d² equalities); for half-spaces 1000 up
     to d = 8 and 600 above,
     because every LP over the body costs about (rows · d²) and 1000 rows gave no better ΣW than 600 at
-    d = 16 (measured, method_phases_1_3.md)."""
+    d = 16 (measured, docs/method.md)."""
     if mode == "slabs":
         return 2000
     return 1000 if d <= 8 else 600

@@ -1,7 +1,7 @@
 """Phase 1: estimate Σ_i W_i.
 
 Crude estimator (Chen & Li; algorithm.md §3): Ŵ⁰ = (1/kN) Σ_n s_n t_nᵀ with s = Σ_a x_a, t = Σ_b y_b, unbiased
-when every Θ_i = 0 because E[s sᵀ] = k I. Improved estimator (documented deviations, algorithm.md §8.4, §11, and method_phases_1_3.md):
+when every Θ_i = 0 because E[s sᵀ] = k I. Improved estimator (documented deviations, algorithm.md §8.4, §11, and docs/method.md):
 (a) trimmed single-token least squares: each output row is fitted by its best single token,
 y_a ≈ x_jᵀ Ŵ (j = argmin_j ‖y_a − x_jᵀ Ŵ‖); the rows with the smallest relative residual (nearly 1-sparse
 attention in every head) are kept and Ŵ is refitted on them, with a shrinking kept fraction;
@@ -159,7 +159,7 @@ def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
     if improve and N * k >= min_rows:
         W, steps = trimmed_rounds(X, Y, W0, fr, min_rows=min_rows, truth_sum=S)
         rec.figures["trimmed_steps"] = steps
-        rec.figures["estimator"] = "trimmed single-token least squares (deviation; method_phases_1_3.md)"
+        rec.figures["estimator"] = "trimmed single-token least squares (deviation; docs/method.md)"
         if S is not None:
             rec.truth["err_trimmed"] = _rel_err(W, S)
             rec.truth["err_per_step"] = [s.get("err_sum_w") for s in steps]
