@@ -33,7 +33,7 @@ _SCULPT_PHASES = 7  # 1-sum-w, 2-sculpt, 3-refine, 4-span, 5-heads, 6-projection
 # - phase 3 runs one certification round on 60 candidates: at (8,4,2) its default (up to 3 rounds × 200
 #   candidates) took 80 s for a ΣW error of 1.3e-3 where one round gave 1e-3–1e-2 in about 1 s, and the
 #   polish basin tolerates 1e-2;
-# - m >= 3: K* keeps at least 10 d² equality rows (L1's default 3 d²): at (8,4,3), N = 20,000 the span angle
+# - m >= 3: K* keeps at least 10 d² equality rows (phase 3's default 3 d²): at (8,4,3), N = 20,000 the span angle
 #   fell from 70–87° to 29–34°, the best phase-5 candidate from 0.72–1.2 to 0.34–0.38 relative Θ error, and
 #   phase 5 from 1–2.6 s to 0.3 s.
 
