@@ -121,6 +121,18 @@ def _grid_axes(plt: Any, n: int, size: float = 3.6) -> tuple[Any, list[Any]]:
     return fig, flat[:n]
 
 
+def _log_x(ax: Any, ns: Sequence[float]) -> None:
+    """Log N axis with at least a decade of room and no minor-tick labels (single-N panels stay readable)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    if ns:
+        lo, hi = min(ns), max(ns)
+        pad = max(1.5, math.sqrt(10 * lo / hi))
+        ax.set_xlim(lo / pad, hi * pad)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[Path]:
     """Write the figures for ``records`` into ``out_dir`` and return their paths. Raises RuntimeError
     when matplotlib is not installed."""
@@ -154,7 +166,7 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
                     shift = 1 + 0.03 * (i - (len(methods) - 1) / 2)  # side by side, not on top of each other
                     ax.plot([n * shift for n in ns], [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns],
                             "-", label=m, **_style(m, i))
-            ax.set_xscale("log")
+            _log_x(ax, [n for per in per_method.values() for n in per])
             ax.set_ylim(-0.05, 1.05)
             ax.set_xlabel("N (examples)")
             ax.set_ylabel("success rate")
@@ -204,7 +216,7 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
                 med = [statistics.median(v for n2, v in pts if n2 == n) for n in ns]
                 ax.plot(ns, med, "o-", label=_family_label(fam[:-1]) + ("" if fam[-1] == "sculpt" else
                                                                         f" [{fam[-1]}]"))
-            ax.set_xscale("log")
+            _log_x(ax, [n for pts in series.values() for n, _ in pts])
             if name == "acceptance rate":
                 ax.set_ylim(0, 1.05)
             else:
