@@ -25,6 +25,7 @@ recover: $(VENV)/.installed
 ## Benchmarks (tables to stdout, JSON under results/).
 bench: $(VENV)/.installed
 	$(PY) benchmarks/engine.py --out results/engine.json
+	$(PY) benchmarks/recovery.py --out results/bench --plots
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis
