@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..cli import _positive_int as _positive
 from .grid import ALL_METHODS, Grid, builtin_grid, load_grid
 
 __all__ = ["add_bench_arguments", "add_bench_parser", "build_parser", "run_bench", "main"]
@@ -33,16 +34,6 @@ def _methods(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"--methods takes a comma list from {','.join(ALL_METHODS)}; "
                                          f"got {text!r}")
     return names
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
