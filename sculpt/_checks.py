@@ -121,3 +121,11 @@ def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     if int(rng) < 0:
         raise ValueError(f"{name} seed must be non-negative, got {rng}")
     return np.random.default_rng(int(rng))
+
+
+def check_sum_w(W_sum, d: int) -> np.ndarray:
+    """A finite (d, d) estimate of Σ_i W_i, as float64; ValueError naming the problem otherwise."""
+    W = np.asarray(W_sum, dtype=float)
+    if W.shape != (d, d) or not np.all(np.isfinite(W)):
+        raise ValueError(f"W_sum must be a finite ({d}, {d}) array, got shape {W.shape}")
+    return W

@@ -19,7 +19,7 @@ import numpy as np
 from oracles import min_norm_point
 from oracles.sculpting_tools import WorkingSetMinimizer, min_norm_point_generated
 
-from .._checks import check_data
+from .._checks import check_data, check_sum_w
 from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_gram_ok
 from .sculpting import SculptedBody, sculpt
@@ -142,9 +142,7 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
     N, k, d = X.shape
-    W = np.asarray(W_sum, dtype=float)
-    if W.shape != (d, d) or not np.all(np.isfinite(W)):
-        raise ValueError(f"W_sum must be a finite ({d}, {d}) array, got shape {W.shape}")
+    W = check_sum_w(W_sum, d)
     if not isinstance(body, SculptedBody):
         raise TypeError(f"body must be a SculptedBody, got {type(body).__name__}")
     if body.dim != d * d:

@@ -26,7 +26,7 @@ from oracles import Polytope, solvers
 from oracles.errors import OracleError
 from oracles.sculpting_tools import l1_trim, min_uniform_slack
 
-from .._checks import check_data
+from .._checks import check_data, check_sum_w
 from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 
@@ -104,9 +104,7 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
     N, k, d = X.shape
-    W = np.asarray(W_sum, dtype=float)
-    if W.shape != (d, d) or not np.all(np.isfinite(W)):
-        raise ValueError(f"W_sum must be a finite ({d}, {d}) array, got shape {W.shape}")
+    W = check_sum_w(W_sum, d)
     if mode not in ("halfspaces", "slabs"):
         raise ValueError(f"mode must be 'halfspaces' or 'slabs', got {mode!r}")
     if k < 2:
