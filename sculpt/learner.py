@@ -343,6 +343,7 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
         res.info.update({"train_examples": int(Xtr.shape[0]), "validation_examples": int(n_val), "tol": tol})
         res = _with_validation(res, Xtr, Ytr, Xva, Yva, tol, gen, truth, prog, N, polish_options)
 
+    tail = res.reason
     if method == "auto" and not res.converged and route != "gradient":
         # fall back: L-BFGS on the same training split, warm-started from the route's model when there is one;
         # the better model on the validation split is kept
@@ -363,8 +364,11 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
             res.converged = bool(g_val <= tol)
             res.info["truth"] = _truth_summary(res.model, truth)
             reason_auto += " and its model was kept"
+        # the route's own reason is already quoted above; end with the outcome of what was kept
+        tail = (f"validation relative MSE {res.validation_error:.2e} "
+                f"{'<=' if res.converged else '>'} tol {tol:.0e}")
     if method == "auto":
-        res.reason = f"auto chose {route}: {reason_auto}. {res.reason}"
+        res.reason = f"auto chose {route}: {reason_auto}. {tail}"
     res.time = time.perf_counter() - t_start
     res.info.setdefault("route", route)
     return res

@@ -72,6 +72,9 @@ def test_auto_falls_back_to_gradient_when_sculpt_fails() -> None:
     assert [p.name for p in res.phases][-2:] == ["2-sculpt", "fallback-gradient"]
     assert res.phases[-2].status == "failed"
     assert "its model was kept" in res.reason  # sculpt produced no model, so the gradient one is kept
+    assert res.reason.count("phase 2-sculpt failed") == 1  # quoted once, not repeated at the end
+    assert res.reason.endswith(f"validation relative MSE {res.validation_error:.2e} "
+                               f"{'<=' if res.converged else '>'} tol 1e-12")
     assert res.model is not None and res.validation_error == res.phases[-1].figures["validation_error"]
     assert res.converged == (res.validation_error <= 1e-12)
 
