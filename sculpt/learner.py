@@ -61,6 +61,17 @@ def _default_phase_options(d: int, m: int) -> dict[str, dict[str, Any]]:
     return {"refine_options": refine}
 
 
+def _share_box(phase_opts: dict[str, dict[str, Any]]) -> None:
+    """A ``box`` given in ``sculpt_options`` bounds every body: phase 3's re-sculpts (half-space and slab)
+    use it too unless ``refine_options`` sets their own."""
+    if "box" not in phase_opts["sculpt_options"]:
+        return
+    box = phase_opts["sculpt_options"]["box"]
+    refine = phase_opts["refine_options"]
+    for key in ("sculpt_opts", "slab_opts"):
+        refine[key] = {"box": box, **dict(refine.get(key) or {})}
+
+
 def min_examples(method: str, d: int, k: int, m: int) -> int:
     """Fewest examples (training + validation) a route accepts.
 
@@ -151,6 +162,7 @@ def _sculpt_route(Xtr: np.ndarray, Ytr: np.ndarray, Xva: np.ndarray, Yva: np.nda
                    "polish_options")}
     if opts:
         raise TypeError(f"learn() got unexpected options for method 'sculpt': {sorted(opts)}")
+    _share_box(phase_opts)
     phases: list[PhaseRecord] = []
     info: dict[str, Any] = {"train_examples": int(Xtr.shape[0]), "validation_examples": int(n_val), "tol": tol}
 

@@ -131,3 +131,15 @@ def test_min_examples() -> None:
     assert min_examples("exact", 8, 4, 1) >= 8
     with pytest.raises(ValueError):
         min_examples("nope", 8, 4, 2)
+
+
+def test_sculpt_box_bounds_every_body() -> None:
+    """A box given in sculpt_options also bounds phase 3's re-sculpted bodies; refine_options can override."""
+    model, X, Y = _data(6, 3, 2, 2000, 21)
+    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt_options={"box": 5.0}, sculpt_examples=1500)
+    assert res.phase("2-sculpt").figures["box"] == 5.0
+    assert res.phase("3-refine").figures["kstar"]["box"] == 5.0
+    res2 = learn(X, Y, 2, method="sculpt", seed=0, sculpt_options={"box": 5.0}, sculpt_examples=1500,
+                 refine_options={"slab_opts": {"box": 7.0}})
+    assert res2.phase("2-sculpt").figures["box"] == 5.0
+    assert res2.phase("3-refine").figures["kstar"]["box"] == 7.0
