@@ -7,24 +7,24 @@ over a registry of LP/QP/conic backends. It knows nothing of attention.
 """
 from . import solvers
 from .affine import ImplicitEqualities, affine_hull, implicit_equalities, linear_span
+from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, OracleBody, Polytope
 from .cuts import Cut, ParallelCut
-from .errors import EmptyBodyError, MissingOracleError, OracleError, SolverError, UnboundedError
-from .geometry import chebyshev_center, min_norm_point, width, widths
-
-__all__ = [
-    "Polytope", "Ball", "OracleBody", "Intersection", "ConvexBody", "Cut", "ParallelCut",
-    "solvers", "EmptyBodyError", "UnboundedError", "SolverError", "MissingOracleError", "OracleError",
-    "affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities",
-    "min_norm_point", "chebyshev_center", "width", "widths",
-]
 from .cutting_plane import cutting_plane
 from .ellipsoid import Ellipsoid, ellipsoid
+from .errors import EmptyBodyError, MissingOracleError, OracleError, SolverError, UnboundedError
+from .flats import FlatFit, fit_flat, singular_gap_dimension
+from .geometry import chebyshev_center, min_norm_point, width, widths
 from .hull_ellipsoid import affine_hull_by_ellipsoid
 from .results import EllipsoidResult
 
-__all__ += ["Ellipsoid", "ellipsoid", "cutting_plane", "EllipsoidResult", "affine_hull_by_ellipsoid"]
-
-from .flats import FlatFit, fit_flat, singular_gap_dimension
-
-__all__ += ["FlatFit", "fit_flat", "singular_gap_dimension"]
+__all__ = [
+    # bodies and cuts
+    "Polytope", "Ball", "OracleBody", "Intersection", "ConvexBody", "Cut", "ParallelCut", "AffineSubspace",
+    # algorithms
+    "ellipsoid", "Ellipsoid", "EllipsoidResult", "cutting_plane",
+    "affine_hull", "affine_hull_by_ellipsoid", "implicit_equalities", "ImplicitEqualities", "linear_span",
+    "min_norm_point", "chebyshev_center", "width", "widths", "fit_flat", "FlatFit", "singular_gap_dimension",
+    # backends and errors
+    "solvers", "EmptyBodyError", "UnboundedError", "SolverError", "MissingOracleError", "OracleError",
+]
