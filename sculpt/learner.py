@@ -76,25 +76,28 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
     """Fewest examples (training + validation) a route accepts.
 
     gradient: the parameter count 2md²/(kd) plus a validation example; exact: the exact route's own
-    recommendation plus one; sculpt: 20·d² (phases 2–3 keep only the rare rows where all heads agree; the
+    recommendation ⌈d²/(k(k−1))⌉ + 3 (its systems are overdetermined, so with no example to spare the
+    validation error is measured on the training examples and the record says so); sculpt: 20·d² (phases 2–3 keep only the rare rows where all heads agree; the
     targets were met with 20,000 at d = 8)."""
     if method == "gradient":
         return math.ceil(2 * m * d * d / (k * d)) + 1
     if method == "exact":
         from .exact import exact_sample_size
 
-        return exact_sample_size(d, k) + 1
+        return exact_sample_size(d, k)
     if method == "sculpt":
         return max(1000, 20 * d * d)
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
-def _validation_size(N: int, need_train: int, requested: Any) -> int:
+def _validation_size(N: int, need_train: int, requested: Any, *, allow_none: bool = False) -> int:
+    """Held-out examples: ``requested``, else min(2000, N/10) but leaving ``need_train`` for training; at least
+    one unless ``allow_none`` (the exact route, whose overdetermined systems can be checked on their own rows)."""
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or not 1 <= requested < N:
             raise ValueError(f"validation_size must be an integer in [1, N-1] = [1, {N - 1}], got {requested!r}")
         return int(requested)
-    return int(max(1, min(2000, N // 10, N - need_train)))
+    return int(max(0 if allow_none else 1, min(2000, N // 10, N - need_train)))
 
 
 class _Progress:
@@ -332,9 +335,12 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not 0 <= float(tol) < math.inf:
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
     tol = float(tol)
-    n_val = _validation_size(N, need - 1 if route != "sculpt" else 0, options.pop("validation_size", None))
+    need_train = {"sculpt": 0, "exact": need}.get(route, need - 1)
+    n_val = _validation_size(N, need_train, options.pop("validation_size", None), allow_none=route == "exact")
     tr, va = _split(N, n_val, gen)
     Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]
+    if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
+        Xva, Yva = Xtr, Ytr
     prog = _Progress(progress, route, _SCULPT_PHASES if route == "sculpt" else 2)
     gopts = dict(options.pop("gradient_options", None) or {})
     if route == "sculpt":
@@ -353,6 +359,9 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
         if res.phases:
             prog.end(res.phases[-1])
         res.info.update({"train_examples": int(Xtr.shape[0]), "validation_examples": int(n_val), "tol": tol})
+        if n_val == 0:
+            res.info["validation_on"] = (f"the {Xtr.shape[0]} training examples (N = {N} is the exact route's "
+                                         "minimum; give more for a held-out check)")
         res = _with_validation(res, Xtr, Ytr, Xva, Yva, tol, gen, truth, prog, N, polish_options)
 
     tail = res.reason

@@ -128,7 +128,7 @@ def test_bad_input() -> None:
 def test_min_examples() -> None:
     assert min_examples("sculpt", 8, 4, 2) == 1280
     assert min_examples("gradient", 8, 4, 2) == 9
-    assert min_examples("exact", 8, 4, 1) >= 8
+    assert min_examples("exact", 8, 4, 1) == 9  # ⌈d²/(k(k−1))⌉ + 3, the issue's budget
     with pytest.raises(ValueError):
         min_examples("nope", 8, 4, 2)
 
@@ -143,3 +143,13 @@ def test_sculpt_box_bounds_every_body() -> None:
                  refine_options={"slab_opts": {"box": 7.0}})
     assert res2.phase("2-sculpt").figures["box"] == 5.0
     assert res2.phase("3-refine").figures["kstar"]["box"] == 7.0
+
+
+def test_exact_route_at_its_minimum_budget() -> None:
+    """learn(method="exact") accepts ⌈d²/(k(k−1))⌉ + 3 examples, checks on the training rows and says so."""
+    model, X, Y = _data(8, 4, 1, min_examples("exact", 8, 4, 1), 31)
+    res = learn(X, Y, 1, method="exact", seed=0)
+    assert res.info["validation_examples"] == 0 and "training examples" in res.info["validation_on"]
+    _assert_exact(res, model, 4)
+    with pytest.raises(ValueError, match="need at least 9"):
+        learn(X[:8], Y[:8], 1, method="exact")
