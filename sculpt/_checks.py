@@ -17,6 +17,8 @@ __all__ = ["check_inputs", "check_outputs", "check_data", "check_m", "check_posi
 def _as_float_array(value: Any, name: str) -> np.ndarray:
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be an array of numbers, got {type(value).__name__}")
+    if np.iscomplexobj(value):
+        raise TypeError(f"{name} must be real, got complex values")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:

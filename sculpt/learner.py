@@ -290,7 +290,8 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     training examples; default 5,000 for m = 1, 10,000 otherwise), ``search_examples`` (phase 6 training subset, 1000), per-phase
     dicts ``sum_w_options``, ``sculpt_options``, ``refine_options``, ``span_options``, ``heads_options``,
     ``polish_options``; the gradient route passes ``gradient_options`` to ``gradient_descent``.
-    Bad input (shapes, NaN/inf, non-±1 with inputs="boolean", m < 1, too few examples) is a ValueError.
+    Bad input (shapes, NaN/inf, non-±1 with inputs="boolean", m < 1, too few examples, an unknown solver) is a
+    ValueError; a known solver that is unusable here (MOSEK without a licence) is an ``oracles.SolverError``.
     """
     t_start = time.perf_counter()
     if not isinstance(method, str) or method not in METHODS:
@@ -299,8 +300,14 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     inputs = options.pop("inputs", None)
     if inputs not in (None, "boolean", "gaussian", "real"):
         raise ValueError(f"inputs must be None, 'boolean', 'gaussian' or 'real', got {inputs!r}")
+    if np.ndim(X) != 3:
+        raise ValueError(f"X must have shape (N, k, d) (a batch of examples), got shape {np.shape(X)}")
     X, Y = check_data(X, Y, boolean=(inputs == "boolean"))
     N, k, d = X.shape
+    if solver is not None:  # a bad backend name or an unusable backend fails here, before any phase runs
+        from oracles import solvers
+
+        solvers.get(solver, kind="lp")
     if not np.any(Y):
         raise ValueError("Y is identically zero: there is nothing to learn (the relative MSE is undefined)")
     if truth is not None and not isinstance(truth, MultiHeadAttention):

@@ -123,6 +123,14 @@ def test_bad_input() -> None:
         learn(X, Y, 1, method="gradient", tol=-1.0)
     with pytest.raises(ValueError, match="validation_size"):
         learn(X, Y, 1, method="gradient", validation_size=60)
+    with pytest.raises(ValueError, match=r"shape \(N, k, d\)"):
+        learn(X[0], Y[0], 1, method="gradient")  # one (k, d) example is not a data set
+    with pytest.raises(ValueError, match="solver must be one of"):
+        learn(X, Y, 1, method="gradient", solver="BOGUS")
+    from oracles import SolverError, solvers
+    if "MOSEK" not in solvers.available():  # unusable backend: a typed error before any phase runs
+        with pytest.raises(SolverError, match="MOSEK"):
+            learn(X, Y, 1, method="sculpt", solver="MOSEK")
 
 
 def test_min_examples() -> None:

@@ -162,6 +162,7 @@ def test_constructor_and_params_roundtrip():
     (np.full((1, 2, 2), np.nan), np.zeros((1, 2, 2)), ValueError),
     (np.zeros((1, 2, 2)), np.full((1, 2, 2), np.inf), ValueError),
     ("abc", np.zeros((1, 2, 2)), TypeError),
+    (np.ones((1, 2, 2)) * 1j, np.zeros((1, 2, 2)), TypeError),  # complex is not silently cast to its real part
 ])
 def test_constructor_rejects_bad_parameters(thetas, ws, exc):
     with pytest.raises(exc):
@@ -175,6 +176,7 @@ def test_constructor_rejects_bad_parameters(thetas, ws, exc):
     (np.full((2, 3, 4), np.nan), ValueError),
     (np.zeros((0, 3, 4)), None),  # empty batch is fine
     ("tokens", TypeError),
+    (np.ones((2, 3, 4), dtype=complex), TypeError),
 ])
 def test_forward_rejects_bad_inputs(X, exc):
     model = random_model(np.random.default_rng(8), 2, 4)
