@@ -391,6 +391,7 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
             res.model, res.train_error, res.validation_error = g.model, g.train_error, g_val
             res.converged = bool(g_val <= tol)
             res.info["truth"] = _truth_summary(res.model, truth)
+            res.info["model_from"] = "fallback-gradient"
             reason_auto += " and its model was kept"
         # the route's own reason is already quoted above; end with the outcome of what was kept
         tail = (f"validation relative MSE {res.validation_error:.2e} "
@@ -399,6 +400,7 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
         res.reason = f"auto chose {route}: {reason_auto}. {tail}"
     res.time = time.perf_counter() - t_start
     res.info.setdefault("route", route)
+    res.info.setdefault("model_from", route)  # "fallback-gradient" when auto kept the fallback's model
     return res
 
 

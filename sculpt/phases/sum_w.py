@@ -10,6 +10,7 @@ regression residuals), exact for m = 1 and a 3–10× improvement for m = 2.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Sequence
 
@@ -133,11 +134,14 @@ def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int 
 
 def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
                    fractions: Sequence[float] = DEFAULT_FRACTIONS, min_rows: int | None = None,
-                   vp_rounds: int = 2, vp_rows: int = 2000,
+                   vp_rounds: int = 2, vp_rows: int = 2000, max_cond: float = 1e3,
                    ) -> tuple[np.ndarray, PhaseRecord]:
     """Phase 1: crude Ŵ⁰ = (1/kN) Σ s tᵀ, then (``improve``) trimmed single-token least squares rounds
     with kept fractions ``fractions``, then ``vp_rounds`` rounds of ``agreement_refit`` on the ``vp_rows``
-    best agreeing rows (re-selected each round). Returns (Σ̂W (d, d), PhaseRecord "1-sum-w")."""
+    best agreeing rows (re-selected each round). Returns (Σ̂W (d, d), PhaseRecord "1-sum-w").
+
+    A degenerate instance is a ValueError: the later phases divide by Σ W_i, so an estimate with condition
+    number above ``max_cond`` stops here (measured: 6.6 for a planted (8,4,2) layer, 8.7e3 when W_2 = −W_1)."""
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
     N, k, d = X.shape
@@ -181,5 +185,12 @@ def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
             rec.message = f"too few rows ({N * k}) for the trimmed refit (need {min_rows}); crude estimate kept"
     if S is not None:
         rec.truth["err_sum_w"] = _rel_err(W, S)
+    sv = np.linalg.svd(W, compute_uv=False)
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
+    rec.figures["cond"] = cond
+    if not cond <= float(max_cond):
+        raise ValueError(f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
+                         f"{float(max_cond):g}; the sculpting phases need Σ W_i invertible and well-conditioned "
+                         "(method='gradient' does not)")
     rec.time = time.perf_counter() - t0
     return W, rec

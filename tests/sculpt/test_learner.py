@@ -72,6 +72,7 @@ def test_auto_falls_back_to_gradient_when_sculpt_fails() -> None:
     assert [p.name for p in res.phases][-2:] == ["2-sculpt", "fallback-gradient"]
     assert res.phases[-2].status == "failed"
     assert "its model was kept" in res.reason  # sculpt produced no model, so the gradient one is kept
+    assert res.info["model_from"] == "fallback-gradient" and res.info["route"] == "sculpt"
     assert res.reason.count("phase 2-sculpt failed") == 1  # quoted once, not repeated at the end
     assert res.reason.endswith(f"validation relative MSE {res.validation_error:.2e} "
                                f"{'<=' if res.converged else '>'} tol 1e-12")
@@ -161,3 +162,18 @@ def test_exact_route_at_its_minimum_budget() -> None:
     _assert_exact(res, model, 4)
     with pytest.raises(ValueError, match="need at least 9"):
         learn(X[:8], Y[:8], 1, method="exact")
+
+
+def test_singular_sum_w_is_named_as_degenerate() -> None:
+    """W_2 = −W_1 makes Σ W_i = 0: phase 1 stops with a message naming the degenerate instance."""
+    base = plant(6, 3, 2, seed=0)
+    ws = base.ws.copy()
+    ws[1] = -ws[0]
+    layer = MultiHeadAttention(base.thetas, ws)
+    X = sample_inputs(3000, 3, 6, rng=1)
+    res = learn(X, layer(X), 2, method="sculpt", seed=0)
+    assert not res.converged and res.model is None
+    assert res.phase("1-sum-w").status == "failed"
+    assert "degenerate instance" in res.reason and "condition number" in res.reason
+    ok = learn(*_data(6, 3, 2, 3000, 0)[1:], 2, method="sculpt", seed=0)
+    assert ok.phase("1-sum-w").figures["cond"] < 100  # a planted layer is far from the threshold
