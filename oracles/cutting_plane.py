@@ -23,7 +23,8 @@ from .results import EllipsoidResult
 class _Localisation:
     """Cuts C x <= d (unit rows, weights w) inside the box [lo, hi], and their analytic centre x."""
 
-    def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, solver: str | None = None) -> None:
+        self.solver = solver
         self.lo, self.hi = lo, hi
         n = lo.shape[0]
         self.C = np.zeros((0, n))
@@ -158,13 +159,14 @@ class _Localisation:
         A_ub = np.vstack([A, box])
         b_ub = np.concatenate([self.d, self.hi, -self.lo])
         bounds = [(None, None)] * n + [(None, z_cap)]
-        sol = solvers.solve_lp(c, A_ub, b_ub, bounds=bounds)
+        sol = solvers.solve_lp(c, A_ub, b_ub, bounds=bounds, solver=self.solver)
         return -sol.value, sol.x[:n]
 
 
 def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
                   max_iter: int | None = None, oracle_tol: float = 1e-9, max_cuts: int | None = None,
-                  keep_cuts: int | None = None, obj_weight: float = 1.0) -> EllipsoidResult:
+                  keep_cuts: int | None = None, obj_weight: float = 1.0, solver: str | None = None,
+                  ) -> EllipsoidResult:
     """ACCPM: find a point of the body (or minimise ``objective @ x``) starting from the box around B(center, radius).
 
     Query = analytic centre of the cuts so far (each cut relaxed by oracle_tol, so a flat body keeps an
@@ -175,7 +177,8 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     or the phase-one LP finding no interior below the best value. When no warm start is strictly inside
     the cuts, a phase-one LP over them decides: a common slack below oracle_tol/2 certifies "empty".
     Returned ``center``/``shape``: the analytic centre and m²H⁻¹ (H the barrier Hessian, m the total barrier
-    weight), an ellipsoid that contains the localisation polytope at an exact centre.
+    weight), an ellipsoid that contains the localisation polytope at an exact centre. ``solver``: the LP
+    backend of the phase-one LP (default ``solvers.default()``; checked before the first oracle call).
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
     tol = positive(tol, "tol")
@@ -189,7 +192,11 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     obj_weight = positive(obj_weight, "obj_weight")
     if keep_cuts < 1 or max_cuts < keep_cuts:
         raise ValueError(f"need 1 <= keep_cuts <= max_cuts, got keep_cuts={keep_cuts}, max_cuts={max_cuts}")
-    loc = _Localisation(c0 - R, c0 + R)
+    if solver is not None:
+        from . import solvers
+
+        solver = solvers.get(solver, kind="lp").name
+    loc = _Localisation(c0 - R, c0 + R, solver)
     obj_row: int | None = None  # index of the objective cut among the rows
     best_x: np.ndarray | None = None
     best_val = math.inf

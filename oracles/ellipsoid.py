@@ -302,7 +302,7 @@ def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tupl
 
 def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
               max_iter: int | None = None, cut: Literal["deep", "central"] = "deep", flat_tol: float = 1e-7,
-              oracle_tol: float = 1e-9, memory: int | None = None) -> EllipsoidResult:
+              oracle_tol: float = 1e-9, memory: int | None = None, solver: str | None = None) -> EllipsoidResult:
     """Find a point of the body, or minimise ``objective @ x`` over it, starting from E_0 = B(center, radius).
 
     Each step cuts E_k with a stored cut the centre violates (no oracle call) or else with
@@ -314,9 +314,14 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     smallest semi-axis below flat_tol·radius stops with status "flat" and the thin directions (flat_tol=0:
     never). ``memory`` cuts are kept for reuse (default 10·n; 0 gives the textbook method). A centre
     outside B(center, radius) is cut by the ball's tangent plane without an oracle call, so the method
-    works on body ∩ ball. ``max_iter``: the update budget (default 100·n² + 1000).
+    works on body ∩ ball. ``max_iter``: the update budget (default 100·n² + 1000). ``solver``: accepted
+    like every engine routine's and checked, but unused: the method needs only the body's oracles.
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
+    if solver is not None:
+        from . import solvers
+
+        solvers.get(solver, kind="lp")
     tol = positive(tol, "tol")
     oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
     flat_tol = positive(flat_tol, "flat_tol", strict=False)

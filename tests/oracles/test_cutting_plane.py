@@ -125,3 +125,31 @@ def test_bad_input(kwargs, match):
     center, radius = args.pop("center"), args.pop("radius")
     with pytest.raises(ValueError, match=match):
         cutting_plane(Ball(np.zeros(3), 1.0), center, radius, **args)
+
+
+@pytest.mark.parametrize("backend", ["HIGHS", "CLARABEL", "SCS", "MOSEK"])
+def test_phase_one_lp_runs_on_every_backend(backend):
+    """``solver=`` reaches ACCPM's phase-one LP; the empty/feasible verdicts do not depend on the backend."""
+    from oracles import SolverError, solvers
+
+    rng = np.random.default_rng(5)
+    empty = Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([0.0, -1e-3]))
+    if backend not in solvers.available():
+        with pytest.raises(SolverError, match=backend):
+            cutting_plane(empty, np.zeros(2), 10.0, solver=backend)
+        pytest.skip(f"{backend} unavailable here: {solvers.unavailable_reason(backend)}")
+    assert cutting_plane(empty, np.zeros(2), 10.0, solver=backend).status == "empty"
+    P, x0 = random_polytope(rng, 4, shift=(0.2, 1.0))
+    res = cutting_plane(P, np.zeros(4), radius_for(x0, 4), solver=backend)
+    assert res.status == "feasible" and P.contains(res.x, tol=1e-9)
+
+
+def test_unknown_solver_is_rejected_before_any_oracle_call():
+    from oracles import ellipsoid
+
+    calls = []
+    body = OracleBody(2, separate=lambda x, tol=1e-9: calls.append(x))
+    for method in (cutting_plane, ellipsoid):
+        with pytest.raises(ValueError, match="solver must be one of"):
+            method(body, np.zeros(2), 1.0, solver="BOGUS")
+    assert calls == []
