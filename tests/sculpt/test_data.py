@@ -127,7 +127,7 @@ def min_norm_point_kkt(thetas: np.ndarray) -> np.ndarray:
 def test_affine_offset_is_the_min_norm_point(d, m, seed):
     rng = np.random.default_rng(seed)
     thetas = rng.normal(size=(m, d, d)) + rng.normal(size=(d, d))
-    report = nondegeneracy(MultiHeadAttention(thetas, rng.normal(size=(m, d, d))))
+    report = nondegeneracy(MultiHeadAttention(thetas, rng.normal(size=(m, d, d))), k=None)
     point = min_norm_point_kkt(thetas)
     assert report.affine_offset == pytest.approx(np.linalg.norm(point), rel=1e-8, abs=1e-10)
     # the min-norm identity <Θ_i, Θ̄> = ‖Θ̄‖² (algorithm.md §8.3)
@@ -146,7 +146,7 @@ def test_report_figures_match_direct_computation():
     assert report.entropy == pytest.approx(float(-(P * np.log(P)).sum(-1).mean() / math.log(3)), rel=1e-10)
     assert report.top_weight == pytest.approx(float(P.max(-1).mean()), rel=1e-10)
     assert report.k == 3 and report.m == 3 and report.d == 6
-    no_k = nondegeneracy(model)
+    no_k = nondegeneracy(model, k=None)
     assert math.isnan(no_k.entropy) and "entropy" not in no_k.checks
 
 
@@ -177,3 +177,13 @@ def test_nondegeneracy_bad_arguments():
         nondegeneracy(model, k=0)
     with pytest.raises(ValueError):
         nondegeneracy(model, k=2, n_inputs=0)
+
+
+def test_default_report_has_attention_statistics():
+    """nondegeneracy(model) alone reports entropy and top weight (k = 4 tokens by default); k=None skips them."""
+    model = plant(8, 4, 2, seed=3)
+    rep = nondegeneracy(model, n_inputs=300)
+    assert rep.k == 4 and 0.0 < rep.entropy < 1.0 and 0.25 <= rep.top_weight <= 1.0
+    assert {"entropy", "top_weight"} <= set(rep.checks)
+    skipped = nondegeneracy(model, k=None)
+    assert np.isnan(skipped.entropy) and "entropy" not in skipped.checks
