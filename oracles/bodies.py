@@ -112,8 +112,8 @@ class Polytope(ConvexBody):
 
     def add_equalities(self, A, b) -> "Polytope":
         """Append rows A x = b."""
-        A = as_matrix(A, "A_eq", self.dim)
-        b = as_rhs(b, "b_eq", A.shape[0])
+        A = as_matrix(A, "A", self.dim)
+        b = as_rhs(b, "b", A.shape[0])
         self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
         return self
 

@@ -15,5 +15,3 @@ __all__ = [
     "MultiHeadAttention", "HeadDistance", "sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport",
     "from_torch", "to_torch", "LearnResult", "PhaseRecord", "learn",
 ]
-# The learner adds its entry point here with one line, e.g.:
-#   from .learner import learn   (and "learn" to __all__)

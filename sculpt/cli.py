@@ -302,7 +302,9 @@ def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int
     print(_summary(result, extra))
     if result.converged:
         return EXIT_OK
-    print(f"sculpt {args.command}: not converged: {result.reason or 'no reason given'}", file=sys.stderr)
+    why = result.reason or "no reason given"
+    print(f"sculpt {args.command}: {why if why.startswith('not converged') else 'not converged: ' + why}",
+          file=sys.stderr)
     return EXIT_NOT_CONVERGED
 
 

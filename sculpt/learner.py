@@ -304,10 +304,10 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
         raise ValueError(f"X must have shape (N, k, d) (a batch of examples), got shape {np.shape(X)}")
     X, Y = check_data(X, Y, boolean=(inputs == "boolean"))
     N, k, d = X.shape
-    if solver is not None:  # a bad backend name or an unusable backend fails here, before any phase runs
-        from oracles import solvers
+    from oracles import solvers
 
-        solvers.get(solver, kind="lp")
+    # a bad backend name or an unusable backend fails here, before any phase runs
+    lp_backend = solvers.get(solver, kind="lp").name if solver is not None else solvers.default()
     if not np.any(Y):
         raise ValueError("Y is identically zero: there is nothing to learn (the relative MSE is undefined)")
     if truth is not None and not isinstance(truth, MultiHeadAttention):
@@ -401,6 +401,8 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     res.time = time.perf_counter() - t_start
     res.info.setdefault("route", route)
     res.info.setdefault("model_from", route)  # "fallback-gradient" when auto kept the fallback's model
+    if route == "sculpt":
+        res.info.setdefault("solver", lp_backend)  # the engine's LP backend (the other routes use none)
     return res
 
 

@@ -20,8 +20,6 @@ def load(name: str):
     return module
 
 
-@pytest.mark.skipif(importlib.util.find_spec("oracles.ellipsoid") is None,
-                    reason="oracles.ellipsoid (the ellipsoid engineer's module) has not landed yet")
 def test_linear_threshold_learns(capsys):
     ex = load("linear_threshold")
     rows = ex.main(["--dim", "6", "--samples", "8", "32", "128", "--seed", "3"])

@@ -162,14 +162,18 @@ def execute(specs: list[RunSpec], *, scheduler: str = "local", workers: int | No
         yield from _execute_dask(specs, scheduler, fn)
 
 
-def _execute_dask(specs: list[RunSpec], address: str,
-                  fn: Callable[[RunSpec], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _execute_dask(specs: list[RunSpec], address: str, fn: Callable[[RunSpec], dict[str, Any]],
+                  connect_timeout: str = "20s") -> Iterator[dict[str, Any]]:
     try:
         from distributed import Client, as_completed as dask_completed
     except ImportError:
         raise RuntimeError(f"--scheduler {address} needs dask.distributed, which is not installed; "
                            f"install the extra (pip install 'sculpt[dask]') or use --scheduler local") from None
-    client = Client(address)
+    try:
+        client = Client(address, timeout=connect_timeout)
+    except (OSError, TimeoutError) as exc:
+        raise RuntimeError(f"--scheduler {address}: cannot reach the dask scheduler ({type(exc).__name__}: "
+                           f"{exc}); start one (dask scheduler) or use --scheduler local") from None
     try:
         futures = client.map(fn, specs, pure=False)
         try:

@@ -1,7 +1,6 @@
 """Affine hull (lp / directions / ellipsoid), implicit equalities and linear span."""
 from __future__ import annotations
 
-import importlib.util
 
 import numpy as np
 import pytest
@@ -11,9 +10,6 @@ from hypothesis import strategies as st
 from oracles import (Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, affine_hull,
                      implicit_equalities, linear_span)
 from oracles.affine_subspace import AffineSubspace
-
-HAVE_ELLIPSOID_HULL = importlib.util.find_spec("oracles.hull_ellipsoid") is not None
-
 
 def projector(B: np.ndarray) -> np.ndarray:
     return B @ B.T
@@ -74,8 +70,6 @@ def test_methods_agree_lp_vs_directions(flat_case, seed, n, k):
     assert h_or.dim == h_lp.dim and np.allclose(h_or.point, h_lp.point, atol=1e-8)
 
 
-@pytest.mark.skipif(not HAVE_ELLIPSOID_HULL,
-                    reason="oracles.hull_ellipsoid (the ellipsoid engineer's module) has not landed yet")
 @pytest.mark.parametrize("seed, n, k", [(1, 3, 1), (2, 4, 2), (3, 5, 0)])
 def test_three_methods_agree(flat_case, seed, n, k):
     case = flat_case(seed, n, k, 4 * n, box=5.0)

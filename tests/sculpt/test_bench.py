@@ -144,6 +144,16 @@ def test_records_follow_the_schema_and_score_correctly() -> None:
     assert good["data_digest"] and set(good) == set(SCHEMA)
 
 
+def test_sculpt_records_name_the_lp_backend_they_used() -> None:
+    from oracles import solvers
+
+    rec = run_trial(RunSpec(Cell("generic", 6, 3, 1, 1000), 0, "sculpt", test_samples=100))
+    validate_record(rec)
+    assert rec["status"] == "ok" and rec["solver"] == solvers.default()
+    lb = run_trial(RunSpec(Cell("generic", 6, 3, 1, 1000), 0, "lbfgs", {"max_iter": 5}, test_samples=100))
+    assert lb["solver"] is None  # the gradient baseline uses no LP backend
+
+
 def test_validate_record_rejects_departures() -> None:
     rec = run_trial(RunSpec(Cell("generic", 3, 2, 1, 20), 0, "oracle", test_samples=50))
     for mutate, match in [(lambda r: r.pop("seed"), "missing"), (lambda r: r.update(extra=1), "unknown"),
@@ -218,6 +228,14 @@ def test_dask_local_cluster_gives_the_serial_records(tmp_path: Path) -> None:
         dask = run_sweep(grid, tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False).records
     assert [r["key"] for r in serial] == [r["key"] for r in dask]
     assert [strip_timings(r) for r in serial] == [strip_timings(r) for r in dask]
+
+
+def test_unreachable_dask_scheduler_is_a_clear_error() -> None:
+    pytest.importorskip("distributed", reason="dask.distributed not installed (optional extra)")
+    from sculpt.bench.runner import _execute_dask
+
+    with pytest.raises(RuntimeError, match="cannot reach the dask scheduler"):
+        list(_execute_dask(grid_from_dict(TINY).runs(), "tcp://127.0.0.1:1", run_trial, connect_timeout="2s"))
 
 
 def test_unknown_scheduler_address_without_dask_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -388,7 +406,7 @@ def test_quick_grid_runs_and_its_lines_follow_the_schema(tmp_path: Path) -> None
 
 
 def test_sculpt_command_line_has_the_bench_subcommand(tmp_path: Path) -> None:
-    cli = pytest.importorskip("sculpt.cli", reason="sculpt.cli (engineer L3) is not in this tree yet")
+    import sculpt.cli as cli
     (tmp_path / "g.json").write_text(json.dumps(TINY))
     status = cli.main(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"),
                        "--scheduler", "serial", "--no-progress"])
