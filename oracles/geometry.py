@@ -18,6 +18,7 @@ from .affine import _as_polytope, _check_tol, _normalised_rows, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
+from .oracle_geometry import min_norm_by_cuts, width_by_cuts
 from .solvers.dense_ipm import min_norm_ipm
 
 
@@ -26,11 +27,13 @@ def _check_body(body) -> None:
         raise TypeError(f"body must be a ConvexBody or AffineSubspace, got {type(body).__name__}")
 
 
-def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
+def min_norm_point(body, *, solver: str | None = None, center=None, radius: float | None = None,
+                   tol: float = 1e-8) -> np.ndarray:
     """argmin_{x in K} ‖x‖₂. Polytope: the QP min ½‖x‖²: with solver=None a dense numpy IPM guess, polished
     to its active flat and accepted only if it passes the exact KKT test, else (or with solver=...) the QP
     backend (Clarabel by default), polished the same way. Ball and flats: closed form; other explicit
-    bodies: a conic program. Empty -> EmptyBodyError."""
+    bodies: a conic program. A body with only a separation oracle: cutting planes on the epigraph from the
+    ball B(center, radius) that must contain it, ‖x‖ within ``tol`` of the minimum. Empty -> EmptyBodyError."""
     _check_body(body)
     if isinstance(body, AffineSubspace):
         return body.point.copy()
@@ -58,8 +61,7 @@ def min_norm_point(body, *, solver: str | None = None) -> np.ndarray:
         x = cp.Variable(body.dim)
         solvers.solve_cvxpy(cp.Problem(cp.Minimize(cp.sum_squares(x)), body.cvxpy_constraints(x)), solver=solver)
         return np.asarray(x.value, dtype=float)
-    raise MissingOracleError(f"min_norm_point needs an explicit body (Polytope, Ball, intersections); "
-                             f"got {type(body).__name__}")
+    return min_norm_by_cuts(body, center=center, radius=radius, tol=tol, solver=solver)
 
 
 def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -169,8 +171,10 @@ def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, flo
     return np.asarray(x.value, dtype=float), max(float(r.value), 0.0)
 
 
-def width(body, u, *, solver: str | None = None) -> float:
-    """max_{x in K} u·x - min_{x in K} u·x (two LPs, or two calls of the body's maximize oracle)."""
+def width(body, u, *, solver: str | None = None, center=None, radius: float | None = None,
+          tol: float = 1e-8) -> float:
+    """max_{x in K} u·x - min_{x in K} u·x (two LPs, or two calls of the body's maximize oracle; with only a
+    separation oracle, two cutting-plane minimisations from the ball B(center, radius), each to ``tol``)."""
     _check_body(body)
     u = as_vector(u, "u", body.ambient_dim if isinstance(body, AffineSubspace) else body.dim)
     if isinstance(body, AffineSubspace):
@@ -178,7 +182,7 @@ def width(body, u, *, solver: str | None = None) -> float:
             return 0.0
         raise UnboundedError("u is not orthogonal to the flat: the width is infinite")
     if not body.has_maximize:
-        raise MissingOracleError(f"width needs a maximize oracle; {type(body).__name__} has none")
+        return width_by_cuts(body, u, center=center, radius=radius, tol=tol, solver=solver)
     hi, _ = body.maximize(u, solver=solver)
     lo, _ = body.maximize(-u, solver=solver)
     return max(hi + lo, 0.0)

@@ -155,3 +155,40 @@ def test_min_norm_fast_path_needs_no_qp_backend(flat_case, monkeypatch, seed, k)
 def test_min_norm_of_empty_body_without_solver():
     with pytest.raises(EmptyBodyError):
         min_norm_point(Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([0.0, -1.0])))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
+def test_separation_only_body_gets_min_norm_point_and_width(seed, n):
+    """Through the separation oracle alone (cutting planes from a ball around the body), the answers agree
+    with the explicit polytope's: ‖x̂‖ within tol of the minimum, ‖x̂ − x*‖² <= 2‖x̂‖·tol, widths within tol."""
+    from _problems import random_polytope
+
+    rng = np.random.default_rng(seed)
+    P, x0 = random_polytope(rng, n, shift=(0.3, 1.5))
+    R = float(np.linalg.norm(x0)) + 2.0 * np.sqrt(n) + 1.0       # the box |x - x0|_inf <= 2 lies in B(0, R)
+    body = OracleBody(n, separate=P.separate)
+    tol = 1e-8
+    x_star, x_hat = min_norm_point(P), min_norm_point(body, radius=R, tol=tol)
+    assert P.contains(x_hat, tol=1e-7)
+    assert np.linalg.norm(x_hat) - np.linalg.norm(x_star) <= tol + 1e-9
+    assert np.linalg.norm(x_hat - x_star) <= np.sqrt(2 * np.linalg.norm(x_hat) * tol) + 1e-7
+    u = rng.normal(size=n)
+    assert abs(width(body, u, radius=R, tol=tol) - width(P, u)) <= 2 * tol + 1e-7
+
+
+def test_separation_only_errors():
+    sep_only = OracleBody(2, separate=Ball(np.zeros(2), 1.0).separate)
+    with pytest.raises(MissingOracleError, match="radius="):
+        min_norm_point(sep_only)
+    with pytest.raises(MissingOracleError, match="radius="):
+        width(sep_only, np.ones(2))
+    with pytest.raises(MissingOracleError, match="separation oracle"):
+        min_norm_point(OracleBody(2, contains=lambda x: True), radius=1.0)
+    with pytest.raises(ValueError, match="radius"):
+        min_norm_point(sep_only, radius=-1.0)
+    far = OracleBody(2, separate=Ball(np.full(2, 10.0), 1.0).separate)
+    with pytest.raises(EmptyBodyError):
+        min_norm_point(far, radius=2.0)                             # no point of the body in B(0, 2)
+    x = min_norm_point(OracleBody(2, separate=Ball(np.array([3.0, 4.0]), 1.0).separate), radius=10.0)
+    assert np.linalg.norm(x - [2.4, 3.2]) <= 1e-3                  # the Ball's closed form
