@@ -2,8 +2,13 @@
 
 * ``min_norm_by_cuts``: min t over the epigraph K' = {(x, t) : x ∈ K, ‖x‖ <= t}, whose separation oracle is
   K's cut (lifted with a 0 in t) or, for x ∈ K with ‖x‖ > t, the cut (x/‖x‖)·y − s <= 0 (valid since
-  (x/‖x‖)·y <= ‖y‖ <= s). ``cutting_plane`` (ACCPM) minimises t to ``tol``, so ‖x̂‖ − ‖x*‖ <= tol and, by
-  strong convexity of ‖·‖² on K, ‖x̂ − x*‖² <= ‖x̂‖² − ‖x*‖² <= 2‖x̂‖·tol.
+  (x/‖x‖)·y <= ‖y‖ <= s); every cut is read within the oracle tolerance, so a flat K still works. The
+  ellipsoid method minimises t to ``tol``: ‖x̂‖ − ‖x*‖ <= tol and, by strong convexity of ‖·‖² on K,
+  ‖x̂ − x*‖² <= 2‖x̂‖·tol. Measured on random polytopes with 3n rows + a box, 3 seeds: n = 5 / 10 / 20 / 40
+  took 0.01–0.04 / 0.14–0.17 / 0.46–0.49 / 2.8–3.5 s (135–7,800 oracle calls), ‖x̂ − x*‖ <= 7e-5; ACCPM on
+  the same epigraph took 1.8–3.7 s at n = 20 and did not reach tol 1e-6 in 3,000 iterations (87 s) at
+  n = 40 (its cut store stalls on the curved epigraph; it wins on linear objectives, hence widths), and
+  15 s on a flat 3-d body that the relaxed ellipsoid finishes in 0.01 s.
 * ``width_by_cuts``: two ACCPM minimisations of ±u·x.
 
 Both need a ball B(center, radius) that contains the body (or at least its min-norm point / extreme points).
@@ -15,9 +20,10 @@ import math
 import numpy as np
 
 from ._validate import as_vector
-from .bodies import ConvexBody, OracleBody
+from .bodies import ConvexBody
 from .cuts import Cut
 from .cutting_plane import cutting_plane
+from .ellipsoid import ellipsoid
 from .errors import EmptyBodyError, MissingOracleError, OracleError
 
 __all__ = ["min_norm_by_cuts", "width_by_cuts"]
@@ -46,27 +52,37 @@ def _solved(res, what: str) -> np.ndarray:
     return res.x
 
 
-def min_norm_by_cuts(body: ConvexBody, *, center=None, radius: float | None = None, tol: float = 1e-8,
-                     max_iter: int | None = None, solver: str | None = None) -> np.ndarray:
-    """argmin_{x ∈ K} ‖x‖ through K's separation oracle (ACCPM on the epigraph); ‖x̂‖ within tol of the min."""
-    c, r = _start(body, "min_norm_point", center, radius)
-    n = body.dim
+class _Epigraph(ConvexBody):
+    """{(x, t) : x ∈ K, ‖x‖ <= t}, its cuts read within ``tol``: a cut of K that x violates by at most tol
+    (in distance) counts as met, whether or not K's own oracle honours tol, so a flat K becomes a thin but
+    full-dimensional body that the ellipsoid method can enter."""
 
-    def separate(z: np.ndarray) -> Cut | None:
-        x, t = z[:n], z[n]
-        cut = body.separate(x)
-        if cut is not None:
+    def __init__(self, body: ConvexBody) -> None:
+        self.body, self.dim = body, body.dim + 1
+
+    def separate(self, z: np.ndarray, tol: float = 1e-9) -> Cut | None:
+        z = self._check_point(z)
+        x, t = z[:-1], float(z[-1])
+        cut = self.body.separate(x, tol)
+        if cut is not None and cut.depth(x) > tol:
             return Cut(np.append(cut.normal, 0.0), cut.offset)
         nx = float(np.linalg.norm(x))
-        if nx > t and nx > 0:
+        if nx > t + tol and nx > 0:
             return Cut(np.append(x / nx, -1.0), 0.0)
         return None
 
+
+def min_norm_by_cuts(body: ConvexBody, *, center=None, radius: float | None = None, tol: float = 1e-8,
+                     oracle_tol: float = 1e-9, max_iter: int | None = None,
+                     solver: str | None = None) -> np.ndarray:
+    """argmin_{x ∈ K} ‖x‖ through K's separation oracle (the ellipsoid method on the epigraph, cuts read
+    within ``oracle_tol``): ‖x̂‖ within tol of the minimum, x̂ within ~oracle_tol of K."""
+    c, r = _start(body, "min_norm_point", center, radius)
     top = float(np.linalg.norm(c)) + r          # ‖x*‖ <= top for x* in B(c, r)
-    z0 = np.append(c, top)
-    res = cutting_plane(OracleBody(n + 1, separate=separate), z0, math.hypot(r, top) * 1.01,
-                        objective=np.append(np.zeros(n), 1.0), tol=tol, max_iter=max_iter, solver=solver)
-    return _solved(res, "min_norm_point")[:n]
+    res = ellipsoid(_Epigraph(body), np.append(c, top), math.hypot(r, top) * 1.01,
+                    objective=np.append(np.zeros(body.dim), 1.0), tol=tol, max_iter=max_iter, flat_tol=0.0,
+                    oracle_tol=oracle_tol, solver=solver)
+    return _solved(res, "min_norm_point")[:-1]
 
 
 def width_by_cuts(body: ConvexBody, u: np.ndarray, *, center=None, radius: float | None = None,
