@@ -194,10 +194,14 @@ def test_separation_only_errors():
     assert np.linalg.norm(x - [2.4, 3.2]) <= 1e-3                  # the Ball's closed form
 
 
-def test_separation_only_flat_body_min_norm_point():
-    """A flat body (x1 + x2 = 1 as two inequalities) stops the ellipsoid as "flat"; ACCPM then finishes."""
+def test_separation_only_flat_body():
+    """A flat body (x1 + x2 = 1 as two inequalities): cuts read within the oracle tolerance let the ellipsoid
+    method enter it; its width is ~0 along the normal and exact along the flat."""
     A = np.vstack([[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0], np.eye(3), -np.eye(3)])
     b = np.concatenate([[1.0, -1.0], np.full(6, 2.0)])
     P = Polytope(A, b)
     x = min_norm_point(OracleBody(3, separate=P.separate), radius=5.0, tol=1e-8)
     assert np.linalg.norm(x - [0.5, 0.5, 0.0]) <= 1e-3 and P.contains(x, tol=1e-7)
+    body = OracleBody(3, separate=P.separate)
+    assert width(body, np.array([1.0, 1.0, 0.0]), radius=5.0) <= 1e-8
+    assert abs(width(body, np.array([0.0, 0.0, 1.0]), radius=5.0) - 4.0) <= 1e-7
