@@ -153,3 +153,17 @@ def test_unknown_solver_is_rejected_before_any_oracle_call():
         with pytest.raises(ValueError, match="solver must be one of"):
             method(body, np.zeros(2), 1.0, solver="BOGUS")
     assert calls == []
+
+
+def test_stalled_minimisation_stops_early_and_says_so():
+    """Over a flat body the ACCPM gap can freeze above tol; the stall rule ends the run well before max_iter."""
+    A = np.vstack([[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0], np.eye(3), -np.eye(3)])
+    P = Polytope(A, np.concatenate([[1.0, -1.0], np.full(6, 2.0)]))
+    with pytest.raises(ValueError, match="stall"):
+        cutting_plane(P, np.zeros(3), 5.0, objective=np.ones(3), stall=0)
+    res = cutting_plane(P, np.zeros(3), 5.0, objective=np.array([0.0, 0.0, -1.0]), tol=1e-8, stall=50)
+    if res.status == "optimal":  # a future ACCPM that closes the gap is welcome: it must then be right
+        assert abs(res.value + 2.0) <= 1e-8
+        return
+    assert res.status == "max_iter" and "stalled" in res.message and res.iterations < 1900
+    assert res.lower_bound <= -2.0 + 1e-9 <= res.value + 1e-9 and P.contains(res.x, tol=1e-8)
