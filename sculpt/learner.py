@@ -46,6 +46,9 @@ _SCULPT_PHASES = 7  # 1-sum-w, 2-sculpt, 3-refine, 4-span, 5-heads, 6-projection
 #   10,000 otherwise.
 
 
+_COND_HINT = 100.0  # phase 1's cond(Σ̂W) above which a later phase failure mentions a possibly singular Σ W
+
+
 def default_sculpt_examples(d: int, m: int) -> int:
     """Training examples phases 1–3 use by default: 5,000 for m = 1 (every row agrees, phase 1 is exact and
     K* has thousands of equalities), else 10,000 (at (8,4,2) 5,000 left the span 8–25° off, 10,000 4–6°)."""
@@ -195,7 +198,14 @@ def _sculpt_route(Xtr: np.ndarray, Ytr: np.ndarray, Xva: np.ndarray, Yva: np.nda
 
     def failed_reason() -> str:
         rec = phases[-1]
-        return f"phase {rec.name} failed: {rec.message}"
+        why = f"phase {rec.name} failed: {rec.message}"
+        cond = phases[0].figures.get("cond", 0.0) if phases and phases[0].name == "1-sum-w" else 0.0
+        if rec.name != "1-sum-w" and cond > _COND_HINT:
+            # an exactly singular Σ W leaves only noise in phase 1's estimate, whose condition number ranged
+            # 52–6e7 over planted W_2 = −W_1 layers (below max_cond = 1e3 in some), against <= 10 for plant()
+            why += (f" (phase 1's Σ W estimate has condition number {cond:.3g}: Σ W_i may be singular, a "
+                    "degenerate instance for the sculpting route)")
+        return why
 
     # phases 1–3 (the body) on a random subset of at most ``sculpt_examples`` training examples: at
     # (8,4,2) 2,500–10,000 examples already gave exact recoveries (span 4–34° off) and the phases' cost
