@@ -180,8 +180,8 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     weight), an ellipsoid that contains the localisation polytope at an exact centre. ``solver``: the LP
     backend of the phase-one LP (default ``solvers.default()``; checked before the first oracle call).
     ``stall``: with an objective, stop with status "max_iter" once neither the best value nor the lower bound
-    has improved for this many queries (default max(100, 20·n); measured: minimising over a flat 3-d body
-    the gap froze at 1.3e-7 after 100 queries and the remaining 1,800 took 30 s).
+    has improved for this many iterations (default max(100, 20·n); measured: minimising over a flat 3-d body
+    the gap froze at 1.3e-7 after 100 iterations and the remaining 1,800 took 30 s).
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
     tol = positive(tol, "tol")
@@ -270,7 +270,7 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
                 progress_at, last = it, (best_val, lower)
             elif it - progress_at >= stall:
                 return result("max_iter", f"stalled: neither the best value nor the lower bound improved in "
-                                          f"{stall} queries; best - lower bound = {best_val - lower:.3g} > tol")
+                                          f"{stall} iterations; best - lower bound = {best_val - lower:.3g} > tol")
         if loc.m > max_cuts:
             rel = loc.relevance()
             protect = np.zeros(loc.m, dtype=bool)

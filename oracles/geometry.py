@@ -28,12 +28,13 @@ def _check_body(body) -> None:
 
 
 def min_norm_point(body, *, solver: str | None = None, center=None, radius: float | None = None,
-                   tol: float = 1e-8) -> np.ndarray:
+                   tol: float = 1e-8, max_iter: int | None = None) -> np.ndarray:
     """argmin_{x in K} ‖x‖₂. Polytope: the QP min ½‖x‖²: with solver=None a dense numpy IPM guess, polished
     to its active flat and accepted only if it passes the exact KKT test, else (or with solver=...) the QP
     backend (Clarabel by default), polished the same way. Ball and flats: closed form; other explicit
     bodies: a conic program. A body with only a separation oracle: cutting planes on the epigraph from the
-    ball B(center, radius) that must contain it, ‖x‖ within ``tol`` of the minimum. Empty -> EmptyBodyError."""
+    ball B(center, radius) that must contain it, ‖x‖ within ``tol`` of the minimum (``max_iter``: the
+    ellipsoid's budget). Empty -> EmptyBodyError."""
     _check_body(body)
     if isinstance(body, AffineSubspace):
         return body.point.copy()
@@ -61,7 +62,7 @@ def min_norm_point(body, *, solver: str | None = None, center=None, radius: floa
         x = cp.Variable(body.dim)
         solvers.solve_cvxpy(cp.Problem(cp.Minimize(cp.sum_squares(x)), body.cvxpy_constraints(x)), solver=solver)
         return np.asarray(x.value, dtype=float)
-    return min_norm_by_cuts(body, center=center, radius=radius, tol=tol, solver=solver)
+    return min_norm_by_cuts(body, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
 
 
 def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -172,7 +173,7 @@ def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, flo
 
 
 def width(body, u, *, solver: str | None = None, center=None, radius: float | None = None,
-          tol: float = 1e-8) -> float:
+          tol: float = 1e-8, max_iter: int | None = None) -> float:
     """max_{x in K} u·x - min_{x in K} u·x (two LPs, or two calls of the body's maximize oracle; with only a
     separation oracle, two cutting-plane minimisations from the ball B(center, radius), each to ``tol``)."""
     _check_body(body)
@@ -182,14 +183,18 @@ def width(body, u, *, solver: str | None = None, center=None, radius: float | No
             return 0.0
         raise UnboundedError("u is not orthogonal to the flat: the width is infinite")
     if not body.has_maximize:
-        return width_by_cuts(body, u, center=center, radius=radius, tol=tol, solver=solver)
+        if not np.any(u):
+            return 0.0
+        return width_by_cuts(body, u, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
     hi, _ = body.maximize(u, solver=solver)
     lo, _ = body.maximize(-u, solver=solver)
     return max(hi + lo, 0.0)
 
 
-def widths(body, U, *, solver: str | None = None) -> np.ndarray:
-    """width(body, u) for every row u of U (one kept LP model for a Polytope)."""
+def widths(body, U, *, solver: str | None = None, center=None, radius: float | None = None,
+           tol: float = 1e-8) -> np.ndarray:
+    """width(body, u) for every row u of U (one kept LP model for a Polytope; ``center``/``radius``/``tol``
+    as in ``width`` for a body with only a separation oracle)."""
     _check_body(body)
     if isinstance(body, AffineSubspace):
         U = as_matrix(U, "U", body.ambient_dim)
@@ -197,7 +202,7 @@ def widths(body, U, *, solver: str | None = None) -> np.ndarray:
     U = as_matrix(U, "U", body.dim)
     poly = _as_polytope(body)
     if poly is None:
-        return np.array([width(body, u, solver=solver) for u in U])
+        return np.array([width(body, u, solver=solver, center=center, radius=radius, tol=tol) for u in U])
     model = solvers.LPModel(poly, solver=solver)
     return np.array([max(model.maximize(u)[0] + model.maximize(-u)[0], 0.0) for u in U])
 

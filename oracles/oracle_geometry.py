@@ -32,8 +32,8 @@ __all__ = ["min_norm_by_cuts", "width_by_cuts"]
 
 def _start(body: ConvexBody, what: str, center, radius) -> tuple[np.ndarray, float]:
     if not body.has_separate:
-        raise MissingOracleError(f"{what} needs an explicit body, a maximize oracle or a separation oracle; "
-                                 f"{type(body).__name__} has none of them")
+        raise MissingOracleError(f"{what} needs an explicit body{', a maximize oracle' if what == 'width' else ''} "
+                                 f"or a separation oracle; this {type(body).__name__} has none of these")
     if radius is None:
         raise MissingOracleError(f"{what} on a separation-only body runs cutting planes from a ball containing "
                                  "the body: pass radius= (and center=, default 0)")
@@ -80,8 +80,10 @@ class _Epigraph(ConvexBody):
         if cut is not None:
             return Cut(np.append(cut.normal, 0.0), cut.offset)
         nx = float(np.linalg.norm(x))
-        if nx > t + tol and nx > 0:
-            return Cut(np.append(x / nx, -1.0), 0.0)
+        if nx > 0:
+            norm_cut = Cut(np.append(x / nx, -1.0), 0.0)
+            if norm_cut.depth(z) > tol:  # the same distance test as K's cuts (the normal has length √2)
+                return norm_cut
         return None
 
 

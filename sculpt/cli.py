@@ -99,7 +99,8 @@ def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--distribution", choices=DISTRIBUTIONS, default="boolean", help="input law (default boolean)")
     p.add_argument("--noise", type=_real(0.0, False), default=0.0, metavar="SIGMA",
                    help="add N(0, (SIGMA·rms(Y))²) to every label entry (default 0)")
-    p.add_argument("--scale", type=_real(0.0, True), default=2.5, help="‖Θ_i‖_F of the planted layer: exact for m = 1, within 0.85–1.12× for m ≥ 2 (default 2.5)")
+    p.add_argument("--scale", type=_real(0.0, True), default=2.5, help="‖Θ_i‖_F of the planted layer: exact for m = 1; for m ≥ 2 each head within "
+                   "0.85–1.12× at d = 8 (wider at small d) (default 2.5)")
     p.add_argument("--test-samples", type=_positive_int, default=5000,
                    help="fresh inputs for the test relative MSE (default 5000)")
     _add_learning_arguments(p, "sculpt")

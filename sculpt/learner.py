@@ -2,8 +2,9 @@
 
 Routes: "sculpt" (Chen & Li's phases 1–6 on a convex body, then a least-squares polish), "exact" (the
 algebraic m = 1 route for k < d), "gradient" (full-batch L-BFGS from random initialisation) and "auto".
-Every route holds out a validation split that no phase fits on; ``converged`` means the validation relative
-MSE is at most ``tol`` (1e-12 by default), never less.
+Every route holds out a validation split that no phase fits on (except the exact route given exactly its
+minimum N, which checks its overdetermined systems on their own rows and says so in ``info``); ``converged``
+means the validation relative MSE is at most ``tol`` (1e-12 by default), never less.
 """
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
     """Fewest examples (training + validation) a route accepts.
 
     gradient: the parameter count 2md²/(kd) plus a validation example; exact: the exact route's own
-    recommendation ⌈d²/(k(k−1))⌉ + 3 (its systems are overdetermined, so with no example to spare the
+    recommendation ``exact_sample_size(d, k)`` = max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉) + 3, i.e. ⌈d²/(k(k−1))⌉ + 3
+    when k <= (d + 2)/2 (its systems are overdetermined, so with no example to spare the
     validation error is measured on the training examples and the record says so); sculpt: 20·d² (phases 2–3 keep only the rare rows where all heads agree; the
     targets were met with 20,000 at d = 8)."""
     if method == "gradient":
@@ -95,12 +97,14 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
 
 def _validation_size(N: int, need_train: int, requested: Any, *, allow_none: bool = False) -> int:
     """Held-out examples: ``requested``, else min(2000, N/10) but leaving ``need_train`` for training; at least
-    one unless ``allow_none`` (the exact route, whose overdetermined systems can be checked on their own rows)."""
+    one unless ``allow_none`` and N leaves none to spare (the exact route at its minimum N, whose overdetermined
+    systems are then checked on their own rows)."""
     if requested is not None:
         if isinstance(requested, bool) or not isinstance(requested, (int, np.integer)) or not 1 <= requested < N:
             raise ValueError(f"validation_size must be an integer in [1, N-1] = [1, {N - 1}], got {requested!r}")
         return int(requested)
-    return int(max(0 if allow_none else 1, min(2000, N // 10, N - need_train)))
+    floor = 0 if allow_none and N <= need_train else 1
+    return int(max(floor, min(2000, N // 10, N - need_train)))
 
 
 class _Progress:
@@ -310,7 +314,7 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     inputs = options.pop("inputs", None)
     if inputs not in (None, "boolean", "gaussian", "real"):
         raise ValueError(f"inputs must be None, 'boolean', 'gaussian' or 'real', got {inputs!r}")
-    if np.ndim(X) != 3:
+    if X is not None and not isinstance(X, (str, bytes)) and np.ndim(X) != 3:  # (non-arrays: TypeError below)
         raise ValueError(f"X must have shape (N, k, d) (a batch of examples), got shape {np.shape(X)}")
     X, Y = check_data(X, Y, boolean=(inputs == "boolean"))
     N, k, d = X.shape
@@ -404,8 +408,9 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
             res.info["model_from"] = "fallback-gradient"
             reason_auto += " and its model was kept"
         # the route's own reason is already quoted above; end with the outcome of what was kept
-        tail = (f"validation relative MSE {res.validation_error:.2e} "
-                f"{'<=' if res.converged else '>'} tol {tol:.0e}")
+        val = res.validation_error
+        tail = (f"validation relative MSE {val:.2e} {'<=' if res.converged else '>'} tol {tol:.0e}"
+                if val is not None and math.isfinite(val) else "neither route produced a usable model")
     if method == "auto":
         res.reason = f"auto chose {route}: {reason_auto}. {tail}"
     res.time = time.perf_counter() - t_start

@@ -187,6 +187,10 @@ def test_separation_only_errors():
         min_norm_point(OracleBody(2, contains=lambda x: True), radius=1.0)
     with pytest.raises(ValueError, match="radius"):
         min_norm_point(sep_only, radius=-1.0)
+    with pytest.raises(MissingOracleError, match="explicit body or a separation oracle"):
+        min_norm_point(OracleBody(2, maximize=lambda c: (float(np.abs(c).sum()), np.sign(c))), radius=2.0)
+    assert width(sep_only, np.zeros(2), radius=2.0) == 0.0
+    np.testing.assert_allclose(widths(sep_only, np.eye(2), radius=2.0), [2.0, 2.0], atol=1e-7)
     far = OracleBody(2, separate=Ball(np.full(2, 10.0), 1.0).separate)
     with pytest.raises(EmptyBodyError):
         min_norm_point(far, radius=2.0)                             # no point of the body in B(0, 2)

@@ -137,7 +137,7 @@ def test_bad_input() -> None:
 def test_min_examples() -> None:
     assert min_examples("sculpt", 8, 4, 2) == 1280
     assert min_examples("gradient", 8, 4, 2) == 9
-    assert min_examples("exact", 8, 4, 1) == 9  # ⌈d²/(k(k−1))⌉ + 3, the issue's budget
+    assert min_examples("exact", 8, 4, 1) == 9  # ⌈d²/(k(k−1))⌉ + 3 (k <= (d+2)/2), the issue's budget
     with pytest.raises(ValueError):
         min_examples("nope", 8, 4, 2)
 
@@ -155,13 +155,16 @@ def test_sculpt_box_bounds_every_body() -> None:
 
 
 def test_exact_route_at_its_minimum_budget() -> None:
-    """learn(method="exact") accepts ⌈d²/(k(k−1))⌉ + 3 examples, checks on the training rows and says so."""
+    """learn(method="exact") accepts ⌈d²/(k(k−1))⌉ + 3 examples (k <= (d+2)/2), checks on the training rows and
+    says so."""
     model, X, Y = _data(8, 4, 1, min_examples("exact", 8, 4, 1), 31)
     res = learn(X, Y, 1, method="exact", seed=0)
     assert res.info["validation_examples"] == 0 and "training examples" in res.info["validation_on"]
     _assert_exact(res, model, 4)
     with pytest.raises(ValueError, match="need at least 9"):
         learn(X[:8], Y[:8], 1, method="exact")
+    model10, X10, Y10 = _data(8, 4, 1, 10, 31)
+    assert learn(X10, Y10, 1, method="exact", seed=0).info["validation_examples"] == 1  # one to spare: held out
 
 
 def test_singular_sum_w_is_named_as_degenerate() -> None:
@@ -181,3 +184,17 @@ def test_singular_sum_w_is_named_as_degenerate() -> None:
                                                      or "Σ W_i may be singular" in res.reason)
     ok = learn(*_data(6, 3, 2, 3000, 0)[1:], 2, method="sculpt", seed=0)
     assert ok.phase("1-sum-w").figures["cond"] < 100  # a planted layer is far from the threshold
+
+
+def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route without a model and a fallback whose validation error is not finite: a result, not a TypeError."""
+    import sculpt.learner as learner_module
+
+    base = plant(6, 3, 2, seed=0)
+    ws = base.ws.copy()
+    ws[1] = -ws[0]
+    layer = MultiHeadAttention(base.thetas, ws)
+    X = sample_inputs(3000, 3, 6, rng=1)
+    monkeypatch.setattr(learner_module, "relative_mse", lambda *a: float("nan"))
+    res = learn(X, layer(X), 2, method="auto", seed=0, gradient_options={"max_iter": 2})
+    assert not res.converged and res.reason.endswith("neither route produced a usable model")
