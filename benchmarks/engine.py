@@ -1,4 +1,5 @@
-"""Engine benchmark: affine hull and LP backends (engine_hull) and cutting-plane methods (engine_cuts).
+"""Engine benchmark: affine hull and LP backends (engine_hull), cutting-plane methods (engine_cuts) and
+separation-only min-norm points and widths (engine_separation).
 
     python benchmarks/engine.py [--quick] [--out results/engine.json]
 
@@ -17,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import engine_cuts  # noqa: E402
 import engine_hull  # noqa: E402
+import engine_separation  # noqa: E402
 
 
 def versions() -> dict[str, str]:
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     report = {"versions": versions(), "quick": args.quick,
-              "hull": engine_hull.run(args.quick), "cuts": engine_cuts.run(args.quick)}
+              "hull": engine_hull.run(args.quick), "cuts": engine_cuts.run(args.quick),
+              "separation": engine_separation.run(args.quick)}
     report["wall_seconds"] = time.perf_counter() - t0
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
