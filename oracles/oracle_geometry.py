@@ -4,14 +4,13 @@
   K's cut (lifted with a 0 in t) or, for x ∈ K with ‖x‖ > t, the cut (x/‖x‖)·y − s <= 0 (valid since
   (x/‖x‖)·y <= ‖y‖ <= s); every cut is read within the oracle tolerance, so a flat K still works. The
   ellipsoid method minimises t to ``tol``: ‖x̂‖ − ‖x*‖ <= tol and, by strong convexity of ‖·‖² on K,
-  ‖x̂ − x*‖² <= 2‖x̂‖·tol. Measured on random polytopes with 3n rows + a box, 3 seeds: n = 5 / 10 / 20 / 40
-  took 0.01–0.04 / 0.14–0.17 / 0.46–0.49 / 2.8–3.5 s (135–7,800 oracle calls), ‖x̂ − x*‖ <= 7e-5; ACCPM on
-  the same epigraph took 1.8–3.7 s at n = 20 and did not reach tol 1e-6 in 3,000 iterations (87 s) at
-  n = 40 (its cut store stalls on the curved epigraph), and
-  15 s on a flat 3-d body that the relaxed ellipsoid finishes in 0.01 s.
+  ‖x̂ − x*‖² <= 2‖x̂‖·tol. Measured (``benchmarks/engine_separation.py``: random polytopes with 3n rows and a
+  box, 3 seeds): n = 5 / 10 / 20 / 40 took 0.04 / 0.15 / 0.47 / 2.0 s, ‖x̂ − x*‖ <= 7e-5. ACCPM on the same
+  epigraph took 0.9–1.9 s at n = 20; with unrelaxed cuts it had not reached tol 1e-6 after 3,000 iterations
+  (87 s) at n = 40, and it took 15 s on a flat 3-d body that the relaxed ellipsoid finishes in 0.01 s.
 * ``width_by_cuts``: two ellipsoid minimisations of ±u·x over the relaxed body: n = 5 / 10 / 20 / 40 took
-  0.07 / 0.3–0.5 / 1.1–1.9 / 4.8–5.3 s, error <= 6e-8 (same polytopes). ACCPM needs fewer oracle calls on
-  full-dimensional bodies but ran out of its 1,900-iteration budget on a flat 3-d body.
+  0.07 / 0.3 / 1.1 / 4.9 s, error <= 6e-8. ACCPM needs fewer oracle calls on full-dimensional bodies but ran
+  out of its 1,900-iteration budget on a flat 3-d body.
 
 Both need a ball B(center, radius) that contains the body (or at least its min-norm point / extreme points).
 """
