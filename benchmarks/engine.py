@@ -8,7 +8,6 @@ Prints each part's tables and writes one JSON file with every measurement and th
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -19,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_cuts  # noqa: E402
 import engine_hull  # noqa: E402
 import engine_separation  # noqa: E402
+from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def versions() -> dict[str, str]:
@@ -43,10 +43,7 @@ def main(argv: list[str] | None = None) -> int:
               "hull": engine_hull.run(args.quick), "cuts": engine_cuts.run(args.quick),
               "separation": engine_separation.run(args.quick)}
     report["wall_seconds"] = time.perf_counter() - t0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=float))
-    print(f"\nwrote {out} ({report['wall_seconds']:.1f} s)")
+    write_json(args.out, report, seconds=report["wall_seconds"])
     return 0
 
 

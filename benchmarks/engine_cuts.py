@@ -17,7 +17,6 @@ equalities as ± pairs or as triples e, r, -e-r): oracle calls, time, and the ac
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -31,6 +30,7 @@ from oracles import Polytope  # noqa: E402
 from oracles.cutting_plane import cutting_plane  # noqa: E402
 from oracles.ellipsoid import ellipsoid  # noqa: E402
 from oracles.hull_ellipsoid import affine_hull_by_ellipsoid  # noqa: E402
+from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 R = 10.0
 ORACLE_TOL = 1e-9
@@ -268,10 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     report = {"quick": args.quick, "cuts": run(args.quick)}
     report["wall_seconds"] = time.perf_counter() - t0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=float))
-    print(f"\nwrote {out} ({report['wall_seconds']:.1f} s)")
+    write_json(args.out, report, seconds=report["wall_seconds"])
     return 0
 
 

@@ -15,7 +15,6 @@ the default (dense numpy IPM guess, polished and KKT-verified) and each QP backe
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oracles import Polytope, SolverError, affine_hull, implicit_equalities, min_norm_point, solvers  # noqa: E402
 from oracles.errors import OracleError  # noqa: E402
+from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def flat_polytope(m: int, n: int, eq_rows: int, style: str, seed: int) -> tuple[Polytope, np.ndarray]:
@@ -239,10 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     report = run(args.quick, args.seed)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=float))
-    print(f"\nwrote {out}")
+    write_json(args.out, report)
     return 0
 
 

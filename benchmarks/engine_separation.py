@@ -12,7 +12,6 @@ ellipsoid on ±u·x for the width. tol = 1e-8.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oracles import OracleBody, Polytope, min_norm_point, width  # noqa: E402
 from oracles.cutting_plane import cutting_plane  # noqa: E402
 from oracles.oracle_geometry import _Epigraph  # noqa: E402
+from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 TOL = 1e-8
 
@@ -104,11 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="n = 5, 10 and 2 seeds: seconds")
     parser.add_argument("--out", default="results/engine_separation.json", help="where to write the JSON")
     args = parser.parse_args(argv)
-    rows = run(args.quick)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=2, default=float))
-    print(f"wrote {out}")
+    write_json(args.out, run(args.quick))
     return 0
 
 
