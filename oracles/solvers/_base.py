@@ -6,6 +6,7 @@ P x + c + A_ubᵀ dual_ub + A_eqᵀ dual_eq + (bound multipliers) = 0.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,21 +168,21 @@ def prepare(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, P=None) 
     return ProblemData(c, out[0], out[1], out[2], out[3], lo, hi, Pm)
 
 
-class Backend:
-    """One solver adapter. Subclasses set ``name``, ``kinds`` and implement the probe and the solves."""
+class Backend(ABC):
+    """One solver adapter (abstract). Subclasses set ``name``, ``kinds`` and implement ``probe`` and ``solve``."""
 
     name: str = ""
     kinds: frozenset = frozenset()
     cvxpy_name: str | None = None
 
+    @abstractmethod
     def probe(self) -> tuple[bool, str]:
         """(usable, reason): whether the backend imports and runs here; reason says why not."""
-        raise NotImplementedError
 
+    @abstractmethod
     def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
         """Solve the LP/QP in ``data``. ``interior=True`` asks for a central (relative-interior) optimum
         where the backend can give one (an IPM without crossover)."""
-        raise NotImplementedError
 
     def unbounded(self, data: ProblemData, message: str):
         """An unbounded report (a dual-infeasibility certificate) says nothing about primal feasibility:
