@@ -184,6 +184,15 @@ class Backend(ABC):
         """Solve the LP/QP in ``data``. ``interior=True`` asks for a central (relative-interior) optimum
         where the backend can give one (an IPM without crossover)."""
 
+    @staticmethod
+    def import_probe(module: str) -> tuple[bool, str]:
+        """The usual probe: the backend is usable when its Python module imports."""
+        try:
+            __import__(module)
+        except Exception as e:  # pragma: no cover - depends on the environment
+            return False, f"{module} cannot be imported: {e}"
+        return True, "ok"
+
     def unbounded(self, data: ProblemData, message: str):
         """An unbounded report (a dual-infeasibility certificate) says nothing about primal feasibility:
         confirm feasibility by a zero-objective solve, so an empty body is reported as empty."""

@@ -30,11 +30,7 @@ class ClarabelBackend(Backend):
     cvxpy_name = "CLARABEL"
 
     def probe(self) -> tuple[bool, str]:
-        try:
-            import clarabel  # noqa: F401
-        except Exception as e:  # pragma: no cover
-            return False, f"clarabel cannot be imported: {e}"
-        return True, "ok"
+        return self.import_probe("clarabel")
 
     def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
         import clarabel

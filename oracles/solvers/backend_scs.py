@@ -22,11 +22,7 @@ class ScsBackend(Backend):
     cvxpy_name = "SCS"
 
     def probe(self) -> tuple[bool, str]:
-        try:
-            import scs  # noqa: F401
-        except Exception as e:  # pragma: no cover
-            return False, f"scs cannot be imported: {e}"
-        return True, "ok"
+        return self.import_probe("scs")
 
     def cvxpy_options(self) -> dict:
         return {k: v for k, v in SCS_DEFAULTS.items() if k != "verbose"}
