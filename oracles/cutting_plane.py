@@ -14,7 +14,6 @@ import numpy as np
 
 from ._validate import positive
 from .bodies import ConvexBody
-from .cuts import Cut
 from .ellipsoid import _check_common
 from .errors import SolverError
 from .results import EllipsoidResult

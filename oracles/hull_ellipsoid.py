@@ -11,8 +11,6 @@ directions are wide, and aff(K) ≈ F.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ._validate import as_vector, positive

@@ -74,7 +74,7 @@ class _Epigraph(ConvexBody):
 
     def separate(self, z: np.ndarray, tol: float = 1e-9) -> Cut | None:
         z = self._check_point(z)
-        x, t = z[:-1], float(z[-1])
+        x = z[:-1]
         cut = self.body.separate(x, tol)
         if cut is not None:
             return Cut(np.append(cut.normal, 0.0), cut.offset)

@@ -22,7 +22,6 @@ import scipy.sparse as sp
 
 from . import solvers
 from ._validate import as_matrix, as_rhs, as_vector
-from .errors import EmptyBodyError
 
 __all__ = ["min_uniform_slack", "l1_trim", "L1Trim", "WorkingSetMinimizer", "BoundResult", "min_norm_point_generated"]
 

@@ -93,7 +93,7 @@ def run_bench(args: argparse.Namespace) -> int:
         return 2
     if args.seeds:
         grid = grid.with_seeds(args.seeds)
-    out = Path(args.out or ("results/bench-quick" if args.quick and not args.grid else f"results/bench"))
+    out = Path(args.out or ("results/bench-quick" if args.quick and not args.grid else "results/bench"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "grid.json").write_text(json.dumps({"grid": grid.source, "overrides": {
         "seeds": args.seeds, "methods": args.methods, "only": args.only}}, indent=2, default=str))

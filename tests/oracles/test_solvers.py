@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from oracles import EmptyBodyError, Polytope, SolverError, UnboundedError, solvers
 from oracles.solvers import backend_mosek
 
-from conftest import BACKENDS, backend_param  # noqa: E402  (tests/oracles is on sys.path under pytest)
+from conftest import backend_param  # noqa: E402  (tests/oracles is on sys.path under pytest)
 
 
 def test_available_is_usable_subset_with_defaults():

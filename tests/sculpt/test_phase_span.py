@@ -13,7 +13,7 @@ import pytest
 
 from oracles import Polytope
 from sculpt import plant, sample_inputs
-from sculpt.phases.span import SpanEstimate, extract_span, principal_angle_deg
+from sculpt.phases.span import SpanEstimate, extract_span
 
 
 @dataclass
