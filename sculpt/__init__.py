@@ -3,15 +3,17 @@ sculpting a convex body (Chen & Li, STOC 2025), on top of the ``oracles`` convex
 
 Public names: ``MultiHeadAttention`` (the layer), ``sample_inputs`` / ``plant`` / ``nondegeneracy`` (data
 and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttention interop, torch imported
-lazily), ``LearnResult`` / ``PhaseRecord`` (results); gradient baselines in ``sculpt.baselines``.
+lazily), ``LearnResult`` / ``PhaseRecord`` (results), ``Settings`` (every option of ``learn``, typed), ``PhaseFailed``; gradient baselines in ``sculpt.baselines``.
 """
 from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
+from .errors import PhaseFailed, SculptError
 from .learner import learn
 from .model import HeadDistance, MultiHeadAttention
 from .result import LearnResult, PhaseRecord
+from .settings import Settings
 from .torch_interop import from_torch, to_torch
 
 __all__ = [
     "MultiHeadAttention", "HeadDistance", "sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport",
-    "from_torch", "to_torch", "LearnResult", "PhaseRecord", "learn",
+    "from_torch", "to_torch", "LearnResult", "PhaseRecord", "learn", "Settings", "PhaseFailed", "SculptError",
 ]

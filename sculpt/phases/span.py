@@ -18,6 +18,7 @@ from oracles.errors import OracleError
 from oracles.solvers import LPModel
 from oracles.flats import fit_flat
 
+from ..errors import PhaseFailed
 from ..result import PhaseRecord
 
 
@@ -80,14 +81,14 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
     w = np.asarray(body.weights, dtype=float).reshape(-1) if getattr(body, "weights", None) is not None \
         and np.size(body.weights) else np.ones(g.shape[0])
     if F.ndim != 2 or F.shape[0] == 0:
-        raise ValueError("the sculpted body has no equality-type rows (F is empty): phase 4 needs them to "
+        raise PhaseFailed("4-span", "the sculpted body has no equality-type rows (F is empty): phase 4 needs them to "
                          "fit the flat")
     if F.shape[0] < n - (m - 1):
-        raise ValueError(f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
+        raise PhaseFailed("4-span", f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
                          f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples")
     rank = int(np.linalg.matrix_rank(F * w[:, None]))
     if rank < n - (m - 1):
-        raise ValueError(f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
+        raise PhaseFailed("4-span", f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
                          f"{n - (m - 1)} needed to pin an {m - 1}-dimensional flat in R^{n}: the agreeing rows "
                          "are too few or too alike (sculpt more examples or loosen the agreement test)")
     fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max(m - 1, (max_m or m + 3) - 1))

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._checks import check_data
+from ..errors import PhaseFailed
 from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_gram_ok
 
@@ -140,7 +141,7 @@ def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
     with kept fractions ``fractions``, then ``vp_rounds`` rounds of ``agreement_refit`` on the ``vp_rows``
     best agreeing rows (re-selected each round). Returns (Σ̂W (d, d), PhaseRecord "1-sum-w").
 
-    A degenerate instance is a ValueError: the later phases divide by Σ W_i, so an estimate with condition
+    A degenerate instance is ``sculpt.errors.PhaseFailed``: the later phases divide by Σ W_i, so an estimate with condition
     number above ``max_cond`` stops here. Measured: <= 10 for planted layers; 52–6e7 when W_2 = −W_1 (the
     estimate is then noise, so the check catches most but not all singular layers; above 100 the record's
     message warns)."""
@@ -193,7 +194,7 @@ def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
     if cond > 100.0:
         rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}); Σ W_i may be singular"
     if not cond <= float(max_cond):
-        raise ValueError(f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
+        raise PhaseFailed("1-sum-w", f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
                          f"{float(max_cond):g}; the sculpting phases need Σ W_i invertible and well-conditioned "
                          "(method='gradient' does not)")
     rec.time = time.perf_counter() - t0

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from sculpt import LearnResult, MultiHeadAttention, plant, sample_inputs
+from sculpt.errors import PhaseFailed
 from sculpt.learner import learn, min_examples
 
 SCULPT_PHASES = ["1-sum-w", "2-sculpt", "3-refine", "4-span", "5-heads", "6-projections", "polish"]
@@ -64,9 +65,20 @@ def test_auto_picks_and_explains() -> None:
     assert res2.validation_error is not None
 
 
-def test_auto_falls_back_to_gradient_when_sculpt_fails() -> None:
+def _fail_phase_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Phase 2 cannot go on (as when its body is empty): the pipeline must record it and stop."""
+    import sculpt.phases.sculpting as sculpting
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise PhaseFailed("2-sculpt", "the body is empty (box too small for the agreeing rows)")
+
+    monkeypatch.setattr(sculpting, "sculpt", fail)
+
+
+def test_auto_falls_back_to_gradient_when_sculpt_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     model, X, Y = _data(6, 3, 2, 1100, 8)
-    res = learn(X, Y, 2, method="auto", seed=0, sculpt_options={"box": -1.0})
+    _fail_phase_2(monkeypatch)
+    res = learn(X, Y, 2, method="auto", seed=0)
     assert res.method == "sculpt" and "auto chose sculpt" in res.reason
     assert "did not converge" in res.reason and "from random init" in res.reason
     assert [p.name for p in res.phases][-2:] == ["2-sculpt", "fallback-gradient"]
@@ -80,12 +92,13 @@ def test_auto_falls_back_to_gradient_when_sculpt_fails() -> None:
     assert res.converged == (res.validation_error <= 1e-12)
 
 
-def test_phase_failure_is_reported_not_raised() -> None:
+def test_phase_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     model, X, Y = _data(8, 4, 2, 2000, 5)
-    res = learn(X, Y, 2, seed=0, sculpt_options={"box": -1.0})
+    _fail_phase_2(monkeypatch)
+    res = learn(X, Y, 2, seed=0)
     assert not res.converged and res.model is None
     assert res.phases[-1].name == "2-sculpt" and res.phases[-1].status == "failed"
-    assert "phase 2-sculpt failed" in res.reason and "box" in res.reason
+    assert "phase 2-sculpt failed" in res.reason and "body is empty" in res.reason
 
 
 def test_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,7 +131,7 @@ def test_bad_input() -> None:
         learn(Xs, Xs, 1, method="exact")
     with pytest.raises(ValueError, match="identically zero"):
         learn(X, np.zeros_like(Y), 1)
-    with pytest.raises(TypeError, match="unexpected options"):
+    with pytest.raises(TypeError, match="unknown setting 'bogus'"):
         learn(X, Y, 1, method="gradient", bogus=1)
     with pytest.raises(ValueError, match="tol"):
         learn(X, Y, 1, method="gradient", tol=-1.0)
@@ -145,11 +158,11 @@ def test_min_examples() -> None:
 def test_sculpt_box_bounds_every_body() -> None:
     """A box given in sculpt_options also bounds phase 3's re-sculpted bodies; refine_options can override."""
     model, X, Y = _data(6, 3, 2, 2000, 21)
-    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt_options={"box": 5.0}, sculpt_examples=1500)
+    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500)
     assert res.phase("2-sculpt").figures["box"] == 5.0
     assert res.phase("3-refine").figures["kstar"]["box"] == 5.0
-    res2 = learn(X, Y, 2, method="sculpt", seed=0, sculpt_options={"box": 5.0}, sculpt_examples=1500,
-                 refine_options={"slab_opts": {"box": 7.0}})
+    res2 = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500,
+                 refine={"slabs": {"box": 7.0}})
     assert res2.phase("2-sculpt").figures["box"] == 5.0
     assert res2.phase("3-refine").figures["kstar"]["box"] == 7.0
 
@@ -196,5 +209,5 @@ def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: p
     layer = MultiHeadAttention(base.thetas, ws)
     X = sample_inputs(3000, 3, 6, rng=1)
     monkeypatch.setattr(learner_module, "relative_mse", lambda *a: float("nan"))
-    res = learn(X, layer(X), 2, method="auto", seed=0, gradient_options={"max_iter": 2})
+    res = learn(X, layer(X), 2, method="auto", seed=0, gradient={"max_iter": 2})
     assert not res.converged and res.reason.endswith("neither route produced a usable model")

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from sculpt.errors import PhaseFailed
+
 from oracles import Polytope
 from sculpt import plant, sample_inputs
 from sculpt.phases.span import SpanEstimate, extract_span
@@ -83,10 +85,11 @@ def test_extract_span_rejects_empty_or_short_bodies() -> None:
     d = 4
     poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.ones(2 * d * d))
     empty = _Body(poly, np.zeros((0, d * d)), np.zeros(0), np.zeros(0))
-    with pytest.raises(ValueError, match="no equality-type rows"):
+    with pytest.raises(PhaseFailed, match="no equality-type rows") as info:
         extract_span(empty, 2)
+    assert info.value.phase == "4-span"
     short = _Body(poly, np.ones((3, d * d)), np.ones(3), np.ones(3))
-    with pytest.raises(ValueError, match="fewer than"):
+    with pytest.raises(PhaseFailed, match="fewer than"):
         extract_span(short, 2)
     with pytest.raises(ValueError, match="m must"):
         extract_span(short, 0)

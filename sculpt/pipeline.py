@@ -1,0 +1,180 @@
+"""The sculpting route as a pipeline: a list of phases over one state object.
+
+Each phase is ``Phase(name, run)`` where ``run(state) -> PhaseRecord`` reads what earlier phases left in the
+``LearnState``, stores its own output there and returns its record. ``run_pipeline`` runs them in order,
+records each, and stops at the first phase that cannot go on: ``sculpt.errors.PhaseFailed`` (raised by the
+phase, or a record whose status is "failed"), an engine failure (``oracles.OracleError``) or a numerical
+failure (``numpy.linalg.LinAlgError``, ``FloatingPointError``). Any other exception is a bug and propagates.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from oracles.errors import OracleError
+
+from .errors import PhaseFailed
+from .model import MultiHeadAttention
+from .result import PhaseRecord
+from .settings import Settings
+
+__all__ = ["LearnState", "Phase", "SCULPT_PHASES", "run_pipeline", "PHASE_FAILURES"]
+
+#: what a phase may raise to say it cannot go on (anything else propagates)
+PHASE_FAILURES: tuple[type[BaseException], ...] = (PhaseFailed, OracleError, np.linalg.LinAlgError,
+                                                   FloatingPointError)
+
+
+@dataclass
+class LearnState:
+    """What the phases share: the data splits, the resolved settings, and each phase's output."""
+
+    X_train: np.ndarray
+    Y_train: np.ndarray
+    X_val: np.ndarray
+    Y_val: np.ndarray
+    m: int
+    settings: Settings
+    rng: np.random.Generator
+    solver: str | None = None
+    truth: Any = None
+    note: Callable[[str], None] | None = None
+    # phases 1–3 use a subset of the training split
+    X_body: np.ndarray | None = None
+    Y_body: np.ndarray | None = None
+    # outputs, filled in phase order
+    sum_w: np.ndarray | None = None
+    body: Any = None
+    span: Any = None
+    candidates: Any = None
+    model: MultiHeadAttention | None = None
+    model_from: str = ""
+    converged: bool = False
+    validation_error: float | None = None
+    iterations: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def d(self) -> int:
+        return int(self.X_train.shape[2])
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of a route: ``name`` (as in its PhaseRecord) and ``run(state) -> PhaseRecord``."""
+
+    name: str
+    run: Callable[[LearnState], PhaseRecord]
+
+
+def _body_subset(state: LearnState) -> tuple[np.ndarray, np.ndarray]:
+    if state.X_body is None or state.Y_body is None:
+        n = min(int(state.settings.sculpt_examples or state.X_train.shape[0]), state.X_train.shape[0])
+        sub = np.sort(state.rng.permutation(state.X_train.shape[0])[:n])
+        state.X_body, state.Y_body = state.X_train[sub], state.Y_train[sub]
+        state.info["sculpt_examples"] = int(n)
+    return state.X_body, state.Y_body
+
+
+def _sum_w(state: LearnState) -> PhaseRecord:
+    from .phases.sum_w import estimate_sum_w
+
+    X, Y = _body_subset(state)
+    state.sum_w, rec = estimate_sum_w(X, Y, truth=state.truth, **state.settings.sum_w.kwargs())
+    return rec
+
+
+def _sculpt(state: LearnState) -> PhaseRecord:
+    from .phases.sculpting import sculpt
+
+    X, Y = _body_subset(state)
+    state.body, rec = sculpt(X, Y, state.sum_w, rng=state.rng, solver=state.solver, truth=state.truth,
+                             **state.settings.sculpt.kwargs())
+    return rec
+
+
+def _refine(state: LearnState) -> PhaseRecord:
+    from .phases.refine import refine_sum_w
+
+    X, Y = _body_subset(state)
+    r = state.settings.refine
+    state.sum_w, state.body, rec = refine_sum_w(
+        X, Y, state.sum_w, state.body, rng=state.rng, solver=state.solver, truth=state.truth,
+        sculpt_opts=r.resculpt.kwargs(), slab_opts=r.slabs.kwargs(), **r.kwargs())
+    return rec
+
+
+def _span(state: LearnState) -> PhaseRecord:
+    from .phases.span import extract_span
+
+    state.span, rec = extract_span(state.body, state.m, solver=state.solver, rng=state.rng, truth=state.truth,
+                                   **state.settings.span.kwargs())
+    state.info["m_estimate"] = state.span.m_estimate
+    return rec
+
+
+def _heads(state: LearnState) -> PhaseRecord:
+    from .phases.heads import candidate_heads
+
+    state.candidates, rec = candidate_heads(state.span, state.X_train, state.Y_train, state.m, rng=state.rng,
+                                            truth=state.truth, **state.settings.heads.kwargs())
+    return rec
+
+
+def _projections(state: LearnState) -> PhaseRecord:
+    from .phases.projections import fit_projections
+
+    ns = min(state.settings.search_examples, state.X_train.shape[0])
+    fit, rec = fit_projections(list(state.candidates.thetas), state.X_train[:ns], state.Y_train[:ns],
+                               state.X_val, state.Y_val, truth=state.truth)
+    if np.isfinite(fit.validation_error):
+        state.model, state.model_from = MultiHeadAttention(fit.thetas, fit.ws), "6-projections"
+        state.validation_error = float(fit.validation_error)
+    return rec
+
+
+def _polish(state: LearnState) -> PhaseRecord:
+    from .phases.polish import polish
+
+    if state.model is None:
+        raise PhaseFailed("polish", "no model to polish")
+    pol, rec = polish(state.model.thetas, state.X_train, state.Y_train, state.X_val, state.Y_val, rng=state.rng,
+                      truth=state.truth, callback=state.note, tol=state.settings.tol,
+                      **state.settings.polish.kwargs())
+    state.model, state.model_from = MultiHeadAttention(pol.thetas, pol.ws), "polish"
+    state.validation_error, state.converged, state.iterations = pol.validation_error, pol.converged, pol.iterations
+    return rec
+
+
+#: Chen & Li's six phases and the final polish, in order
+SCULPT_PHASES: tuple[Phase, ...] = (
+    Phase("1-sum-w", _sum_w), Phase("2-sculpt", _sculpt), Phase("3-refine", _refine), Phase("4-span", _span),
+    Phase("5-heads", _heads), Phase("6-projections", _projections), Phase("polish", _polish),
+)
+
+
+def run_pipeline(phases: tuple[Phase, ...] | list[Phase], state: LearnState, records: list[PhaseRecord],
+                 progress: Any = None) -> PhaseFailed | None:
+    """Run ``phases`` in order on ``state``, appending each record to ``records``. Returns None when every
+    phase ran, else the ``PhaseFailed`` that stopped the route (its record is appended with status
+    "failed")."""
+    for phase in phases:
+        t0 = progress.start(phase.name) if progress is not None else time.perf_counter()
+        try:
+            rec = phase.run(state)
+            if rec.status == "failed":
+                raise PhaseFailed(phase.name, rec.message or "the phase reported a failure")
+        except PHASE_FAILURES as exc:
+            failure = exc if isinstance(exc, PhaseFailed) else PhaseFailed(phase.name, f"{type(exc).__name__}: {exc}")
+            rec = PhaseRecord(phase.name, time=time.perf_counter() - t0, status="failed", message=failure.reason)
+            records.append(rec)
+            if progress is not None:
+                progress.end(rec)
+            return failure
+        records.append(rec)
+        if progress is not None:
+            progress.end(rec)
+    return None

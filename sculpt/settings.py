@@ -1,0 +1,421 @@
+"""Typed settings for ``learn``: one frozen dataclass per phase, gathered in ``Settings``.
+
+Every field has its default and a one-line reason (``describe()`` prints them; the measurements behind
+them are in docs/method.md). Values are validated on construction. A field whose default depends on the
+problem size is ``None`` ("auto") until ``Settings.resolve(d, k, m, N)`` fills it: that method is the one
+place where size-dependent defaults are computed. ``Settings.merged(...)`` applies overrides deeply
+(``{"refine": {"slabs": {"tau": 0.02}}}`` changes that one field and keeps every other); an unknown name at
+any depth is a ``TypeError`` naming it and the closest valid name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import numbers
+import warnings
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, TypeVar
+
+__all__ = [
+    "Settings", "SumWSettings", "BodySettings", "RefineSettings", "SpanSettings", "HeadsSettings",
+    "PolishSettings", "ExactSettings", "GradientSettings", "AutoSettings", "settings_from_options",
+    "DEPRECATED_OPTIONS",
+]
+
+G = TypeVar("G", bound="_Group")
+Check = Callable[[str, Any], Any]
+
+
+# --- validators: (name, value) -> normalised value, or ValueError naming the field ---------------------------
+
+def _num(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def positive(name: str, v: Any) -> float:
+    x = _num(name, v)
+    if x <= 0:
+        raise ValueError(f"{name} must be > 0, got {v!r}")
+    return x
+
+
+def nonneg(name: str, v: Any) -> float:
+    x = _num(name, v)
+    if x < 0:
+        raise ValueError(f"{name} must be >= 0, got {v!r}")
+    return x
+
+
+def fraction(name: str, v: Any) -> float:
+    x = _num(name, v)
+    if not 0 < x <= 1:
+        raise ValueError(f"{name} must lie in (0, 1], got {v!r}")
+    return x
+
+
+def _int(name: str, v: Any, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def pos_int(name: str, v: Any) -> int:
+    return _int(name, v, 1)
+
+
+def nonneg_int(name: str, v: Any) -> int:
+    return _int(name, v, 0)
+
+
+def boolean(name: str, v: Any) -> bool:
+    if not isinstance(v, (bool,)) and not (isinstance(v, numbers.Integral) and v in (0, 1)):
+        raise ValueError(f"{name} must be True or False, got {v!r}")
+    return bool(v)
+
+
+def optional(check: Check) -> Check:
+    def run(name: str, v: Any) -> Any:
+        return None if v is None else check(name, v)
+    return run
+
+
+def choice(*options: Any) -> Check:
+    def run(name: str, v: Any) -> Any:
+        if v not in options:
+            raise ValueError(f"{name} must be one of {options}, got {v!r}")
+        return v
+    return run
+
+
+def fractions_tuple(name: str, v: Any) -> tuple[float, ...]:
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of numbers in (0, 1], got {v!r}")
+    out = tuple(fraction(f"{name}[{i}]", x) for i, x in enumerate(v))
+    if not out:
+        raise ValueError(f"{name} must not be empty")
+    return out
+
+
+def clip_pair(name: str, v: Any) -> tuple[float, float]:
+    try:
+        lo, hi = v
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (low, high), got {v!r}") from None
+    lo, hi = positive(f"{name}[0]", lo), positive(f"{name}[1]", hi)
+    if lo > hi:
+        raise ValueError(f"{name} must have low <= high, got {v!r}")
+    return lo, hi
+
+
+def opt(default: Any, why: str, check: Check) -> Any:
+    """A settings field: its default, the one-line reason for it, and its validator."""
+    return field(default=default, metadata={"why": why, "check": check})
+
+
+def group(cls: type, why: str) -> Any:
+    return field(default_factory=cls, metadata={"why": why, "group": cls})
+
+
+# --- the machinery shared by every group ---------------------------------------------------------------------
+
+def _closest(name: str, valid: list[str], path: str) -> str:
+    near = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    prefix = path + "." if path else ""
+    return f"; did you mean {prefix + near[0]!r}?" if near else f"; valid names here: {', '.join(valid)}"
+
+
+class _Group:
+    """Frozen, validated on construction, deep-mergeable."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if "group" in f.metadata:
+                if isinstance(v, Mapping):
+                    v = f.metadata["group"]().merged(v, path=f.name)
+                elif not isinstance(v, f.metadata["group"]):
+                    raise TypeError(f"{f.name} must be a {f.metadata['group'].__name__} or a dict, "
+                                    f"got {type(v).__name__}")
+            elif "check" in f.metadata:
+                v = f.metadata["check"](f.name, v)
+            object.__setattr__(self, f.name, v)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]  # type: ignore[arg-type]
+
+    def merged(self: G, overrides: Mapping[str, Any] | _Group | None = None, *, path: str = "",
+               **kw: Any) -> G:
+        """A copy with ``overrides`` (a mapping, nested mappings for sub-groups, or a group of this type)
+        applied field by field. Unknown names raise TypeError naming them and the closest valid name."""
+        if isinstance(overrides, _Group):
+            if not isinstance(overrides, type(self)):
+                raise TypeError(f"{path or 'settings'} must be a {type(self).__name__}, got "
+                                f"{type(overrides).__name__}")
+            overrides = {f.name: getattr(overrides, f.name) for f in fields(overrides)}  # type: ignore[arg-type]
+        items = {**dict(overrides or {}), **kw}
+        valid = self.field_names()
+        changes: dict[str, Any] = {}
+        by_name = {f.name: f for f in fields(self)}  # type: ignore[arg-type]
+        for name, value in items.items():
+            qual = f"{path}.{name}" if path else name
+            if not isinstance(name, str) or name not in by_name:
+                raise TypeError(f"unknown setting {qual!r}{_closest(str(name), valid, path)}")
+            f = by_name[name]
+            if "group" in f.metadata and isinstance(value, Mapping):
+                value = getattr(self, name).merged(value, path=qual)
+            changes[name] = value
+        try:
+            return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        except ValueError as exc:
+            if not path or str(exc).startswith(path):
+                raise
+            raise ValueError(f"{path}.{exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON-ready: tuples become lists)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            out[f.name] = v.to_dict() if isinstance(v, _Group) else (list(v) if isinstance(v, tuple) else v)
+        return out
+
+    def kwargs(self) -> dict[str, Any]:
+        """The fields as keyword arguments for the phase function (sub-groups excluded)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)  # type: ignore[arg-type]
+                if "group" not in f.metadata}
+
+    @classmethod
+    def describe(cls, indent: str = "") -> str:
+        """Every field with its default and the reason for it, one per line."""
+        lines = []
+        for f in fields(cls):  # type: ignore[arg-type]
+            if "group" in f.metadata:
+                lines.append(f"{indent}{f.name}: ({f.metadata['why']})")
+                lines.append(f.metadata["group"].describe(indent + "  "))
+            else:
+                default = "auto" if f.default is None else repr(f.default)
+                lines.append(f"{indent}{f.name} = {default}  # {f.metadata.get('why', '')}")
+        return "\n".join(lines)
+
+
+# --- the phases ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SumWSettings(_Group):
+    """Phase 1, ``estimate_sum_w``: Σ̂W = Σ_i W_i from single-token rows."""
+
+    improve: bool = opt(True, "refine the crude moment estimate (it is 30 % off at (8,4,2))", boolean)
+    fractions: tuple[float, ...] = opt((0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.005, 0.005),
+                                       "trimmed least-squares rounds keep these fractions of rows", fractions_tuple)
+    min_rows: int | None = opt(None, "rows a trimmed round needs (auto: 3d)", optional(pos_int))
+    vp_rounds: int = opt(2, "agreement variable-projection refits (ΣW error 3e-3 after two)", nonneg_int)
+    vp_rows: int = opt(2000, "agreeing rows per refit", pos_int)
+    max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
+
+
+@dataclass(frozen=True)
+class BodySettings(_Group):
+    """Phase 2 and phase 3's re-sculpts, ``sculpt``: the body of agreeing-row constraints over vec Θ."""
+
+    n_rows: int | None = opt(None, "agreeing rows kept (auto: 1000 for d <= 8, 600 above; 2000 for slabs)",
+                             optional(pos_int))
+    q_tol: float | None = opt(None, "rows need q̂ >= −q_tol (auto: 0.02 half-spaces, 1e-3 slabs)", optional(nonneg))
+    tau: float = opt(0.01, "relative residual bound of a slab row", positive)
+    tau_max: float = opt(0.05, "tau widens up to this until min_equalities rows exist", positive)
+    min_equalities: int | None = opt(None, "equality rows wanted (auto: 3d², 10d² for m >= 3)", optional(pos_int))
+    q_min: float = opt(0.02, "q̂_j needed for an equality row", positive)
+    c_floor: float = opt(6.0, "additive floor q_f = c_floor · q90(|negative q̂|)", positive)
+    floor_clip: tuple[float, float] = opt((1e-3, 0.2), "clip of the floor q_f", clip_pair)
+    dist_min: float | None = opt(None, "token-pair distance filter (auto: 2·sqrt(round(d/3)))", optional(positive))
+    eta0: float = opt(0.1, "slack added to 2η* (0.7 contains every head but certifies nothing)", nonneg)
+    box: float | None = opt(None, "|Θ_pq| <= box (auto: 4.0; re-sculpts inherit phase 2's box)", optional(positive))
+    trim: bool = opt(True, "L1 outlier trim of rows no head satisfies", boolean)
+
+
+@dataclass(frozen=True)
+class RefineSettings(_Group):
+    """Phase 3, ``refine_sum_w``: LP-certified large-margin rows refine Σ̂W, then K* is re-sculpted."""
+
+    rounds: int = opt(1, "certification rounds (3 rounds × 200 took 80 s for no better ΣW at (8,4,2))", pos_int)
+    n_candidates: int = opt(60, "rows examined per round, by proxy margin", pos_int)
+    need: int | None = opt(None, "certified rows for the least-squares fit (auto: 3d)", optional(pos_int))
+    gamma_min: float = opt(1.0, "certified margin a row needs to be kept", positive)
+    gamma_accept: float = opt(3.5, "margin a row needs to be used (leakage <= (k−1)e^−γ)", positive)
+    max_cond: float = opt(30.0, "condition number of the certified token design", positive)
+    change_tol: float = opt(5e-3, "stop rounds when Σ̂W moves less than this (relative)", positive)
+    working: int = opt(64, "working-set size of the certification LPs", pos_int)
+    certify: bool | None = opt(None, "run certification (auto: d² <= 100; at d = 16 it cost 2.4 s for nothing)",
+                               optional(boolean))
+    resculpt: BodySettings = group(BodySettings,
+                                   "half-space re-sculpts between rounds")
+    slabs: BodySettings = group(BodySettings, "the final body K* (slab mode)")
+
+
+@dataclass(frozen=True)
+class SpanSettings(_Group):
+    """Phase 4, ``extract_span``: aff{Θ_i} and span{Θ_i} from K*'s equality rows."""
+
+    width_probes: int = opt(0, "random widths normal to the span (LPs over the body cost seconds)", nonneg_int)
+    radius: float | None = opt(None, "phase 5's search radius (auto: from the body's extent in the flat)",
+                               optional(positive))
+    max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m)", optional(pos_int))
+
+
+@dataclass(frozen=True)
+class HeadsSettings(_Group):
+    """Phase 5, ``candidate_heads``: a net on the flat, VP least squares, LM on the best subsets."""
+
+    grid: int | None = opt(None, "grid points per axis of the net (auto: 17 for m = 2, 7 for m = 3, else 5)",
+                           optional(pos_int))
+    radius: float | None = opt(None, "net radius (auto: phase 4's)", optional(positive))
+    n_refine: int = opt(4, "best subsets refined by Levenberg–Marquardt", pos_int)
+    max_nfev: int = opt(100, "LM evaluations per refined subset", pos_int)
+    max_tuples: int = opt(20000, "m-subsets of grid points evaluated (subsampled above)", pos_int)
+    max_examples: int = opt(400, "examples the net is scored on", pos_int)
+
+
+@dataclass(frozen=True)
+class PolishSettings(_Group):
+    """The final polish, ``polish``: variable-projection Levenberg–Marquardt on a growing subset."""
+
+    first_examples: int | None = opt(None, "first subset (auto: max(64, 4·2md²/(kd)))", optional(pos_int))
+    max_examples: int = opt(4096, "largest subset", pos_int)
+    growth: int = opt(4, "subset growth factor between stages", pos_int)
+    max_iter: int = opt(60, "LM iterations per stage", pos_int)
+
+
+@dataclass(frozen=True)
+class ExactSettings(_Group):
+    """The exact m = 1 route, ``exact_single_head``."""
+
+    rank_tol: float = opt(1e-9, "relative rank tolerance of the two linear systems", fraction)
+    token_tol: float = opt(1e-8, "examples with rank(X) < k (to this tolerance) are dropped", fraction)
+    weighting: str = opt("inverse-variance", "log-ratio weights (Θ error 2e-10 vs 7e-5 unweighted at ‖Θ‖=5)",
+                         choice("inverse-variance", "none"))
+    attention_floor: float = opt(1e-12, "attention entries below this give no log-ratio equation", positive)
+    max_examples: int | None = opt(None, "examples in the systems (auto: 10 × the exact budget)",
+                                   optional(pos_int))
+
+
+@dataclass(frozen=True)
+class GradientSettings(_Group):
+    """The gradient route and auto's fallback, ``gradient_descent(method="lbfgs")``."""
+
+    restarts: int = opt(1, "random initialisations", pos_int)
+    max_iter: int | None = opt(None, "L-BFGS iterations per restart (auto: 5000)", optional(pos_int))
+    tol: float = opt(1e-20, "training loss at which a restart stops", nonneg)
+    time_limit: float | None = opt(None, "seconds for the whole call (None: no limit)", optional(positive))
+    history: int = opt(50, "L-BFGS memory", pos_int)
+    single_thread: bool = opt(True, "one BLAS thread during the fit (faster for these thin products)", boolean)
+
+
+@dataclass(frozen=True)
+class AutoSettings(_Group):
+    """``method="auto"``: what happens when the chosen route does not converge."""
+
+    fallback: bool = opt(True, "run L-BFGS when the chosen route does not converge", boolean)
+    warm_start: bool = opt(True, "start the fallback from the failed route's model when it has one", boolean)
+
+
+@dataclass(frozen=True)
+class Settings(_Group):
+    """Everything ``learn`` can be told, with defaults. ``Settings().merged(refine={"rounds": 2})``."""
+
+    tol: float = opt(1e-12, "validation relative MSE counted as converged", nonneg)
+    validation_size: int | None = opt(None, "held-out examples (auto: min(2000, N/10))", optional(pos_int))
+    inputs: str | None = opt(None, "'boolean' requires ±1 entries; None/'gaussian'/'real' accept any",
+                             optional(choice("boolean", "gaussian", "real")))
+    sculpt_examples: int | None = opt(None, "examples phases 1–3 use (auto: 5,000 for m = 1, else 10,000)",
+                                      optional(pos_int))
+    search_examples: int = opt(1000, "training examples phase 6 compares candidates on", pos_int)
+    sum_w: SumWSettings = group(SumWSettings, "phase 1")
+    sculpt: BodySettings = group(BodySettings, "phase 2 (half-space body)")
+    refine: RefineSettings = group(RefineSettings, "phase 3")
+    span: SpanSettings = group(SpanSettings, "phase 4")
+    heads: HeadsSettings = group(HeadsSettings, "phase 5")
+    polish: PolishSettings = group(PolishSettings, "the polish")
+    exact: ExactSettings = group(ExactSettings, "the exact m = 1 route")
+    gradient: GradientSettings = group(GradientSettings, "the gradient route and auto's fallback")
+    auto: AutoSettings = group(AutoSettings, "method='auto'")
+
+    def resolve(self, d: int, k: int, m: int, N: int) -> Settings:
+        """Fill every "auto" (None) field from the problem size; the one place size-dependent defaults live.
+
+        Reasons (measured on planted layers, docs/method.md): 5,000 examples suffice for phases 1–3 at m = 1,
+        10,000 otherwise; certification helps only for d² <= 100; m >= 3 needs 10d² equality rows in K*."""
+        from .phases.heads import DEFAULT_GRID
+        from .phases.sculpting import default_dist_min, default_rows
+
+        def body(b: BodySettings, mode: str, min_eq: int, box: float) -> BodySettings:
+            return b.merged({
+                "n_rows": b.n_rows if b.n_rows is not None else default_rows(d, mode),
+                "q_tol": b.q_tol if b.q_tol is not None else (1e-3 if mode == "slabs" else 0.02),
+                "min_equalities": b.min_equalities if b.min_equalities is not None else min_eq,
+                "dist_min": b.dist_min if b.dist_min is not None else default_dist_min(d),
+                "box": b.box if b.box is not None else box,
+            })
+
+        box = self.sculpt.box if self.sculpt.box is not None else 4.0
+        eq = 10 * d * d if m >= 3 else 3 * d * d
+        r = self.refine
+        return self.merged({
+            "sculpt_examples": self.sculpt_examples if self.sculpt_examples is not None else
+            (5_000 if m == 1 else 10_000),
+            "sum_w": {"min_rows": self.sum_w.min_rows if self.sum_w.min_rows is not None else 3 * d},
+            "sculpt": body(self.sculpt, "halfspaces", 3 * d * d, box),
+            "refine": {
+                "need": r.need if r.need is not None else 3 * d,
+                "certify": r.certify if r.certify is not None else d * d <= 100,
+                "resculpt": body(r.resculpt, "halfspaces", 3 * d * d, box),
+                "slabs": body(r.slabs, "slabs", eq, box),
+            },
+            "heads": {"grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5)},
+            "polish": {"first_examples": self.polish.first_examples if self.polish.first_examples is not None
+                       else max(64, int(math.ceil(4 * 2 * m * d * d / (k * d))))},
+        })
+
+
+# --- the old dict options --------------------------------------------------------------------------------------
+
+DEPRECATED_OPTIONS = {
+    "sum_w_options": "sum_w", "sculpt_options": "sculpt", "refine_options": "refine", "span_options": "span",
+    "heads_options": "heads", "polish_options": "polish", "gradient_options": "gradient",
+}
+_REFINE_RENAMES = {"sculpt_opts": "resculpt", "slab_opts": "slabs"}
+
+
+def settings_from_options(settings: Settings | Mapping[str, Any] | None, options: Mapping[str, Any]) -> Settings:
+    """``settings`` (a Settings, a nested dict or None) with keyword ``options`` merged in deeply.
+
+    The old per-phase dicts (``refine_options={"slab_opts": {...}}`` and the like) are mapped onto their
+    settings group with a DeprecationWarning; unknown names at any depth are a TypeError."""
+    if settings is None:
+        base = Settings()
+    elif isinstance(settings, Settings):
+        base = settings
+    elif isinstance(settings, Mapping):
+        base = Settings().merged(settings)
+    else:
+        raise TypeError(f"settings must be a sculpt.Settings, a dict or None, got {type(settings).__name__}")
+    new: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in DEPRECATED_OPTIONS:
+            name = DEPRECATED_OPTIONS[key]
+            warnings.warn(f"learn({key}=...) is deprecated; pass {name}={{...}} or settings=Settings(...)",
+                          DeprecationWarning, stacklevel=3)
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise TypeError(f"{key} must be a dict, got {type(value).__name__}")
+            value = dict(value)
+            if name == "refine":
+                value = {_REFINE_RENAMES.get(k, k): v for k, v in value.items()}
+            key = name
+        if key in new and isinstance(new[key], Mapping) and isinstance(value, Mapping):
+            value = {**new[key], **value}
+        new[key] = value
+    return base.merged(new)
