@@ -1,4 +1,4 @@
-"""A small dense primal-dual interior-point method: a central point of {A x <= b, A_eq x = b_eq}, and
+"""(Private.) A small dense primal-dual interior-point method: a central point of {A x <= b, A_eq x = b_eq}, and
 the same iteration for the min-norm QP.
 
 Mehrotra predictor-corrector on  A x + s = b, A_eq x = b_eq, s >= 0  with a zero objective, from an
@@ -15,13 +15,12 @@ checks the KKT conditions and falls back to Clarabel).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import scipy.linalg as sla
+from threadpoolctl import ThreadpoolController
 
 
 @dataclass
@@ -39,47 +38,16 @@ class CentralPoint:
 
 
 @functools.lru_cache(maxsize=1)
-def _openblas_controls() -> tuple:
-    """(get, set) pairs of every OpenBLAS loaded in this process (numpy's and scipy's), as threadpoolctl
-    finds them: via /proc/self/maps. Empty where that is not available."""
-    out = []
-    try:
-        with open("/proc/self/maps") as fh:
-            paths = sorted({ln.split()[-1] for ln in fh if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
-    except OSError:
-        return ()
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for suffix in ("64_", ""):
-            for prefix in ("scipy_openblas", "openblas"):
-                get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-                put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    put.argtypes = [ctypes.c_int]
-                    out.append((get, put))
-                    break
-            else:
-                continue
-            break
-    return tuple(out)
+def _controller() -> ThreadpoolController:
+    """threadpoolctl's view of the BLAS libraries loaded in this process (numpy's and scipy's are loaded by
+    this module's imports), built once: building it scans the loaded libraries."""
+    return ThreadpoolController()
 
 
-@contextlib.contextmanager
-def single_thread_blas() -> Iterator[None]:
-    """Run BLAS single-threaded inside the block (restored afterwards). For n ~ 100-300 the threaded
-    GEMM gains little and, on oversubscribed cores, was measured 10-50x slower."""
-    ctl = _openblas_controls()
-    saved = [get() for get, _ in ctl]
-    try:
-        for _, put in ctl:
-            put(1)
-        yield
-    finally:
-        for (_, put), k in zip(ctl, saved):
-            put(int(k))
+def single_thread_blas() -> contextlib.AbstractContextManager:
+    """Run BLAS single-threaded inside the block (restored afterwards), through threadpoolctl. For
+    n ~ 100-300 the threaded GEMM gains little and, on oversubscribed cores, was measured 10-50x slower."""
+    return _controller().limit(limits=1, user_api="blas")
 
 
 def _step(v: np.ndarray, dv: np.ndarray) -> float:

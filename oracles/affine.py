@@ -2,7 +2,7 @@
 
 * ``method="lp"`` (explicit Polytope): the implicit equalities I = {i : a_i x = b_i on all of K};
   aff(K) = {x : a_i x = b_i (i in I), A_eq x = b_eq}. Fast path: an interior-point feasibility solve
-  (``solvers.dense_ipm``, a few dense numpy iterations; else the backend's IPM without crossover) gives a
+  (``oracles._dense_ipm``, a few dense numpy iterations; else the backend's IPM without crossover) gives a
   near-analytic-centre point x̂ whose slack is ~0 exactly on I; the candidates
   C = {slack <= θ} are then certified by a tiny dual LP (min bᵀz s.t. A_Cᵀz + A_eqᵀμ = 0, z >= 1, whose
   value bounds every candidate row's width). Unclear cases fall back to a Freund-Roundy-Todd LP
@@ -24,7 +24,7 @@ from ._validate import as_vector
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope, _merge_polytopes
 from .errors import EmptyBodyError, MissingOracleError, SolverError, UnboundedError
-from .solvers.dense_ipm import central_point, single_thread_blas
+from ._dense_ipm import central_point, single_thread_blas
 
 METHODS = ("auto", "lp", "directions", "ellipsoid")
 _RANK_TOL = 1e-9
@@ -97,8 +97,9 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
     method = "frt"
     if fast:
         # 1) a central feasible point: the dense numpy IPM first (cheap), then the backend's interior-point
-        #    solve without crossover (SCS is first-order: its points are not central, so it is skipped)
-        sources = ["dense-ipm"] + ([backend.name] if backend.name != "SCS" else [])
+        #    solve without crossover (only a backend that declares INTERIOR_SOLUTIONS: a first-order
+        #    method such as SCS gives no central points, so it is skipped)
+        sources = ["dense-ipm"] + ([backend.name] if backend.INTERIOR_SOLUTIONS else [])
         for source in sources:
             if source == "dense-ipm":
                 cp = central_point(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)

@@ -19,7 +19,7 @@ from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
 from .oracle_geometry import min_norm_by_cuts, width_by_cuts
-from .solvers.dense_ipm import min_norm_ipm
+from ._dense_ipm import min_norm_ipm
 
 
 def _check_body(body) -> None:

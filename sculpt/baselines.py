@@ -39,15 +39,12 @@ def random_init(m: int, d: int, rng: Any = None) -> np.ndarray:
 
 def _blas_context(single_thread: bool) -> contextlib.AbstractContextManager[None]:
     """BLAS pinned to one thread during a fit when ``single_thread``: the GEMMs here are thin, and one thread
-    measured 2-5x faster than two on a loaded 2-core machine. Uses the engine's OpenBLAS control
-    (oracles.solvers.dense_ipm.single_thread_blas); a no-op where that is unavailable."""
+    measured 2-5x faster than two on a loaded 2-core machine. Through threadpoolctl."""
     if not single_thread:
         return contextlib.nullcontext()
-    try:
-        from oracles.solvers.dense_ipm import single_thread_blas
-    except ImportError:  # pragma: no cover - engine helper moved or absent: run with the default threads
-        return contextlib.nullcontext()
-    return single_thread_blas()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _lbfgs_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float, *, max_iter: int,

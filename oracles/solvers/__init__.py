@@ -3,6 +3,9 @@
 Backends: HIGHS (LPs; highspy directly, IPM + crossover), CLARABEL (QPs and conic problems), SCS (large
 conic problems, eps tightened to 1e-9), MOSEK (only when its licence checks out). ``available()`` lists
 the ones that work here; ``default(kind)`` picks one per problem kind; every solve takes ``solver=``.
+Each adapter class declares what it can do (``SUPPORTS_LP``, ``SUPPORTS_QP``, ``SUPPORTS_CONIC``,
+``SUPPORTS_SPARSE``, ``INTERIOR_SOLUTIONS``, ``WARM_START``, ``FIRST_ORDER_LP``, ``SMALL_LP_OPTIONS``,
+``supports(problem)``; see ``Backend``); callers ask those, never a backend's name.
 
 ``solve_lp`` minimises cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds; ``solve_qp`` minimises
 ½ xᵀP x + cᵀx over the same constraints. Infeasible -> EmptyBodyError, unbounded -> UnboundedError,
@@ -18,7 +21,7 @@ from ..errors import SolverError
 from ._base import Backend, LPSolution, ProblemData, QPSolution, prepare
 from ._cvx import solve_problem
 from .backend_clarabel import ClarabelBackend
-from .backend_highs import HighsBackend, HighsModel
+from .backend_highs import HighsBackend
 from .backend_mosek import MosekBackend, licence_status as mosek_licence_status
 from .backend_scs import ScsBackend
 
@@ -53,11 +56,12 @@ def available(kind: str | None = None) -> list[str]:
     """Backends that actually work here (MOSEK only with a valid licence), optionally for one kind."""
     if kind is not None:
         _check_kind(kind)
-    return [n for n in _REGISTRY if _probe(n)[0] and (kind is None or kind in _REGISTRY[n].kinds)]
+    return [n for n in _REGISTRY if _probe(n)[0] and (kind is None or _REGISTRY[n].supports(kind))]
 
 
 def capabilities(name: str) -> frozenset:
-    """The problem kinds ("lp", "qp", "conic") a registered backend handles."""
+    """The problem kinds ("lp", "qp", "conic") a registered backend handles (its ``SUPPORTS_*`` attributes;
+    ``get(name)`` gives the adapter itself, whose class declares the other capabilities)."""
     return _REGISTRY[_canonical(name)].kinds
 
 
@@ -98,7 +102,7 @@ def get(solver: str | None = None, kind: str = "lp") -> Backend:
     if not ok:
         raise SolverError(f"solver {name!r} is not usable here: {why}", backend=name, status="unavailable")
     be = _REGISTRY[name]
-    if kind not in be.kinds:
+    if not be.supports(kind):
         raise SolverError(f"solver {name!r} cannot solve {kind} problems (it handles {sorted(be.kinds)})",
                           backend=name, status="unsupported")
     return be
@@ -143,14 +147,16 @@ class LPModel:
 
     ``LPModel(polytope)`` or ``LPModel(A_ub, b_ub, A_eq, b_eq, bounds)``; then ``minimize(c)`` /
     ``maximize(c)``, ``update(c=...)`` + ``solve()``, and ``add_halfspaces(A, b)`` as the body grows.
-    With HiGHS the model is built once and only the costs change (``algorithm="ipm"``: IPM + crossover,
-    measured fastest for unrelated objectives; ``"simplex"`` warm-starts from the previous basis).
-    Other backends re-solve from the kept, validated data.
+    A backend that declares ``WARM_START`` (HiGHS) builds the model once and only the costs change
+    (``algorithm="ipm"``: IPM + crossover, measured fastest for unrelated objectives; ``"simplex"``
+    warm-starts from the previous basis). Other backends re-solve from the kept, validated data.
     """
 
     def __init__(self, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
                  algorithm: str = "ipm", options: dict | None = None):
-        if hasattr(A_ub, "A") and hasattr(A_ub, "b") and hasattr(A_ub, "A_eq"):  # a Polytope
+        from ..bodies import Polytope
+
+        if isinstance(A_ub, Polytope):
             poly = A_ub
             A_ub, b_ub = poly.A, poly.b
             A_eq, b_eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
@@ -163,8 +169,8 @@ class LPModel:
         self.backend = get(solver, "lp")
         self.options = options
         self._c = np.zeros(n)
-        self._highs = HighsModel(self.data, algorithm=algorithm, options=options) \
-            if self.backend.name == "HIGHS" else None
+        self._kept = self.backend.kept_model(self.data, algorithm=algorithm, options=options) \
+            if self.backend.WARM_START else None
         self.n_solves = 0
 
     @property
@@ -186,8 +192,8 @@ class LPModel:
     def solve(self) -> LPSolution:
         """Minimise the current objective."""
         self.n_solves += 1
-        if self._highs is not None:
-            return self._highs.minimize(self._c)
+        if self._kept is not None:
+            return self._kept.minimize(self._c)
         return self.backend.solve(self.data.with_cost(self._c), options=self.options)
 
     def minimize(self, c) -> LPSolution:
@@ -201,9 +207,9 @@ class LPModel:
     def add_halfspaces(self, A, b) -> "LPModel":
         """Append rows A x <= b to the kept model."""
         extra = prepare(np.zeros(self.dim), A, b)
-        if self._highs is not None:
-            self._highs.add_rows(extra.A_ub, extra.b_ub)
-            self.data = self._highs.data
+        if self._kept is not None:
+            self._kept.add_rows(extra.A_ub, extra.b_ub)
+            self.data = self._kept.data
         else:
             import scipy.sparse as sp
 
@@ -214,6 +220,6 @@ class LPModel:
         return self
 
 
-__all__ = ["LPSolution", "QPSolution", "LPModel", "available", "registered", "default", "get",
+__all__ = ["Backend", "ProblemData", "LPSolution", "QPSolution", "LPModel", "available", "registered", "default", "get",
            "unavailable_reason", "capabilities", "mosek_licence_status", "solve_lp", "solve_qp", "solve_cvxpy",
            "maximize_explicit", "KINDS"]

@@ -61,6 +61,10 @@ class ProblemData:
     def m_eq(self) -> int:
         return self.b_eq.shape[0]
 
+    @property
+    def is_sparse(self) -> bool:
+        return any(sp.issparse(M) for M in (self.A_ub, self.A_eq, self.P) if M is not None)
+
     def with_cost(self, c: np.ndarray) -> "ProblemData":
         return ProblemData(c, self.A_ub, self.b_ub, self.A_eq, self.b_eq, self.lb, self.ub, self.P)
 
@@ -169,11 +173,61 @@ def prepare(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, P=None) 
 
 
 class Backend(ABC):
-    """One solver adapter (abstract). Subclasses set ``name``, ``kinds`` and implement ``probe`` and ``solve``."""
+    """One solver adapter (abstract), in the manner of cvxpy's solver interface: a subclass sets ``name``,
+    declares what it can do in the capability attributes below, and implements ``probe`` and ``solve``.
+    The engine asks these attributes (``supports``, ``WARM_START``, ...), never a backend's name.
+
+    Capabilities (class attributes):
+
+    * ``SUPPORTS_LP`` / ``SUPPORTS_QP``: ``solve`` handles P = 0 / a PSD P.
+    * ``SUPPORTS_CONIC``: conic problems through cvxpy (needs ``cvxpy_name``).
+    * ``SUPPORTS_SPARSE``: takes scipy.sparse constraint matrices as they are.
+    * ``INTERIOR_SOLUTIONS``: ``solve(..., interior=True)`` returns a central point of the optimal face (an
+      interior-point method that can stop without crossover); first-order methods cannot.
+    * ``WARM_START``: ``kept_model(data)`` keeps one model across solves that change only the costs or add
+      rows (``solvers.LPModel`` uses it; others re-solve from the kept data).
+    * ``FIRST_ORDER_LP``: ``first_order_options(max_iter)`` turns an LP solve into a capped first-order run
+      (cheap, approximate points that a caller must check).
+    * ``SMALL_LP_OPTIONS``: options measured best for many small dense LPs re-solved in a row.
+    """
 
     name: str = ""
-    kinds: frozenset = frozenset()
     cvxpy_name: str | None = None
+    SUPPORTS_LP: bool = False
+    SUPPORTS_QP: bool = False
+    SUPPORTS_CONIC: bool = False
+    SUPPORTS_SPARSE: bool = True
+    INTERIOR_SOLUTIONS: bool = False
+    WARM_START: bool = False
+    FIRST_ORDER_LP: bool = False
+    SMALL_LP_OPTIONS: dict = {}
+
+    @property
+    def kinds(self) -> frozenset:
+        """The problem kinds ("lp", "qp", "conic") this backend declares."""
+        return frozenset(k for k, ok in (("lp", self.SUPPORTS_LP), ("qp", self.SUPPORTS_QP),
+                                         ("conic", self.SUPPORTS_CONIC and self.cvxpy_name is not None)) if ok)
+
+    def supports(self, problem) -> bool:
+        """Whether this backend can solve ``problem``: a kind ("lp", "qp", "conic") or a ``ProblemData``
+        (an LP when ``P`` is None, else a QP; sparse matrices need ``SUPPORTS_SPARSE``)."""
+        if isinstance(problem, str):
+            return problem in self.kinds
+        if not isinstance(problem, ProblemData):
+            raise TypeError(f"problem must be a kind or a ProblemData, got {type(problem).__name__}")
+        if problem.is_sparse and not self.SUPPORTS_SPARSE:
+            return False
+        return self.SUPPORTS_LP if problem.P is None else self.SUPPORTS_QP
+
+    def kept_model(self, data: "ProblemData", *, algorithm: str = "ipm", options: dict | None = None):
+        """A model kept across solves (only when ``WARM_START``): ``minimize(c)`` re-solves with new costs,
+        ``add_rows(A, b)`` appends rows A x <= b, ``data`` is the current ProblemData."""
+        raise NotImplementedError(f"{self.name} keeps no model between solves (WARM_START is False)")
+
+    def first_order_options(self, max_iter: int) -> dict:
+        """Solver options for a first-order LP run capped at ``max_iter`` iterations (only when
+        ``FIRST_ORDER_LP``)."""
+        raise NotImplementedError(f"{self.name} has no first-order LP mode (FIRST_ORDER_LP is False)")
 
     @abstractmethod
     def probe(self) -> tuple[bool, str]:

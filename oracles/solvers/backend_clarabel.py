@@ -26,8 +26,9 @@ def split_duals(z: np.ndarray, m_eq: int, m_ub: int) -> tuple[np.ndarray, np.nda
 
 class ClarabelBackend(Backend):
     name = "CLARABEL"
-    kinds = frozenset({"lp", "qp", "conic"})
     cvxpy_name = "CLARABEL"
+    SUPPORTS_LP = SUPPORTS_QP = SUPPORTS_CONIC = True
+    INTERIOR_SOLUTIONS = True  # an interior-point method without crossover
 
     def probe(self) -> tuple[bool, str]:
         return self.import_probe("clarabel")

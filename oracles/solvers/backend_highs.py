@@ -51,8 +51,13 @@ def _highspy():
 
 class HighsBackend(Backend):
     name = "HIGHS"
-    kinds = frozenset({"lp", "qp"})
     cvxpy_name = "HIGHS"
+    SUPPORTS_LP = SUPPORTS_QP = True
+    SUPPORTS_CONIC = False
+    INTERIOR_SOLUTIONS = True   # IPM with crossover off
+    WARM_START = True           # HighsModel: costs changed and rows added in place, simplex warm-started
+    FIRST_ORDER_LP = True       # PDLP
+    SMALL_LP_OPTIONS = {"presolve": "off"}  # presolve costs more than it saves on small dense LPs (7 vs 11 ms)
 
     def probe(self) -> tuple[bool, str]:
         try:
@@ -131,6 +136,12 @@ class HighsBackend(Backend):
         if h.getModelStatus() == _highspy().HighsModelStatus.kOptimal:
             raise UnboundedError("HiGHS: the objective is unbounded over the feasible set")
         raise EmptyBodyError("HiGHS: the constraints are infeasible (the body is empty)")
+
+    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None) -> "HighsModel":
+        return HighsModel(data, algorithm=algorithm, options=options)
+
+    def first_order_options(self, max_iter: int) -> dict:
+        return {"solver": "pdlp", "pdlp_iteration_limit": int(max_iter)}
 
     def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
         quadratic = data.P is not None

@@ -30,8 +30,9 @@ def licence_status() -> tuple[bool, str]:
 
 class MosekBackend(Backend):
     name = "MOSEK"
-    kinds = frozenset({"lp", "qp", "conic"})
     cvxpy_name = "MOSEK"
+    SUPPORTS_LP = SUPPORTS_QP = SUPPORTS_CONIC = True
+    INTERIOR_SOLUTIONS = True  # interior point with the basis identification turned off (interior=True)
 
     def probe(self) -> tuple[bool, str]:
         return licence_status()

@@ -18,8 +18,9 @@ SCS_DEFAULTS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "eps_infeas": 1e-9, "max_iters
 
 class ScsBackend(Backend):
     name = "SCS"
-    kinds = frozenset({"lp", "qp", "conic"})
     cvxpy_name = "SCS"
+    SUPPORTS_LP = SUPPORTS_QP = SUPPORTS_CONIC = True
+    INTERIOR_SOLUTIONS = False  # first-order (ADMM): its optimal points are not central
 
     def probe(self) -> tuple[bool, str]:
         return self.import_probe("scs")

@@ -192,7 +192,7 @@ def test_linear_span_of_bodies(flat_case):
 def test_backend_interior_path_when_the_dense_ipm_fails(flat_case, monkeypatch):
     """If the dense IPM's point cannot be certified, the backend's interior solve takes over."""
     import oracles.affine as affine_mod
-    from oracles.solvers.dense_ipm import CentralPoint
+    from oracles._dense_ipm import CentralPoint
 
     case = flat_case(8, 10, 2, 60, style="triples")
     n = case.poly.dim
@@ -217,7 +217,7 @@ def test_full_dimensional_needs_no_lp():
 def test_scs_when_the_dense_ipm_fails(flat_case, monkeypatch):
     """SCS has no central solve: a failed dense IPM sends it straight to the full FRT LP."""
     import oracles.affine as affine_mod
-    from oracles.solvers.dense_ipm import CentralPoint
+    from oracles._dense_ipm import CentralPoint
 
     case = flat_case(2, 5, 1, 25, box=3.0)
     nan = np.full(5, np.nan)

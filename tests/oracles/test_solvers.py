@@ -187,24 +187,6 @@ def test_maximize_explicit_matches_closed_form():
         assert value <= 1.2 * np.linalg.norm(c) + 1e-6 and value <= np.abs(c).sum() + 1e-6
 
 
-def test_dense_ipm_central_point():
-    """A strictly interior point of a box; on a flat body the slack vanishes on exactly the implicit
-    equalities and z concentrates there (a certificate Aᵀz ≈ 0)."""
-    from oracles.solvers.dense_ipm import central_point
-
-    A = np.vstack([np.eye(3), -np.eye(3)])
-    b = np.array([1.0, 2.0, 3.0, 1.0, 0.0, 1.0])  # -1 <= x0 <= 1, 0 <= x1 <= 2, -1 <= x2 <= 3
-    cp = central_point(A, b)
-    assert cp.status == "converged"
-    assert np.min(b - A @ cp.x) > 0.05  # well inside (not necessarily the analytic centre)
-    flat = np.vstack([A, [[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0]]])
-    fb = np.concatenate([b, [1.0, -1.0]])  # x0 + x1 = 1 hidden as two rows
-    cp = central_point(flat, fb)
-    assert np.max(cp.s[6:]) < 1e-7 < 0.1 < np.min(cp.s[:6])
-    assert np.linalg.norm(flat.T @ cp.z) <= 1e-6 * np.linalg.norm(cp.z)
-    assert np.max(cp.z[:6]) < 1e-3 * np.max(cp.z[6:])
-
-
 @pytest.mark.skipif(solvers.unavailable_reason("MOSEK") is None, reason="MOSEK is licensed here")
 def test_backend_failure_inside_cvxpy_is_a_solver_error(monkeypatch):
     """Even if the probe wrongly said yes, a failing MOSEK solve surfaces as oracles.SolverError."""
