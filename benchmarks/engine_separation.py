@@ -22,9 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracles import OracleBody, Polytope, min_norm_point, width  # noqa: E402
-from oracles.cutting_plane import cutting_plane  # noqa: E402
-from oracles.oracle_geometry import _Epigraph  # noqa: E402
+from oracles import NormEpigraph, OracleBody, Polytope, cutting_plane, min_norm_point, width  # noqa: E402
 from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 TOL = 1e-8
@@ -62,7 +60,7 @@ def _run(method: str, n: int, seed: int) -> dict:
         err = float(np.linalg.norm(x - min_norm_point(P)))
     elif method == "min-norm (ACCPM, epigraph)":
         top = R
-        res = cutting_plane(_Epigraph(body), np.append(np.zeros(n), top), math.hypot(R, top) * 1.01,
+        res = cutting_plane(NormEpigraph(body), np.append(np.zeros(n), top), math.hypot(R, top) * 1.01,
                             objective=np.append(np.zeros(n), 1.0), tol=TOL, max_iter=3000)
         status = res.status
         err = float(np.linalg.norm(res.x[:n] - min_norm_point(P))) if res.x is not None else math.inf

@@ -370,4 +370,4 @@ def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, me
     return Vt[s > tol * s[0]].T
 
 
-__all__ = ["affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities", "METHODS"]
+__all__ = ["affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities"]

@@ -5,6 +5,8 @@ import numpy as np
 
 from ._validate import as_matrix, as_vector
 
+__all__ = ["AffineSubspace"]
+
 
 class AffineSubspace:
     """The flat p + span(basis), kept with orthonormal ``basis`` (n×r) and orthonormal ``equations``.

@@ -16,6 +16,8 @@ from ._validate import as_matrix, as_rhs, as_vector, positive
 from .cuts import Cut
 from .errors import MissingOracleError
 
+__all__ = ["ConvexBody", "Polytope", "Ball", "OracleBody", "Intersection", "NormEpigraph"]
+
 
 class ConvexBody(ABC):
     """A closed convex subset of R^dim known through oracles."""
@@ -378,6 +380,40 @@ class Intersection(ConvexBody):
 
     def cvxpy_constraints(self, x) -> list:
         return [con for p in self.parts for con in p.cvxpy_constraints(x)]
+
+
+class NormEpigraph(ConvexBody):
+    """{(x, t) in R^(dim+1) : x in K, ‖x‖₂ <= t}: minimising t over it gives K's min-norm point from K's
+    separation oracle alone (``min_norm_point(K, method="ellipsoid")`` does this with the ellipsoid method).
+
+    ``separate((x, t), tol)``: K's cut lifted with a 0 in t, or, for x in K with ‖x‖ > t, the cut
+    (x/‖x‖)·y − s <= 0 (valid since (x/‖x‖)·y <= ‖y‖ <= s). Both are read within ``tol`` (a point within
+    tol of a half-space is not cut, as for every body), so for a flat K the epigraph is a thin but
+    full-dimensional body that cutting-plane methods can enter.
+    """
+
+    def __init__(self, body: ConvexBody) -> None:
+        if not isinstance(body, ConvexBody):
+            raise TypeError(f"body must be a ConvexBody, got {type(body).__name__}")
+        if not body.has_separate:
+            raise MissingOracleError(f"NormEpigraph needs a separation oracle; this {type(body).__name__} has none")
+        self.body, self.dim = body, body.dim + 1
+
+    def __repr__(self) -> str:
+        return f"NormEpigraph({self.body!r})"
+
+    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+        z = self._check_point(x)
+        y = z[:-1]
+        cut = self.body.separate(y, tol)
+        if cut is not None:
+            return Cut(np.append(cut.normal, 0.0), cut.offset)
+        ny = float(np.linalg.norm(y))
+        if ny > 0:
+            norm_cut = Cut(np.append(y / ny, -1.0), 0.0)
+            if norm_cut.depth(z) > tol:  # the same distance test as K's cuts (the normal has length √2)
+                return norm_cut
+        return None
 
 
 def _merge_polytopes(polys: Sequence[Polytope]) -> Polytope:

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["Cut", "ParallelCut"]
+
 
 @dataclass(frozen=True)
 class Cut:

@@ -18,6 +18,8 @@ from .ellipsoid import _check_common
 from .errors import SolverError
 from .results import EllipsoidResult
 
+__all__ = ["cutting_plane"]
+
 
 class _Localisation:
     """Cuts C x <= d (unit rows, weights w) inside the box [lo, hi], and their analytic centre x."""

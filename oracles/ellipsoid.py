@@ -1,7 +1,7 @@
 """The ellipsoid method: feasibility and linear minimisation with a separation oracle only.
 
 E = {c + J z : ‖z‖ <= 1} = {y : (y - c)ᵀ (J Jᵀ)⁻¹ (y - c) <= 1}. A cut aᵀy <= b with α = (aᵀc - b)/‖Jᵀa‖
-replaces E by the least-volume ellipsoid containing E ∩ {aᵀy <= b} (engine.md §5):
+replaces E by the least-volume ellipsoid containing E ∩ {aᵀy <= b} (the deep-cut update):
 c' = c - (1 + nα)/(n + 1) · J v,  J' = √δ · J (I - k v vᵀ),  v = Jᵀa/‖Jᵀa‖,
 δ = n²(1 - α²)/(n² - 1),  (1 - k)² = 1 - σ,  σ = 2(1 + nα)/((n + 1)(1 + α)).
 The factor J is updated instead of the shape P = J Jᵀ, so P stays symmetric positive semidefinite by
@@ -19,6 +19,8 @@ from .bodies import ConvexBody
 from .cuts import Cut, ParallelCut
 from .errors import MissingOracleError
 from .results import EllipsoidResult
+
+__all__ = ["Ellipsoid", "ellipsoid"]
 
 UpdateStatus = Literal["success", "empty", "no_effect"]
 

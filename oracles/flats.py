@@ -13,6 +13,8 @@ import numpy as np
 from ._validate import as_matrix, as_rhs
 from .affine_subspace import AffineSubspace
 
+__all__ = ["FlatFit", "fit_flat", "singular_gap_dimension"]
+
 
 @dataclass
 class FlatFit:
@@ -38,11 +40,15 @@ class FlatFit:
 def singular_gap_dimension(s: np.ndarray, max_null: int | None = None, min_ratio: float = 1.5
                            ) -> tuple[int, np.ndarray]:
     """Null-space size q from ascending singular values s: the largest q ≤ ``max_null`` whose ratio
-    σ_{q+1}/σ_q is at least max(``min_ratio``, (largest ratio)^¼) (q ≥ 1).
+    σ_{q+1}/σ_q is at least max(``min_ratio``, (largest ratio)^¼) (q ≥ 1; the largest ratio's q when no
+    ratio reaches that).
 
     Taking the largest such q, not simply the largest ratio, keeps a noisy null space whose own values
-    spread (e.g. 0.003, 0.07 | 0.32, 0.37) from being split. 1.5 was chosen from planted bodies whose
-    null-space edge ratio was 1.6–20 and whose bulk ratios were 1.0–1.2. Returns (q, ratios), ratios[j] = s[j+1]/s[j]."""
+    spread (e.g. 0.003, 0.07 | 0.32, 0.37) from being split. ``min_ratio`` is the smallest jump that counts
+    as the edge of the null space: it must sit above the ratios between neighbouring values of the bulk
+    (about 1.0–1.2 for well-spread rows) and below the edge's own ratio (1.6–20 on the noisy systems it was
+    tuned on; an exact null space gives ~1e10). With noisier data or a bulk of spread values, raise it, or
+    pass the dimension when it is known. Returns (q, ratios), ratios[j] = s[j+1]/s[j]."""
     s = np.asarray(s, dtype=float)
     if s.size < 2:
         return int(s.size), np.empty(0)
@@ -56,11 +62,12 @@ def singular_gap_dimension(s: np.ndarray, max_null: int | None = None, min_ratio
 
 
 def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None = None,
-             scale: float | None = None) -> FlatFit:
+             scale: float | None = None, min_ratio: float = 1.5) -> FlatFit:
     """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
 
     The r+1 right singular vectors with the smallest singular values span {(x, 1/s)} over the flat. ``dim``
-    fixes r (else r is the gap estimate, searched up to ``max_dim``); ``weights`` (≥ 0) weight the rows;
+    fixes r (else r is the gap estimate of ``singular_gap_dimension`` with ``min_ratio``, searched up to
+    ``max_dim``; ``dim_estimate`` is reported either way); ``weights`` (≥ 0) weight the rows;
     ``scale`` s multiplies the b column (default 1: the lifted points are (x, 1/s)); it trades how much of
     the noise the fit attributes to b rather than to A.
     """
@@ -76,6 +83,8 @@ def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None 
         raise ValueError(f"dim must lie in [0, {n - 1}], got {dim}")
     if n_rows == 0:
         raise ValueError("fit_flat needs at least one equation")
+    if not (np.isfinite(min_ratio) and min_ratio >= 1.0):
+        raise ValueError(f"min_ratio must be a finite ratio >= 1, got {min_ratio}")
     scale = 1.0 if scale is None else float(scale)
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
@@ -89,7 +98,7 @@ def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None 
     order = np.arange(n, -1, -1)  # ascending singular values
     s_asc = s_all[order]
     V_asc = Vt[order].T  # columns: right singular vectors, smallest first
-    q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1)
+    q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
     r = q_est - 1 if dim is None else int(dim)
     Vn = V_asc[:, : r + 1]  # (n+1, r+1)
     V_x, v_h = Vn[:n], Vn[n]

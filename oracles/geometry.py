@@ -1,7 +1,8 @@
 """Metric questions about a convex body: min-norm point, Chebyshev centre, widths.
 
-* ``min_norm_point``: argmin ‖x‖ over K (a QP: a dense numpy IPM guess polished and KKT-verified, else
-  Clarabel by default).
+* ``min_norm_point``: argmin ‖x‖ over K, one entry with a ``method`` per kind of body (closed form, dense
+  IPM guess polished and KKT-verified, backend QP, working-set QP, conic program, ellipsoid on the
+  epigraph for separation-only bodies).
 * ``chebyshev_center``: the centre and radius of the largest ball inside K
   (LP max r s.t. a_i x + r ‖a_i‖ <= b_i). A flat body has radius 0; its centre is then the *relative*
   Chebyshev centre, the centre of the largest ball inside K within aff(K).
@@ -18,8 +19,9 @@ from .affine import _as_polytope, _check_tol, _normalised_rows, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
-from .oracle_geometry import min_norm_by_cuts, width_by_cuts
 from ._dense_ipm import min_norm_ipm
+from ._separation_only import _min_norm_by_cuts, _width_by_cuts
+from .working_set import _WORKING_SET_DEFAULTS, _min_norm_working_set
 
 
 def _check_body(body) -> None:
@@ -27,42 +29,105 @@ def _check_body(body) -> None:
         raise TypeError(f"body must be a ConvexBody or AffineSubspace, got {type(body).__name__}")
 
 
-def min_norm_point(body, *, solver: str | None = None, center=None, radius: float | None = None,
-                   tol: float = 1e-8, max_iter: int | None = None) -> np.ndarray:
-    """argmin_{x in K} ‖x‖₂. Polytope: the QP min ½‖x‖²: with solver=None a dense numpy IPM guess, polished
-    to its active flat and accepted only if it passes the exact KKT test, else (or with solver=...) the QP
-    backend (Clarabel by default), polished the same way. Ball and flats: closed form; other explicit
-    bodies: a conic program. A body with only a separation oracle: cutting planes on the epigraph from the
-    ball B(center, radius) that must contain it, ‖x‖ within ``tol`` of the minimum (``max_iter``: the
-    ellipsoid's budget). Empty -> EmptyBodyError."""
+MIN_NORM_METHODS = ("auto", "closed_form", "ipm", "qp", "working_set", "conic", "ellipsoid")
+
+
+def _min_norm_method(body, poly, method: str, solver: str | None) -> str:
+    """The method ``min_norm_point`` runs: "auto" resolved (see its docstring), an explicit one checked."""
+    if method not in MIN_NORM_METHODS:
+        raise ValueError(f"method must be one of {MIN_NORM_METHODS}, got {method!r}")
+    closed = isinstance(body, (AffineSubspace, Ball))
+    if method == "auto":
+        if closed:
+            return "closed_form"
+        if poly is not None:
+            return "ipm" if solver is None and poly.A.shape[0] else "qp"
+        return "conic" if body.is_explicit else "ellipsoid"
+    fits = {"closed_form": closed, "ipm": poly is not None, "qp": poly is not None,
+            "working_set": poly is not None, "conic": isinstance(body, ConvexBody) and body.is_explicit,
+            "ellipsoid": isinstance(body, ConvexBody)}
+    if not fits[method]:
+        ok = [m for m in MIN_NORM_METHODS[1:] if fits[m]]
+        raise ValueError(f"method={method!r} does not apply to a {type(body).__name__}; its methods are {ok}")
+    return method
+
+
+def min_norm_point(body, *, method: str = "auto", solver: str | None = None, center=None,
+                   radius: float | None = None, tol: float = 1e-8, max_iter: int | None = None,
+                   options: dict | None = None) -> np.ndarray:
+    """argmin_{x in K} ‖x‖₂, one entry for every body. Empty -> EmptyBodyError.
+
+    ``method``:
+
+    * ``"closed_form"`` (Ball, AffineSubspace): the projection of 0.
+    * ``"ipm"`` (Polytope, or an intersection of polytopes): a dense numpy interior-point guess of the QP
+      min ½‖x‖², polished to the min-norm point of its active flat and accepted only if it passes the exact
+      KKT test; otherwise (or with no inequality rows) the ``"qp"`` answer, on ``solver``'s QP backend.
+    * ``"qp"`` (Polytope): the QP on a backend (``solver``; Clarabel by default), polished the same way.
+    * ``"working_set"`` (Polytope): constraint generation on the QP for many rows in few dimensions when
+      the point is cut off by a small share of them: rows with a single non-zero entry are kept as
+      variable bounds; the QP is solved over the ``start`` rows most violated at 0 and re-solved with the
+      ``add`` most violated rows at each iterate until the iterate meets every row within
+      ``feasibility_tol`` (then it is exact: a relaxation's minimiser that is feasible is optimal); after
+      ``max_rounds`` rounds an iterate still off by 1e-6 is replaced by the full QP. ``options`` sets these
+      four (defaults start=256, add=256, max_rounds=20, feasibility_tol=1e-7; an unknown key is a
+      TypeError); the answer is the backend's, not KKT-polished.
+    * ``"conic"`` (other explicit bodies, e.g. a Polytope & Ball): a conic program through cvxpy.
+    * ``"ellipsoid"`` (any body with a separation oracle; what a separation-only body gets): the ellipsoid
+      method on the epigraph {(x, t) : x in K, ‖x‖ <= t} (``NormEpigraph``) from the ball B(center, radius)
+      that must contain the body, cuts read within 1e-9 (so flat bodies work), ‖x‖ within ``tol`` of the
+      minimum, ``max_iter`` the ellipsoid's budget.
+    * ``"auto"`` (default): closed_form for a Ball or flat; for a polytope "ipm" when ``solver`` is None and
+      it has inequality rows, else "qp"; "conic" for other explicit bodies; "ellipsoid" otherwise. It never
+      picks "working_set": choose that where it pays (measured 5-7x faster than "ipm" on polytopes of a few
+      thousand dense rows in at most 100 dimensions, slower above).
+    """
     _check_body(body)
-    if isinstance(body, AffineSubspace):
-        return body.point.copy()
-    if isinstance(body, Ball):
+    poly = _as_polytope(body) if isinstance(body, ConvexBody) else None
+    method = _min_norm_method(body, poly, method, solver)
+    opts = _min_norm_options(method, options)
+    if method == "closed_form":
+        if isinstance(body, AffineSubspace):
+            return body.point.copy()
         nc = float(np.linalg.norm(body.center))
         return np.zeros(body.dim) if nc <= body.radius else body.center * (1.0 - body.radius / nc)
-    poly = _as_polytope(body)
-    if poly is not None:
-        n = poly.dim
-        eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
-        A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
-        if solver is None and A is not None:
-            # fast path: a dense numpy IPM guess, kept only if its polished form passes the exact KKT test
-            An, bn, Ae, be, _ = _normalised_rows(poly, 1e-12)
-            guess = min_norm_ipm(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)
-            if np.all(np.isfinite(guess.x)):
-                x, ok = _polish_min_norm(poly, guess.x)
-                if ok:
-                    return x
-        sol = solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver)
-        return _polish_min_norm(poly, sol.x)[0]
-    if body.is_explicit:
+    if method == "ellipsoid":
+        return _min_norm_by_cuts(body, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
+    if method == "conic":
         import cvxpy as cp
 
         x = cp.Variable(body.dim)
         solvers.solve_cvxpy(cp.Problem(cp.Minimize(cp.sum_squares(x)), body.cvxpy_constraints(x)), solver=solver)
         return np.asarray(x.value, dtype=float)
-    return min_norm_by_cuts(body, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
+    assert poly is not None
+    if method == "working_set":
+        return _min_norm_working_set(poly.A, poly.b, poly.A_eq, poly.b_eq, solver=solver, **opts)[0]
+    n = poly.dim
+    eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
+    A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
+    if method == "ipm" and A is not None:
+        # a dense numpy IPM guess, kept only if its polished form passes the exact KKT test
+        An, bn, Ae, be, _ = _normalised_rows(poly, 1e-12)
+        guess = min_norm_ipm(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)
+        if np.all(np.isfinite(guess.x)):
+            x, ok = _polish_min_norm(poly, guess.x)
+            if ok:
+                return x
+    sol = solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver)
+    return _polish_min_norm(poly, sol.x)[0]
+
+
+def _min_norm_options(method: str, options: dict | None) -> dict:
+    if not options:
+        return dict(_WORKING_SET_DEFAULTS) if method == "working_set" else {}
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict, got {type(options).__name__}")
+    if method != "working_set":
+        raise TypeError(f"min_norm_point method={method!r} takes no options, got {sorted(options)}")
+    unknown = sorted(set(options) - set(_WORKING_SET_DEFAULTS))
+    if unknown:
+        raise TypeError(f"unknown working_set option(s) {unknown}; valid: {sorted(_WORKING_SET_DEFAULTS)}")
+    return {**_WORKING_SET_DEFAULTS, **options}
 
 
 def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -185,7 +250,7 @@ def width(body, u, *, solver: str | None = None, center=None, radius: float | No
     if not body.has_maximize:
         if not np.any(u):
             return 0.0
-        return width_by_cuts(body, u, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
+        return _width_by_cuts(body, u, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
     hi, _ = body.maximize(u, solver=solver)
     lo, _ = body.maximize(-u, solver=solver)
     return max(hi + lo, 0.0)

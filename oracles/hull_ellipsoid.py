@@ -1,4 +1,4 @@
-"""Affine hull from a separation oracle alone: the ellipsoid's thin axes (GLS; engine.md §8.1 item 3).
+"""Affine hull from a separation oracle alone: the ellipsoid's thin axes (the Grötschel-Lovász-Schrijver idea).
 
 The body K is enlarged to K_t = {x : separate(x, t) is None} (t = oracle_tol), which has volume even when K
 is flat. A shallow-cut ellipsoid E = {y_c + J z : ‖z‖ <= 1} ⊇ K_t ∩ F is run in local coordinates
@@ -18,6 +18,8 @@ from .affine_subspace import AffineSubspace
 from .bodies import ConvexBody
 from .ellipsoid import Ellipsoid, _check_body
 from .errors import EmptyBodyError, SolverError
+
+__all__ = ["affine_hull_by_ellipsoid"]
 
 
 def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: float = 1e-7,

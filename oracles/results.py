@@ -10,6 +10,8 @@ from typing import Literal
 
 import numpy as np
 
+__all__ = ["EllipsoidResult"]
+
 Status = Literal["feasible", "empty", "optimal", "max_iter", "flat"]
 
 STATUSES: tuple[str, ...] = ("feasible", "empty", "optimal", "max_iter", "flat")

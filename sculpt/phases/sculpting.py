@@ -24,10 +24,10 @@ import numpy as np
 
 from oracles import Polytope, solvers
 from oracles.errors import OracleError
-from oracles.sculpting_tools import l1_trim, min_uniform_slack
 
 from .._checks import check_data, check_sum_w
 from ..result import PhaseRecord
+from ._slack import l1_trim, min_uniform_slack
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 
 __all__ = ["SculptedBody", "sculpt", "default_dist_min", "default_rows"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oracles.sculpting_tools import min_norm_point_generated
+from oracles import min_norm_point
 from sculpt.data import plant, sample_inputs
 from sculpt.phases.refine import certify_rows, refine_sum_w
 from sculpt.phases.sculpting import SculptedBody, sculpt
@@ -24,8 +24,7 @@ def pipeline():
 
 def test_certified_rows_have_large_margin_in_every_head(pipeline):
     model, X, Y, W1, _, body = pipeline
-    A, b = body.constraints()
-    proxy, _ = min_norm_point_generated(A, b, -body.box, body.box)
+    proxy = min_norm_point(body.polytope, method="working_set")
     cert = certify_rows(X, body, proxy, need=18)
     assert cert.rows.size >= 6
     assert np.all(cert.margin > 1.0)

@@ -1,16 +1,17 @@
-"""Min-norm point and width of a body known only through its separation oracle, by cutting planes.
+"""(Private.) Min-norm point and width of a body known only through its separation oracle, by cutting
+planes: what ``min_norm_point(method="ellipsoid")`` and ``width`` run on a separation-only body.
 
-* ``min_norm_by_cuts``: min t over the epigraph K' = {(x, t) : x ∈ K, ‖x‖ <= t}, whose separation oracle is
-  K's cut (lifted with a 0 in t) or, for x ∈ K with ‖x‖ > t, the cut (x/‖x‖)·y − s <= 0 (valid since
-  (x/‖x‖)·y <= ‖y‖ <= s); every cut is read within the oracle tolerance, so a flat K still works. The
+* ``_min_norm_by_cuts``: min t over the epigraph K' = {(x, t) : x ∈ K, ‖x‖ <= t} (``bodies.NormEpigraph``),
+  whose separation oracle is K's cut (lifted with a 0 in t) or, for x ∈ K with ‖x‖ > t, the cut
+  (x/‖x‖)·y − s <= 0; every cut is read within the oracle tolerance, so a flat K still works. The
   ellipsoid method minimises t to ``tol``: ‖x̂‖ − ‖x*‖ <= tol and, by strong convexity of ‖·‖² on K,
   ‖x̂ − x*‖² <= 2‖x̂‖·tol. Measured (``benchmarks/engine_separation.py``: random polytopes with 3n rows and a
   box, 3 seeds): n = 5 / 10 / 20 / 40 took 0.04 / 0.15 / 0.47 / 2.0 s, ‖x̂ − x*‖ <= 7e-5. ACCPM on the same
   epigraph took 0.9–1.9 s at n = 20; with unrelaxed cuts it had not reached tol 1e-6 after 3,000 iterations
   (87 s) at n = 40, and it took 15 s on a flat 3-d body that the relaxed ellipsoid finishes in 0.01 s.
-* ``width_by_cuts``: two ellipsoid minimisations of ±u·x (cuts read within ``oracle_tol``, no flat stop): n = 5 / 10 / 20 / 40 took
-  0.07 / 0.3 / 1.1 / 4.9 s, error <= 6e-8. ACCPM needs fewer oracle calls on full-dimensional bodies but ran
-  out of its 1,900-iteration budget on a flat 3-d body.
+* ``_width_by_cuts``: two ellipsoid minimisations of ±u·x (cuts read within ``oracle_tol``, no flat stop):
+  n = 5 / 10 / 20 / 40 took 0.07 / 0.3 / 1.1 / 4.9 s, error <= 6e-8. ACCPM needs fewer oracle calls on
+  full-dimensional bodies but ran out of its 1,900-iteration budget on a flat 3-d body.
 
 Both need a ball B(center, radius) that contains the body (or at least its min-norm point / extreme points).
 """
@@ -21,12 +22,9 @@ import math
 import numpy as np
 
 from ._validate import as_vector
-from .bodies import ConvexBody
-from .cuts import Cut
+from .bodies import ConvexBody, NormEpigraph
 from .ellipsoid import ellipsoid
 from .errors import EmptyBodyError, MissingOracleError, OracleError
-
-__all__ = ["min_norm_by_cuts", "width_by_cuts"]
 
 
 def _start(body: ConvexBody, what: str, center, radius) -> tuple[np.ndarray, float]:
@@ -52,42 +50,20 @@ def _solved(res, what: str) -> np.ndarray:
     return res.x
 
 
-class _Epigraph(ConvexBody):
-    """{(x, t) : x ∈ K, ‖x‖ <= t}. Cuts are read within ``tol`` (as every body's ``separate(x, tol)`` does: a
-    point within tol of a half-space is not cut), so a flat K becomes a thin but full-dimensional body that
-    the ellipsoid method can enter."""
-
-    def __init__(self, body: ConvexBody) -> None:
-        self.body, self.dim = body, body.dim + 1
-
-    def separate(self, z: np.ndarray, tol: float = 1e-9) -> Cut | None:
-        z = self._check_point(z)
-        x = z[:-1]
-        cut = self.body.separate(x, tol)
-        if cut is not None:
-            return Cut(np.append(cut.normal, 0.0), cut.offset)
-        nx = float(np.linalg.norm(x))
-        if nx > 0:
-            norm_cut = Cut(np.append(x / nx, -1.0), 0.0)
-            if norm_cut.depth(z) > tol:  # the same distance test as K's cuts (the normal has length √2)
-                return norm_cut
-        return None
-
-
-def min_norm_by_cuts(body: ConvexBody, *, center=None, radius: float | None = None, tol: float = 1e-8,
+def _min_norm_by_cuts(body: ConvexBody, *, center=None, radius: float | None = None, tol: float = 1e-8,
                      oracle_tol: float = 1e-9, max_iter: int | None = None,
                      solver: str | None = None) -> np.ndarray:
     """argmin_{x ∈ K} ‖x‖ through K's separation oracle (the ellipsoid method on the epigraph, cuts read
     within ``oracle_tol``): ‖x̂‖ within tol of the minimum, x̂ within ~oracle_tol of K."""
     c, r = _start(body, "min_norm_point", center, radius)
     top = float(np.linalg.norm(c)) + r          # ‖x*‖ <= top for x* in B(c, r)
-    res = ellipsoid(_Epigraph(body), np.append(c, top), math.hypot(r, top) * 1.01,
+    res = ellipsoid(NormEpigraph(body), np.append(c, top), math.hypot(r, top) * 1.01,
                     objective=np.append(np.zeros(body.dim), 1.0), tol=tol, max_iter=max_iter, flat_tol=0.0,
                     oracle_tol=oracle_tol, solver=solver)
     return _solved(res, "min_norm_point")[:-1]
 
 
-def width_by_cuts(body: ConvexBody, u: np.ndarray, *, center=None, radius: float | None = None,
+def _width_by_cuts(body: ConvexBody, u: np.ndarray, *, center=None, radius: float | None = None,
                   tol: float = 1e-8, oracle_tol: float = 1e-9, max_iter: int | None = None,
                   solver: str | None = None) -> float:
     """max u·x − min u·x over K through its separation oracle (two ellipsoid minimisations of ±u·x, each to
