@@ -68,6 +68,74 @@ def test_oracles_never_imports_sculpt() -> None:
     assert offenders == [], f"oracles/ must not import sculpt: {offenders}"
 
 
+_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _engine_modules() -> list[str]:
+    """Dotted names of every module under oracles/ (the package's own __init__ excluded)."""
+    out = []
+    for p in sorted((_ROOT / "oracles").rglob("*.py")):
+        parts = p.relative_to(_ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts != ("oracles",):
+            out.append(".".join(parts))
+    return out
+
+
+def test_every_exported_name_exists_and_every_module_is_private_or_exported() -> None:
+    """oracles.__all__ names exist; every module of oracles/ is private ("_name", or inside a private or
+    exported subpackage) or has an __all__ whose names are all exported from oracles (a public subpackage
+    such as ``solvers`` is exported as a whole)."""
+    import importlib
+
+    import oracles
+
+    assert len(set(oracles.__all__)) == len(oracles.__all__), "duplicate names in oracles.__all__"
+    for name in oracles.__all__:
+        assert getattr(oracles, name, None) is not None, f"oracles.__all__ lists {name!r}, which does not exist"
+    exported = set(oracles.__all__)
+    for dotted in _engine_modules():
+        parts = dotted.split(".")[1:]
+        if any(p.startswith("_") for p in parts) or parts[0] in exported:
+            continue   # private, or inside an exported subpackage (oracles.solvers)
+        mod = importlib.import_module(dotted)
+        public = getattr(mod, "__all__", None)
+        assert public is not None, f"{dotted} is public but has no __all__ (export it or rename it _{parts[-1]})"
+        missing = sorted(set(public) - exported)
+        assert not missing, f"{dotted} defines public {missing} that oracles does not export"
+
+
+def test_nothing_outside_the_engine_imports_its_private_names() -> None:
+    """sculpt/, benchmarks/ and docs/ use the engine's public API: no `oracles._x` module, no `_name` import."""
+    import re
+
+    pattern = re.compile(r"^\s*(from\s+oracles[\w.]*\._\w+|import\s+oracles[\w.]*\._\w+|"
+                         r"from\s+oracles[\w.]*\s+import\s+(\(?\s*)?_\w+)", re.M)
+    offenders = []
+    for folder in ("sculpt", "benchmarks", "docs"):
+        for p in (_ROOT / folder).rglob("*.py"):
+            for m in pattern.finditer(p.read_text()):
+                offenders.append(f"{p.relative_to(_ROOT)}: {m.group(0).strip()}")
+    assert offenders == [], f"private engine names used outside oracles/: {offenders}"
+
+
+def test_no_code_branches_on_backend_names() -> None:
+    """Backends declare capabilities on their class (solvers.Backend); nothing compares a backend's name."""
+    import re
+
+    names = "HIGHS|CLARABEL|SCS|MOSEK"
+    pattern = re.compile(rf"(\.name\s*[!=]=\s*[\"']({names})[\"']|[!=]=\s*[\"']({names})[\"']|"
+                         rf"[\"']({names})[\"']\s*[!=]=)", re.I)
+    offenders = []
+    for folder in ("oracles", "sculpt"):
+        for p in (_ROOT / folder).rglob("*.py"):
+            for i, line in enumerate(p.read_text().splitlines(), 1):
+                if pattern.search(line):
+                    offenders.append(f"{p.relative_to(_ROOT)}:{i}: {line.strip()}")
+    assert offenders == [], f"branches on backend names: {offenders}"
+
+
 @pytest.mark.parametrize("name", ["Polytope", "affine_hull", "ellipsoid", "min_norm_point"])
 def test_contract_names_have_docstrings(name: str) -> None:
     import oracles

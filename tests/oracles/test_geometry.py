@@ -209,3 +209,41 @@ def test_separation_only_flat_body():
     body = OracleBody(3, separate=P.separate)
     assert width(body, np.array([1.0, 1.0, 0.0]), radius=5.0) <= 1e-8
     assert abs(width(body, np.array([0.0, 0.0, 1.0]), radius=5.0) - 4.0) <= 1e-7
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 8), k=st.integers(0, 2))
+def test_min_norm_point_methods_agree_on_a_polytope(flat_case, seed, n, k):
+    """"ipm", "qp", "working_set", "conic" and "ellipsoid" find the same point of one (possibly flat)
+    polytope, and "auto" is "ipm" here (no solver given)."""
+    case = flat_case(seed, n, min(k, n - 1), 4 * n + 2, box=4.0)
+    P = Polytope(case.poly.A, case.poly.b - case.poly.A @ np.full(n, 1.0))   # the origin is outside
+    ref = min_norm_point(P, method="ipm")
+    assert np.array_equal(min_norm_point(P), ref)
+    for method, atol in (("qp", 1e-6), ("working_set", 1e-5), ("conic", 1e-5)):
+        np.testing.assert_allclose(min_norm_point(P, method=method), ref, atol=atol, err_msg=method)
+    R = float(np.linalg.norm(ref)) + 20.0
+    x = min_norm_point(P, method="ellipsoid", radius=R, tol=1e-8)
+    assert np.linalg.norm(x) <= np.linalg.norm(ref) + 1e-7
+
+
+def test_min_norm_point_method_and_options_are_checked():
+    ball = Ball(np.array([3.0, 4.0]), 1.0)
+    assert np.allclose(min_norm_point(ball, method="closed_form"), [2.4, 3.2])
+    assert np.allclose(min_norm_point(ball, method="conic"), [2.4, 3.2], atol=1e-6)
+    cube = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([3.0, 3.0, -1.0, -1.0]))  # [1, 3]^2
+    with pytest.raises(ValueError, match="method must be one of"):
+        min_norm_point(cube, method="newton")
+    with pytest.raises(ValueError, match="does not apply"):
+        min_norm_point(ball, method="ipm")
+    with pytest.raises(ValueError, match="does not apply"):
+        min_norm_point(cube, method="closed_form")
+    with pytest.raises(ValueError, match="does not apply"):
+        min_norm_point(OracleBody(2, separate=ball.separate), method="qp")
+    with pytest.raises(TypeError, match="takes no options"):
+        min_norm_point(cube, method="ipm", options={"start": 3})
+    with pytest.raises(TypeError, match="feasibility_tol"):
+        min_norm_point(cube, method="working_set", options={"feasability_tol": 1e-6})
+    assert np.allclose(min_norm_point(cube, method="working_set", options={"start": 1, "add": 1}), [1.0, 1.0])
+    with pytest.raises(ValueError, match="start"):
+        min_norm_point(cube, method="working_set", options={"start": 0})

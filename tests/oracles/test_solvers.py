@@ -194,3 +194,35 @@ def test_backend_failure_inside_cvxpy_is_a_solver_error(monkeypatch):
     with pytest.raises(SolverError) as info:
         solvers.solve_lp(np.ones(2), -np.eye(2), np.zeros(2), solver="MOSEK")
     assert info.value.backend == "MOSEK"
+
+
+@pytest.mark.parametrize("name", solvers.registered())
+def test_backends_declare_their_capabilities(name):
+    """kinds follow the SUPPORTS_* attributes; WARM_START / FIRST_ORDER_LP promise working methods."""
+    be = solvers._REGISTRY[name]
+    assert isinstance(be, solvers.Backend)
+    assert be.kinds == {k for k, ok in (("lp", be.SUPPORTS_LP), ("qp", be.SUPPORTS_QP),
+                                        ("conic", be.SUPPORTS_CONIC)) if ok}
+    assert solvers.capabilities(name) == be.kinds
+    lp = solvers.ProblemData(np.ones(2), np.eye(2), np.ones(2), np.zeros((0, 2)), np.zeros(0),
+                             np.zeros(2), np.full(2, np.inf))
+    assert be.supports(lp) == be.SUPPORTS_LP and be.supports("qp") == be.SUPPORTS_QP
+    assert isinstance(be.SMALL_LP_OPTIONS, dict)
+    if not be.WARM_START:
+        with pytest.raises(NotImplementedError):
+            be.kept_model(lp)
+    if not be.FIRST_ORDER_LP:
+        with pytest.raises(NotImplementedError):
+            be.first_order_options(10)
+
+
+def test_warm_start_and_first_order_backends_work():
+    be = solvers.get("HIGHS")
+    assert be.WARM_START and be.FIRST_ORDER_LP and be.INTERIOR_SOLUTIONS
+    assert not solvers.get("SCS").INTERIOR_SOLUTIONS
+    model = solvers.LPModel(np.vstack([np.eye(2), -np.eye(2)]), np.ones(4), solver="HIGHS")
+    assert model._kept is not None
+    assert model.maximize(np.array([1.0, 2.0]))[0] == pytest.approx(3.0)
+    sol = solvers.solve_lp(np.array([1.0, 1.0]), -np.eye(2), -np.ones(2), bounds=(-5.0, 5.0), solver="HIGHS",
+                           options=be.first_order_options(max_iter=5000))
+    assert sol.value == pytest.approx(2.0, abs=1e-3)

@@ -91,3 +91,10 @@ def test_certify_false_keeps_sum_w_and_says_so(pipeline):
     assert rec.figures.get("certified_total", 0) == 0
     assert "skipped" in rec.message
     assert kstar.F.shape[0] > 0                      # K* is still re-sculpted with the kept ΣW
+
+
+def test_proxy_method_rule():
+    """The min-norm proxy: constraint generation up to d² = 100 (d <= 10), the dense IPM above."""
+    from sculpt.phases.refine import proxy_method
+
+    assert [proxy_method(d * d) for d in (2, 10, 11, 16)] == ["working_set", "working_set", "ipm", "ipm"]
