@@ -18,6 +18,7 @@ import numpy as np
 from ._checks import check_data, check_m
 from .model import MultiHeadAttention, attention_patterns
 from .result import LearnResult, PhaseRecord
+from .toolkit.forward_pass import relative_mse
 
 __all__ = ["exact_single_head", "exact_sample_size", "exact_equation_counts"]
 
@@ -166,12 +167,6 @@ def _log_ratio_blocks(X: np.ndarray, A: np.ndarray, per_block: int, floor: float
         yield rows * wu[:, None], rhs[usable] * wu
 
 
-def _relative_mse(pred: np.ndarray, Y: np.ndarray) -> float:
-    den = float(np.sum(Y * Y))
-    num = float(np.sum((pred - Y) ** 2))
-    return num / den if den > 0 else num
-
-
 def _rel_err(est: np.ndarray, true: np.ndarray) -> float:
     return float(np.linalg.norm(est - true) / max(np.linalg.norm(true), 1e-300))
 
@@ -313,7 +308,7 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     AX = np.einsum("naj,njq->naq", attention_patterns(theta[None], X)[:, 0], X).reshape(-1, d)
     W = np.linalg.lstsq(AX, Y.reshape(-1, d), rcond=None)[0]
     pred = (AX @ W).reshape(Y.shape)
-    train = _relative_mse(pred, Y)
+    train = relative_mse(pred, Y)
     rec_t.figures["train_relative_mse"] = train
     if true_theta is not None:
         rec_t.truth = {"theta_error": _rel_err(theta, true_theta), "w_error": _rel_err(W, true_w)}

@@ -1,13 +1,10 @@
 """The multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i (rows of X are tokens, softmax row-wise).
 
-Vectorised numpy kernels (shared with ``sculpt.gradients``) plus the ``MultiHeadAttention`` value class:
-forward, attention patterns, npz save/load, head-matched parameter distance and prediction error.
-
-Internal layout of the kernels (chosen so every reduction runs over a non-innermost axis and every product
-is one GEMM or one batched matmul): for a chunk of n sequences,
-``logits[n, b, a*m + i] = x_aᵀ Θ_i x_b`` (key b on axis 1, query a and head i flattened on axis 2), the
-softmax runs over axis 1, ``A[n, a*m + i, :] = Σ_b P[n, b, a*m + i] x_b`` and
-``F[n, a, :] = Σ_i A[n, a*m + i, :] W_i``.
+The ``MultiHeadAttention`` value class: forward, attention patterns, npz save/load, head-matched parameter
+distance and prediction error. The numpy kernels live in :mod:`sculpt.toolkit.forward_pass` (the one
+chunked forward pass, shared with ``sculpt.gradients``, the phases and the benchmark); ``chunk_size``,
+``concat_thetas``, ``softmax_axis1``, ``forward_chunk``, ``forward`` and ``attention_patterns`` stay
+importable from here.
 """
 from __future__ import annotations
 
@@ -22,92 +19,13 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from ._checks import check_inputs, check_params
+from .toolkit.forward_pass import (attention_patterns, chunk_size, concat_thetas,  # noqa: F401
+                                   forward, forward_chunk, relative_mse, softmax_axis1)
 
 __all__ = ["MultiHeadAttention", "HeadDistance", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sculpt.MultiHeadAttention"
 FORMAT_VERSION = 1
-_CHUNK_ELEMENTS = 1 << 15  # per-chunk intermediates of ~256 KB stay in cache (measured fastest: 2^14-2^16)
-_NO_SHIFT_BOUND = 300.0  # softmax skips the max shift when all |logits| <= this
-
-
-def chunk_size(k: int, d: int, m: int) -> int:
-    """Sequences per chunk so that the (n, k, k m) and (n, k m, d) intermediates hold ~2^15 floats each."""
-    return max(1, _CHUNK_ELEMENTS // (k * m * max(k, d)))
-
-
-def concat_thetas(thetas: np.ndarray) -> np.ndarray:
-    """[Θ_1 | … | Θ_m] as a (d, m d) matrix: column block i is Θ_i, so x Θ_cat = [xΘ_1, …, xΘ_m]."""
-    m, d, _ = thetas.shape
-    return np.ascontiguousarray(thetas.transpose(1, 0, 2).reshape(d, m * d))
-
-
-def softmax_axis1(logits: np.ndarray) -> np.ndarray:
-    """In-place numerically stable softmax over axis 1 of a (n, k, c) array.
-
-    When every logit lies in [−300, 300] exp cannot overflow and the largest term of a row cannot underflow,
-    so exp(L)/Σexp(L) is exact to rounding without the max shift (one pass fewer); otherwise the row max is
-    subtracted first.
-    """
-    if logits.size == 0:
-        return logits
-    if -_NO_SHIFT_BOUND <= float(logits.min()) and float(logits.max()) <= _NO_SHIFT_BOUND:
-        np.exp(logits, out=logits)
-    else:
-        k = logits.shape[1]
-        mx = logits[:, 0].copy()
-        for b in range(1, k):
-            np.maximum(mx, logits[:, b], out=mx)
-        logits -= mx[:, None]
-        np.exp(logits, out=logits)
-    total = logits.sum(axis=1)
-    np.reciprocal(total, out=total)
-    logits *= total[:, None]
-    return logits
-
-
-def forward_chunk(theta_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, m: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One chunk of the forward pass.
-
-    ``theta_cat`` = concat_thetas(thetas) (d, m d), ``w_cat`` = ws.reshape(m d, d), X (n, k, d).
-    Returns ``P`` (n, k, k m) attention with keys on axis 1, ``A`` (n, k m, d) = attention-weighted tokens
-    and ``F`` (n, k, d) the layer output.
-    """
-    n, k, d = X.shape
-    xt = (X.reshape(n * k, d) @ theta_cat).reshape(n, k * m, d)  # xt[n, a m + i] = x_aᵀ Θ_i
-    P = softmax_axis1(X @ xt.transpose(0, 2, 1))  # P[n, b, a m + i] = softmax_b(x_aᵀ Θ_i x_b)
-    A = P.transpose(0, 2, 1) @ X  # A[n, a m + i] = Σ_b p^{(i)}_{ab} x_b
-    F = (A.reshape(n * k, m * d) @ w_cat).reshape(n, k, d)
-    return P, A, F
-
-
-def forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """F(X) for validated float64 thetas, ws (m, d, d) and X (N, k, d), chunked over N; returns (N, k, d)."""
-    m, d, _ = thetas.shape
-    N, k, _ = X.shape
-    theta_cat, w_cat = concat_thetas(thetas), ws.reshape(m * d, d)
-    out = np.empty((N, k, d))
-    step = chunk_size(k, d, m)
-    for s in range(0, N, step):
-        out[s:s + step] = forward_chunk(theta_cat, w_cat, X[s:s + step], m)[2]
-    return out
-
-
-def attention_patterns(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Patterns p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b) for validated inputs; returns (N, m, k, k)."""
-    m, d, _ = thetas.shape
-    N, k, _ = X.shape
-    theta_cat = concat_thetas(thetas)
-    out = np.empty((N, m, k, k))
-    step = chunk_size(k, d, m)
-    for s in range(0, N, step):
-        Xc = X[s:s + step]
-        n = Xc.shape[0]
-        xt = (Xc.reshape(n * k, d) @ theta_cat).reshape(n, k * m, d)
-        P = softmax_axis1(Xc @ xt.transpose(0, 2, 1))  # (n, b, a, i)
-        out[s:s + step] = P.reshape(n, k, k, m).transpose(0, 3, 2, 1)
-    return out
 
 
 @dataclass(frozen=True)
@@ -226,15 +144,11 @@ class MultiHeadAttention:
             max_w_error=float(np.sqrt(np.max(ew / wn))))
 
     def prediction_error(self, other: "MultiHeadAttention", X: Any) -> float:
-        """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf)."""
+        """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf;
+        a non-finite F̂ gives inf)."""
         other = self._check_other(other)
         X3, _ = check_inputs(X, "X", d=self.d)
-        F = forward(self.thetas, self.ws, X3)
-        num = float(np.sum((F - forward(other.thetas, other.ws, X3)) ** 2))
-        den = float(np.sum(F ** 2))
-        if den == 0.0:
-            return 0.0 if num == 0.0 else float("inf")
-        return num / den
+        return relative_mse(forward(other.thetas, other.ws, X3), forward(self.thetas, self.ws, X3))
 
     # --------------------------------------------------------------------------------------------- io
     def save(self, path: str | os.PathLike) -> None:

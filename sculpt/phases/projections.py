@@ -14,23 +14,18 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..result import PhaseRecord
+from ..toolkit.forward_pass import attention, features  # noqa: F401  (re-exported: the one kernel)
+from ..toolkit.forward_pass import forward as _forward
+from ..toolkit.forward_pass import layer_relative_mse as relative_mse
+from ..toolkit.forward_pass import relative_mse as _relative_mse
+
+__all__ = ["attention", "features", "predict", "relative_mse", "least_squares_solve", "solve_projections",
+           "head_errors", "ProjectionFit", "fit_projections"]
 
 
-def attention(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Row-wise softmax(X Θ Xᵀ) for a stack of Θ: thetas (..., d, d), X (N, k, d) -> (..., N, k, k)."""
-    th = np.asarray(thetas, dtype=float)
-    L = (X @ th[..., None, :, :]) @ X.swapaxes(-1, -2)
-    L -= L.max(axis=-1, keepdims=True)
-    np.exp(L, out=L)
-    L /= L.sum(axis=-1, keepdims=True)
-    return L
-
-
-def features(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Z = [A_1 X | … | A_m X] reshaped to (N·k, m·d): the design of the linear problem for the W_i."""
-    m, d = thetas.shape[0], X.shape[2]
-    Z = attention(thetas, X) @ X  # (m, N, k, d)
-    return np.moveaxis(Z, 0, 2).reshape(-1, m * d)
+def predict(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i for X (N, k, d): ``sculpt.toolkit.forward_pass`` (chunked over N)."""
+    return _forward(thetas, ws, X)
 
 
 def least_squares_solve(Z: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -51,20 +46,7 @@ def solve_projections(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray) -> tuple
     Z = features(thetas, X)
     Yf = Y.reshape(-1, d)
     Wst = least_squares_solve(Z, Yf)
-    res = Yf - Z @ Wst
-    return Wst.reshape(m, d, d), float(np.sum(res * res) / max(np.sum(Yf * Yf), 1e-300))
-
-
-def predict(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i for X (N, k, d)."""
-    Z = attention(thetas, X) @ X  # (m, N, k, d)
-    return np.einsum("mnkd,mde->nke", Z, ws, optimize=True)
-
-
-def relative_mse(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.ndarray) -> float:
-    """‖Y − F̂(X)‖² / ‖Y‖² over the whole batch."""
-    R = Y - predict(thetas, ws, X)
-    return float(np.sum(R * R) / max(np.sum(Y * Y), 1e-300))
+    return Wst.reshape(m, d, d), _relative_mse(Z @ Wst, Yf)
 
 
 def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: Any) -> dict[str, Any]:

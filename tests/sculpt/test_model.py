@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import softmax
 
-import sculpt.model as model_mod
+import sculpt.toolkit.forward_pass as model_mod  # the kernels behind sculpt.model
 from sculpt import MultiHeadAttention, sample_inputs
 from sculpt.model import softmax_axis1
 
