@@ -38,8 +38,6 @@ def _early_threads() -> str:
 BLAS_THREADS = _early_threads()
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the project root, whatever the install
 
-import json  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -48,20 +46,15 @@ import numpy as np  # noqa: E402
 from sculpt import plant, sample_inputs  # noqa: E402
 from sculpt.baselines import gradient_descent  # noqa: E402
 from sculpt.gradients import loss_and_grad  # noqa: E402
+from sculpt.toolkit import versions as toolkit_versions  # noqa: E402
+from sculpt.toolkit import write_json  # noqa: E402
 
 SUCCESS = 1e-12
 
 
 def versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version(), "machine": platform.machine(), "cpus": str(os.cpu_count()),
-           "blas_threads": BLAS_THREADS}
-    for pkg in ("numpy", "scipy", "sculpt"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "absent"
+    """sculpt.toolkit.versions() plus the BLAS threads and the load average of this run."""
+    out = {**toolkit_versions(), "blas_threads": BLAS_THREADS}
     try:
         out["load_average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
@@ -185,10 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['regime']:>16} {r['N']:>5} {r['seed']:>4} {r['time_s']:>7.2f} {r['train_rel_mse']:>9.1e}"
                   f" {r['test_rel_mse']:>9.1e} {'yes' if r['success'] else 'no':>3}  {', '.join(r['stops'])}")
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"versions": versions(), "quick": args.quick, "throughput": thr,
-                               "recovery": rows, "summary": summary, "hard": hard}, indent=2))
+    out = write_json(args.out, {"versions": versions(), "quick": args.quick, "throughput": thr,
+                                "recovery": rows, "summary": summary, "hard": hard})
     print(f"\nwrote {out}")
     return 0
 

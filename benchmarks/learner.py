@@ -23,8 +23,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -32,6 +30,7 @@ import numpy as np  # noqa: E402
 
 from sculpt import learn, plant, sample_inputs  # noqa: E402
 from sculpt.baselines import gradient_descent  # noqa: E402
+from sculpt.toolkit import versions, write_json  # noqa: E402
 
 EXACT_TEST = 1e-12
 EXACT_PARAM = 1e-6
@@ -189,11 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(phase_table(rows))
     if args.out:
-        meta = {"python": platform.python_version(), "cpus": os.cpu_count(),
-                "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "n": args.n,
+        meta = {"versions": versions(), "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "n": args.n,
                 "load_average": list(os.getloadavg()), "total_time": time.perf_counter() - t0}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"meta": meta, "runs": rows}, indent=1, default=float))
+        write_json(args.out, {"meta": meta, "runs": rows}, indent=1)
     return 0
 
 

@@ -9,7 +9,6 @@ run's figures to JSON (``--out``). Timings are wall and CPU seconds; nothing is 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
@@ -18,6 +17,7 @@ from sculpt.data import plant, sample_inputs
 from sculpt.phases.refine import refine_sum_w
 from sculpt.phases.sculpting import sculpt
 from sculpt.phases.sum_w import estimate_sum_w
+from sculpt.toolkit import write_json
 
 
 def run_one(d: int, k: int, m: int, dist: str, seed: int, n: int) -> dict:
@@ -100,8 +100,7 @@ def main() -> None:
                       f"cert {r['p3']['certified']} false {r['p3']['false']} wall {r['total_wall']:.1f}s "
                       f"cpu {r['total_cpu']:.1f}s", flush=True)
                 if args.out:
-                    with open(args.out, "w") as f:
-                        json.dump(runs, f, indent=1, default=str)
+                    write_json(args.out, runs, indent=1)
     summarise(runs)
 
 

@@ -4,7 +4,7 @@
                                   [--workers N] [--methods sculpt,exact,lbfgs,adam] [--seeds N] [--plots]
 
 Prints the per-cell summary table; writes <out>/trials.jsonl, <out>/summary.md and, with --plots,
-<out>/plots/*.png. Grids live in benchmarks/grids/ (default.toml, quick.toml).
+<out>/plots/*.png. The built-in grids are package data: sculpt/bench/grids/ (default.toml, quick.toml).
 """
 from __future__ import annotations
 

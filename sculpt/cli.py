@@ -14,17 +14,18 @@ Each subcommand is registered by an ``add_*_parser(subparsers)`` function that s
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._argtypes import nonneg_int, positive_int, real_at_least
+from .toolkit import package_version, versions, write_json
 
 __all__ = ["main", "build_parser", "add_recover_parser", "add_learn_parser", "SUBCOMMANDS", "run_recover",
            "run_learn", "versions"]
@@ -38,42 +39,12 @@ class BadInput(Exception):
     """A user error found after parsing (a missing file, a wrong array shape): exit status 2."""
 
 
-# ------------------------------------------------------------------------------------------ arg types
-def _int_at_least(lo: int, what: str):
-    """An argparse type: an integer >= ``lo`` (``what`` names it in the error)."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {what} integer, got {text!r}") from None
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"expected a {what} integer, got {v}")
-        return v
-    return parse
-
-
-_positive_int = _int_at_least(1, "positive")
-_nonneg_int = _int_at_least(0, "non-negative")
-
-
-def _real(lo: float, lo_open: bool) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(v) or v < lo or (lo_open and v == lo):
-            raise argparse.ArgumentTypeError(f"expected a finite number {'>' if lo_open else '>='} {lo:g}, got {text}")
-        return v
-    return parse
-
-
 def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> None:
     p.add_argument("--method", choices=METHODS, default=default_method,
                    help=f"learning route (default {default_method}); exact needs m = 1 and k < d")
     p.add_argument("--solver", metavar="NAME", default=None,
                    help="LP/QP backend of the engine (HIGHS, CLARABEL, SCS, MOSEK; default: the engine's choice)")
-    p.add_argument("--tol", type=_real(0.0, True), default=None,
+    p.add_argument("--tol", type=real_at_least(0.0, True), default=None,
                    help="validation relative MSE counted as converged (default: the learner's, 1e-12)")
     p.add_argument("--out", metavar="DIR", default=None, help="write DIR/result.json and DIR/model.npz")
     p.add_argument("--quiet", action="store_true", help="no progress lines and no phase table")
@@ -87,18 +58,18 @@ def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Plant a layer (sculpt.plant(d, k, m, scale=, seed=)), sample N inputs, label them (plus "
                     "relative Gaussian noise if asked), learn with the chosen method, and score the result on "
                     "fresh inputs and against the planted parameters.")
-    p.add_argument("--d", type=_positive_int, required=True, help="token dimension")
-    p.add_argument("--k", type=_positive_int, required=True, help="tokens per sequence")
-    p.add_argument("--m", type=_positive_int, required=True, help="number of heads")
-    p.add_argument("--samples", type=_positive_int, required=True, help="number of training examples N")
-    p.add_argument("--seed", type=_nonneg_int, default=0,
+    p.add_argument("--d", type=positive_int, required=True, help="token dimension")
+    p.add_argument("--k", type=positive_int, required=True, help="tokens per sequence")
+    p.add_argument("--m", type=positive_int, required=True, help="number of heads")
+    p.add_argument("--samples", type=positive_int, required=True, help="number of training examples N")
+    p.add_argument("--seed", type=nonneg_int, default=0,
                    help="seed of the planted layer (as plant(seed=)) and of the data and learner streams")
     p.add_argument("--distribution", choices=DISTRIBUTIONS, default="boolean", help="input law (default boolean)")
-    p.add_argument("--noise", type=_real(0.0, False), default=0.0, metavar="SIGMA",
+    p.add_argument("--noise", type=real_at_least(0.0, False), default=0.0, metavar="SIGMA",
                    help="add N(0, (SIGMA·rms(Y))²) to every label entry (default 0)")
-    p.add_argument("--scale", type=_real(0.0, True), default=2.5, help="‖Θ_i‖_F of the planted layer: exact for m = 1; for m ≥ 2 each head within "
+    p.add_argument("--scale", type=real_at_least(0.0, True), default=2.5, help="‖Θ_i‖_F of the planted layer: exact for m = 1; for m ≥ 2 each head within "
                    "0.85–1.12× at d = 8 (wider at small d) (default 2.5)")
-    p.add_argument("--test-samples", type=_positive_int, default=5000,
+    p.add_argument("--test-samples", type=positive_int, default=5000,
                    help="fresh inputs for the test relative MSE (default 5000)")
     _add_learning_arguments(p, "sculpt")
     p.set_defaults(func=run_recover, parser=p)
@@ -112,8 +83,8 @@ def add_learn_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Learn m heads from the arrays X and Y (both of shape (N, k, d), rows are tokens) stored "
                     "in an .npz file (np.savez(path, X=X, Y=Y); no pickled objects).")
     p.add_argument("--data", required=True, metavar="FILE.npz", help="npz with arrays X and Y of shape (N, k, d)")
-    p.add_argument("--m", type=_positive_int, required=True, help="number of heads")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed of the learner (validation split, searches)")
+    p.add_argument("--m", type=positive_int, required=True, help="number of heads")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the learner (validation split, searches)")
     p.add_argument("--truth", metavar="MODEL.npz", default=None,
                    help="a saved MultiHeadAttention to report ground-truth errors against (optional)")
     _add_learning_arguments(p, "auto")
@@ -121,18 +92,17 @@ def add_learn_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser | None:
-    """``bench``: registered from sculpt.bench.cli when that package is present."""
-    try:
-        from .bench.cli import add_bench_parser
-    except ImportError:
-        return None
+def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``bench``: registered by sculpt.bench.cli (imported here, when the parser is built; that module
+    does not import this one)."""
+    from .bench.cli import add_bench_parser
+
     p = add_bench_parser(subparsers)
     p.set_defaults(parser=p)
     return p
 
 
-SUBCOMMANDS: list[Callable[[Any], argparse.ArgumentParser | None]] = [
+SUBCOMMANDS: list[Callable[[Any], argparse.ArgumentParser]] = [
     add_recover_parser, add_learn_parser, _add_bench_parser]
 
 
@@ -142,7 +112,7 @@ def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
         prog=prog, description="Learn a multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from "
                                "examples by sculpting a convex body (Chen & Li, STOC 2025).",
         epilog="exit status: 0 converged, 1 not converged, 2 bad input")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {versions()['sculpt']}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version('sculpt')}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
         add(sub)
@@ -150,17 +120,6 @@ def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def versions() -> dict[str, str]:
-    """Versions of python, numpy, scipy, cvxpy and sculpt (read from package metadata, nothing imported)."""
-    out = {"python": sys.version.split()[0]}
-    for name in ("numpy", "scipy", "cvxpy", "clarabel", "highspy", "scs", "sculpt"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
 def _check_solver(name: str | None) -> str | None:
     if name is None:
         return None
@@ -180,26 +139,6 @@ def _check_out(out: str | None) -> None:
     """Fail before any work when --out names an existing non-directory."""
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise BadInput(f"--out: {out!r} exists and is not a directory")
-
-
-def _jsonable(obj: Any) -> Any:
-    """Plain JSON values: numpy scalars/arrays to Python, non-finite floats to the strings "inf"/"-inf"/"nan"."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if obj is None or isinstance(obj, str):
-        return obj
-    return str(obj)
 
 
 def _fmt(v: Any) -> str:
@@ -272,7 +211,7 @@ def _write_outputs(out: str | None, result: Any, payload: dict[str, Any], truth:
         raise BadInput(f"--out: cannot create directory {out!r}: {exc}") from None
     written = []
     doc = {**result.to_dict(), **payload, "model_file": "model.npz" if result.model is not None else None}
-    (d / "result.json").write_text(json.dumps(_jsonable(doc), indent=2, allow_nan=False) + "\n")
+    write_json(d / "result.json", doc)
     written.append(d / "result.json")
     if result.model is not None:
         result.model.save(d / "model.npz")

@@ -11,13 +11,12 @@ prints the summary table to stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import _positive_int as _positive
+from .._argtypes import positive_int
 from .grid import ALL_METHODS, Grid, builtin_grid, load_grid
 
 __all__ = ["add_bench_arguments", "add_bench_parser", "build_parser", "run_bench", "main"]
@@ -38,19 +37,19 @@ def _methods(text: str) -> list[str]:
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The bench flags (shared by ``sculpt bench`` and benchmarks/recovery.py)."""
-    p.add_argument("--grid", metavar="FILE", help="grid file (.toml or .json); default: benchmarks/grids/"
-                                                  "default.toml, or quick.toml with --quick")
-    p.add_argument("--quick", action="store_true", help="the quick grid (seconds)")
+    p.add_argument("--grid", metavar="FILE", help="grid file (.toml or .json); default: the built-in grid "
+                                                  "sculpt/bench/grids/default.toml, or quick.toml with --quick")
+    p.add_argument("--quick", action="store_true", help="the built-in quick grid (well under a minute)")
     p.add_argument("--out", metavar="DIR", help="output folder (default results/bench or results/bench-quick); "
                                                 "re-running into it skips finished runs")
     p.add_argument("--scheduler", default="local", metavar="local|serial|ADDRESS",
                    help="'local' processes on this machine (default), 'serial', or a dask.distributed "
                         "scheduler address such as tcp://host:8786")
-    p.add_argument("--workers", type=_positive, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="local worker processes (default min(2, cores))")
     p.add_argument("--methods", type=_methods, default=None, metavar="LIST",
                    help=f"comma list from {','.join(ALL_METHODS)} (default: the grid's; exact only runs at m=1)")
-    p.add_argument("--seeds", type=_positive, default=None, metavar="N", help="override: seeds 0..N-1 per cell")
+    p.add_argument("--seeds", type=positive_int, default=None, metavar="N", help="override: seeds 0..N-1 per cell")
     p.add_argument("--plots", action="store_true", help="also write plots/*.png (needs matplotlib)")
     p.add_argument("--only", metavar="TEXT", default=None,
                    help="run only the runs whose key contains TEXT (e.g. a trial key from trials.jsonl, "
@@ -82,9 +81,9 @@ def _grid(args: argparse.Namespace) -> Grid:
 def run_bench(args: argparse.Namespace) -> int:
     """Run the sweep described by ``args``; write trials.jsonl, grid.json, summary.md (and plots).
     Returns the process exit status: 0, or 1 when some runs ended in an error."""
+    from ..toolkit import versions, write_json
     from . import report
     from .runner import run_sweep
-    from .trials import versions
 
     try:
         grid = _grid(args)
@@ -95,8 +94,8 @@ def run_bench(args: argparse.Namespace) -> int:
         grid = grid.with_seeds(args.seeds)
     out = Path(args.out or ("results/bench-quick" if args.quick and not args.grid else "results/bench"))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "grid.json").write_text(json.dumps({"grid": grid.source, "overrides": {
-        "seeds": args.seeds, "methods": args.methods, "only": args.only}}, indent=2, default=str))
+    write_json(out / "grid.json", {"grid": grid.source, "overrides": {
+        "seeds": args.seeds, "methods": args.methods, "only": args.only}})
     if args.plots:
         from .plots import available
         if not available():

@@ -37,16 +37,17 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .methods import registered
 
-__all__ = ["Cell", "RunSpec", "Grid", "load_grid", "grid_from_dict", "builtin_grid", "GRID_DIR",
-           "derive_seed", "ALL_METHODS"]
+__all__ = ["Cell", "RunSpec", "Grid", "load_grid", "grid_from_dict", "builtin_grid", "builtin_grids",
+           "GRID_FOLDER", "derive_seed", "ALL_METHODS"]
 
 ALL_METHODS: tuple[str, ...] = ("sculpt", "exact", "lbfgs", "adam")
-GRID_DIR: Path = Path(__file__).resolve().parents[2] / "benchmarks" / "grids"
+GRID_FOLDER = "grids"  # package data of sculpt.bench: the built-in grids <name>.toml
 
 _CELL_FIELDS = ("regime", "d", "k", "m", "N", "n_factor", "scale", "distribution", "noise", "weak_head",
                 "separation")
@@ -299,44 +300,44 @@ def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
     return grid
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            raise ValueError(f"reading {path} needs Python >= 3.11 (tomllib) or the tomli package; "
-                             f"on Python 3.10 write the grid as JSON with the same structure") from None
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+def _parse(text: str, suffix: str, where: str) -> dict[str, Any]:
+    """The grid structure from the text of a ``.toml`` (tomllib; tomli on 3.10) or ``.json`` file."""
+    if suffix == ".json":
+        spec = json.loads(text)
+    elif suffix == ".toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10 (tomli is a dependency there)
+            import tomli as tomllib
+        spec = tomllib.loads(text)
+    else:
+        raise ValueError(f"grid file {where} must end in .toml or .json")
+    if not isinstance(spec, dict):
+        raise TypeError(f"grid file {where} must hold a table/object, got {type(spec).__name__}")
+    return spec
 
 
 def load_grid(path: str | Path) -> Grid:
-    """Read a grid file: ``.toml`` (tomllib; tomli on 3.10) or ``.json`` with the same structure."""
+    """Read a grid file: ``.toml`` or ``.json`` with the same structure."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"grid file {p} does not exist")
-    if p.suffix.lower() == ".json":
-        spec = json.loads(p.read_text())
-    elif p.suffix.lower() == ".toml":
-        spec = _read_toml(p)
-    else:
-        raise ValueError(f"grid file {p} must end in .toml or .json")
+    spec = _parse(p.read_text(encoding="utf-8"), p.suffix.lower(), str(p))
     return grid_from_dict(spec, name=spec.get("name", p.stem))
 
 
+def builtin_grids() -> list[str]:
+    """Names of the grids shipped as package data in ``sculpt/bench/grids/`` (e.g. "default", "quick")."""
+    folder = resources.files("sculpt.bench") / GRID_FOLDER
+    return sorted(e.name[:-len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml"))
+
+
 def builtin_grid(name: str) -> Grid:
-    """The grid shipped in benchmarks/grids/<name>.toml (``"default"`` or ``"quick"``); a .json twin is
-    used on Python 3.10 without tomli."""
-    for suffix in (".toml", ".json"):
-        p = GRID_DIR / f"{name}{suffix}"
-        if p.is_file():
-            if suffix == ".toml" and sys.version_info < (3, 11):
-                try:
-                    import tomli  # type: ignore[import-not-found] # noqa: F401
-                except ImportError:
-                    continue
-            return load_grid(p)
-    raise ValueError(f"built-in grid {name!r} not found under {GRID_DIR} (run from a source checkout, "
-                     f"or pass --grid FILE)")
+    """The grid ``sculpt/bench/grids/<name>.toml``, read as package data (``importlib.resources``), so it
+    works from an installed wheel as from a checkout."""
+    entry = resources.files("sculpt.bench") / GRID_FOLDER / f"{name}.toml"
+    if not entry.is_file():
+        raise ValueError(f"no built-in grid {name!r}; built-in grids: {', '.join(builtin_grids())} "
+                         f"(or pass --grid FILE)")
+    spec = _parse(entry.read_text(encoding="utf-8"), ".toml", f"sculpt/bench/{GRID_FOLDER}/{name}.toml")
+    return grid_from_dict(spec, name=spec.get("name", name))

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
+from ..toolkit import ProgressBar, dumps
 from .grid import Grid, RunSpec
 from .trials import run_trial
 
@@ -64,7 +64,7 @@ class RecordStore:
 
     def append(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+        line = dumps(record, sort_keys=True) + "\n"
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
@@ -72,46 +72,38 @@ class RecordStore:
 
 
 class Progress:
-    """A plain-text progress bar over runs on ``stream`` (stderr): redrawn in place on a terminal,
-    one line per finished run otherwise."""
+    """Runs finished out of those to do, on ``stream`` (stderr) through ``sculpt.toolkit.ProgressBar``:
+    a tqdm bar on a terminal when tqdm is installed, otherwise one plain line per finished run."""
 
     def __init__(self, total: int, *, skipped: int = 0, stream: TextIO | None = None, enabled: bool = True,
                  width: int = 30):
-        self.total, self.skipped, self.done, self.ok, self.failed = total, skipped, 0, 0, 0
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled, self.width = enabled, width
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.t0 = time.perf_counter()
+        self.total, self.skipped, self.ok, self.failed = total, skipped, 0, 0
+        self.enabled = enabled
+        self._bar: ProgressBar | None = None
+        self._stream, self._width = stream, width
 
-    @staticmethod
-    def _clock(seconds: float) -> str:
-        s = int(round(seconds))
-        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+    @property
+    def done(self) -> int:
+        return self._bar.done if self._bar is not None else 0
 
     def start(self) -> None:
-        if self.enabled:
-            note = f" ({self.skipped} already done, skipped)" if self.skipped else ""
-            self.stream.write(f"bench: {self.total} runs to do{note}\n")
-            self.stream.flush()
+        note = f" ({self.skipped} already done, skipped)" if self.skipped else ""
+        self._bar = ProgressBar(self.total, stream=self._stream, enabled=self.enabled, width=self._width)
+        self._bar.write(f"bench: {self.total} runs to do{note}")
 
     def update(self, record: dict[str, Any]) -> None:
-        self.done += 1
+        if self._bar is None:
+            self.start()
+        assert self._bar is not None
         self.ok += bool(record.get("success"))
         self.failed += record.get("status") == "error"
-        if not self.enabled:
-            return
-        elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        filled = int(self.width * self.done / max(self.total, 1))
-        bar = "#" * filled + "." * (self.width - filled)
         mark = "ok" if record.get("success") else ("ERROR" if record.get("status") == "error" else "fail")
-        line = (f"[{bar}] {self.done}/{self.total} | success {self.ok} errors {self.failed} | "
-                f"{self._clock(elapsed)} elapsed, ~{self._clock(eta)} left | "
-                f"{record.get('trial_key', '?')} {record.get('method', '?')}: {mark}")
-        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
-        if self.tty and self.done == self.total:
-            self.stream.write("\n")
-        self.stream.flush()
+        self._bar.advance(f"success {self.ok} errors {self.failed} | "
+                          f"{record.get('trial_key', '?')} {record.get('method', '?')}: {mark}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 @contextlib.contextmanager
@@ -219,12 +211,15 @@ def run_sweep(grid: Grid, out: str | Path, *, methods: Iterable[str] | None = No
     bar.start()
     t0 = time.perf_counter()
     errors: list[str] = []
-    for record in execute(todo, scheduler=scheduler, workers=workers, fn=fn):
-        store.append(record)
-        done[record["key"]] = record
-        if record.get("status") == "error":
-            errors.append(f"{record['key']}: {record.get('error')}")
-        bar.update(record)
+    try:
+        for record in execute(todo, scheduler=scheduler, workers=workers, fn=fn):
+            store.append(record)
+            done[record["key"]] = record
+            if record.get("status") == "error":
+                errors.append(f"{record['key']}: {record.get('error')}")
+            bar.update(record)
+    finally:
+        bar.close()
     return SweepResult(out=out, records=[done[k] for k in keys if k in done], planned=len(plan),
                        skipped=len(plan) - len(todo), ran=len(todo), errors=len(errors),
                        wall=time.perf_counter() - t0, error_messages=errors)

@@ -6,26 +6,24 @@ test relative MSE = Σ‖F̂(X) − F(X)‖² / Σ‖F(X)‖², success ⇔ test
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.metadata as md
 import math
 import platform
-import subprocess
 import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..toolkit import forward, relative_mse, to_jsonable, versions
 from . import SCHEMA_VERSION
 from .grid import Cell, RunSpec
 from .methods import adam_implementation, get_method, refusal, warm_up
 
-__all__ = ["Problem", "make_problem", "run_trial", "spec_from_record", "relative_mse", "versions", "jsonable"]
+__all__ = ["Problem", "make_problem", "run_trial", "spec_from_record", "predict", "score", "relative_mse",
+           "versions", "jsonable"]
 
 
 @dataclass
@@ -47,21 +45,21 @@ class Problem:
 
 
 def predict(model: Any, X: np.ndarray) -> np.ndarray:
-    """F̂(X) for a MultiHeadAttention-like model (callable, or with ``forward`` / ``predict``)."""
-    for name in ("forward", "predict"):
-        fn = getattr(model, name, None)
-        if callable(fn):
-            return np.asarray(fn(X), dtype=np.float64)
+    """F̂(X) through the one forward pass (``sculpt.toolkit.forward``) for a model with ``thetas`` and ``ws``;
+    other models (registered test methods) are called."""
+    thetas, ws = getattr(model, "thetas", None), getattr(model, "ws", None)
+    if thetas is not None and ws is not None:
+        return forward(thetas, ws, X)
     if callable(model):
         return np.asarray(model(X), dtype=np.float64)
     raise TypeError(f"cannot evaluate a model of type {type(model).__name__}")
 
 
-def relative_mse(Y_hat: np.ndarray, Y: np.ndarray) -> float:
-    """Σ‖Ŷ − Y‖² / Σ‖Y‖² (inf when Ŷ is not finite)."""
-    if Y_hat.shape != Y.shape or not np.all(np.isfinite(Y_hat)):
+def score(Y_hat: np.ndarray, Y: np.ndarray) -> float:
+    """The score: ``relative_mse`` Σ‖Ŷ − Y‖² / Σ‖Y‖² (inf when Ŷ is not finite or has the wrong shape)."""
+    if Y_hat.shape != Y.shape:
         return math.inf
-    return float(np.sum((Y_hat - Y) ** 2) / np.sum(Y ** 2))
+    return relative_mse(Y_hat, Y)
 
 
 def make_problem(spec: RunSpec) -> Problem:
@@ -85,57 +83,10 @@ def make_problem(spec: RunSpec) -> Problem:
     return Problem(truth, X, Y, X_test, predict(truth, X_test))
 
 
-@functools.lru_cache(maxsize=1)
-def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-@functools.lru_cache(maxsize=1)
-def versions() -> dict[str, str]:
-    """Versions of Python and the packages a run can touch, plus the source tree's git commit."""
-    out = {"python": platform.python_version()}
-    for pkg in ("sculpt", "numpy", "scipy", "cvxpy", "clarabel", "highspy", "scs", "torch"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "absent"
-    commit = _git_commit()
-    if commit:
-        out["git"] = commit
-    return out
-
-
 def jsonable(value: Any, *, max_array: int = 64) -> Any:
-    """A JSON-ready copy: numpy scalars to Python, small arrays to lists (larger ones to a shape and norm
-    note, lists longer than 4·max_array to their length, head and last item), non-finite floats to None,
-    unknown objects to their repr."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v, max_array=max_array) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        if len(value) > 4 * max_array:  # keep records small: long traces are summarised
-            return {"list_length": len(value), "head": jsonable(list(value[:8]), max_array=max_array),
-                    "last": jsonable(value[-1], max_array=max_array)}
-        return [jsonable(v, max_array=max_array) for v in value]
-    if isinstance(value, np.ndarray):
-        if value.size > max_array:
-            return {"array_shape": list(value.shape), "norm": jsonable(float(np.linalg.norm(value)))}
-        return jsonable(value.tolist(), max_array=max_array)
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if value is None or isinstance(value, str):
-        return value
-    return repr(value)
+    """``sculpt.toolkit.to_jsonable`` keeping records small: arrays over ``max_array`` entries become a
+    shape and norm note, lists over 4·max_array their length, head and last item; non-finite floats null."""
+    return to_jsonable(value, max_array=max_array)
 
 
 def _distance(truth: Any, model: Any) -> tuple[float | None, float | None, list[int] | None]:
@@ -198,7 +149,7 @@ def run_trial(spec: RunSpec) -> dict[str, Any]:
     if result.model is None:
         record["status"] = "no-model"
         return record
-    test = relative_mse(predict(result.model, problem.X_test), problem.Y_test)
+    test = score(predict(result.model, problem.X_test), problem.Y_test)
     record["test_error"] = jsonable(test)
     record["success"] = bool(test <= spec.threshold)
     try:

@@ -1,0 +1,278 @@
+"""The shared toolkit: one chunked forward pass, one relative MSE, one versions(), one strict JSON writer,
+progress reporting, and the packaging around it (grids as package data, CLI modules without a cycle)."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sculpt.toolkit.forward_pass as fp
+from sculpt.toolkit import (Progress, ProgressBar, attention, attention_patterns, dumps, features, forward,
+                            relative_mse, to_jsonable, versions, write_json)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def direct_forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i by plain einsum over the whole batch (max-shifted softmax)."""
+    L = np.einsum("nad,ide,nbe->inab", X, thetas, X)
+    L -= L.max(axis=-1, keepdims=True)
+    P = np.exp(L)
+    P /= P.sum(axis=-1, keepdims=True)
+    return np.einsum("inab,nbd,ide->nae", P, X, ws)
+
+
+shapes = st.tuples(st.integers(1, 97), st.integers(1, 6), st.integers(1, 7), st.integers(1, 3),
+                   st.integers(0, 2**32 - 1), st.sampled_from([0.3, 3.0, 40.0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes, st.sampled_from([None, 7, 50]))
+def test_chunked_forward_equals_direct_einsum(shape, chunk_elements) -> None:
+    N, k, d, m, seed, scale = shape
+    rng = np.random.default_rng(seed)
+    thetas = rng.standard_normal((m, d, d)) * scale / d
+    ws = rng.standard_normal((m, d, d))
+    X = rng.choice([-1.0, 1.0], size=(N, k, d))
+    old = fp._CHUNK_ELEMENTS
+    try:
+        if chunk_elements is not None:  # small chunks: N is rarely a multiple of the chunk size
+            fp._CHUNK_ELEMENTS = chunk_elements
+        F = forward(thetas, ws, X)
+        P = attention_patterns(thetas, X)
+        Pa = attention(thetas, X)
+        Z = features(thetas, X)
+    finally:
+        fp._CHUNK_ELEMENTS = old
+    ref = direct_forward(thetas, ws, X)
+    np.testing.assert_allclose(F, ref, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(ref).max())))
+    L = np.einsum("nad,ide,nbe->inab", X, thetas, X)
+    Pref = np.exp(L - L.max(axis=-1, keepdims=True))
+    Pref /= Pref.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(P, Pref.transpose(1, 0, 2, 3), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(Pa, Pref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose((Z @ ws.reshape(m * d, d)).reshape(N, k, d), ref, rtol=1e-12,
+                               atol=1e-12 * max(1.0, float(np.abs(ref).max())))
+
+
+def test_ragged_last_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    thetas, ws = rng.standard_normal((2, 5, 5)) / 3, rng.standard_normal((2, 5, 5))
+    X = rng.standard_normal((10, 4, 5))
+    monkeypatch.setattr(fp, "_CHUNK_ELEMENTS", 3 * 4 * 2 * 5)  # chunks of 3 sequences: 3 + 3 + 3 + 1
+    assert fp.chunk_size(4, 5, 2) == 3
+    np.testing.assert_allclose(forward(thetas, ws, X), direct_forward(thetas, ws, X), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(forward(thetas, ws, X[9:]), direct_forward(thetas, ws, X[9:]), rtol=1e-13,
+                               atol=1e-13)
+    assert forward(thetas, ws, X[:0]).shape == (0, 4, 5)
+
+
+def test_attention_stacks_keep_their_leading_axes() -> None:
+    rng = np.random.default_rng(1)
+    grid = rng.standard_normal((3, 2, 4, 4))
+    X = rng.standard_normal((9, 3, 4))
+    P = attention(grid, X)
+    assert P.shape == (3, 2, 9, 3, 3)
+    np.testing.assert_allclose(P[2, 1], attention(grid[2, 1], X), rtol=0, atol=0)
+    np.testing.assert_allclose(P.sum(axis=-1), 1.0, rtol=1e-14)
+    assert attention(np.empty((0, 4, 4)), X).shape == (0, 9, 3, 3)
+
+
+def test_forward_does_not_overflow_on_peaked_attention() -> None:
+    thetas = np.eye(3)[None] * 1e3
+    X = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])
+    F = forward(thetas, np.eye(3)[None], X)
+    np.testing.assert_allclose(F, X)  # each token attends to itself
+
+
+def test_relative_mse_definition_and_edge_cases() -> None:
+    Y = np.array([[3.0, 4.0]])
+    assert relative_mse(Y, Y) == 0.0
+    assert relative_mse(np.zeros_like(Y), Y) == 1.0
+    assert relative_mse(Y + np.array([[0.0, 1.0]]), Y) == pytest.approx(1 / 25)
+    assert relative_mse(np.zeros(2), np.zeros(2)) == 0.0
+    assert relative_mse(np.ones(2), np.zeros(2)) == math.inf
+    assert relative_mse(np.array([np.nan, 1.0]), np.ones(2)) == math.inf
+    with pytest.raises(ValueError, match="shapes differ"):
+        relative_mse(np.ones(3), np.ones(2))
+
+
+def test_public_names_stay_importable_and_share_the_kernel() -> None:
+    from sculpt.bench import trials
+    from sculpt.model import MultiHeadAttention, forward as model_forward
+    from sculpt.phases import projections
+
+    assert model_forward is forward and projections.attention is attention and projections.features is features
+    rng = np.random.default_rng(0)
+    model = MultiHeadAttention(rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 4, 4)))
+    X = rng.standard_normal((30, 3, 4))
+    Y = model(X)
+    np.testing.assert_array_equal(projections.predict(model.thetas, model.ws, X), Y)
+    np.testing.assert_array_equal(trials.predict(model, X), Y)
+    Y2 = Y + 0.01 * rng.standard_normal(Y.shape)
+    assert projections.relative_mse(model.thetas, model.ws, X, Y2) == relative_mse(Y, Y2)
+    assert model.prediction_error(MultiHeadAttention(model.thetas, 1.1 * model.ws), X) == pytest.approx(0.01)
+
+
+# ------------------------------------------------------------------------------------------ JSON
+def _strict_loads(text: str):
+    def refuse(name: str):
+        raise ValueError(f"non-standard JSON constant {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@dataclass
+class _Point:
+    x: float
+    label: str
+
+
+class _WithToDict:
+    def to_dict(self):
+        return {"v": np.float32(0.5), "bad": float("-inf")}
+
+
+def test_json_writer_writes_null_for_non_finite_numbers(tmp_path: Path) -> None:
+    value = {"nan": float("nan"), "inf": np.inf, "ninf": np.float64("-inf"), "ok": np.float32(1.5),
+             "ints": np.arange(3), "bools": (np.bool_(True), False), "nested": [{"a": np.array([np.nan, 2.0])}],
+             "scalar_array": np.array(7), "path": tmp_path, "point": _Point(np.nan, "p"), "obj": _WithToDict(),
+             "set": {3, 1}, 4: "int key", "none": None}
+    path = write_json(tmp_path / "sub" / "out.json", value)
+    doc = _strict_loads(path.read_text())
+    assert doc["nan"] is None and doc["inf"] is None and doc["ninf"] is None and doc["ok"] == 1.5
+    assert doc["ints"] == [0, 1, 2] and doc["bools"] == [True, False] and doc["nested"] == [{"a": [None, 2.0]}]
+    assert doc["scalar_array"] == 7 and doc["path"] == str(tmp_path) and doc["point"] == {"x": None, "label": "p"}
+    assert doc["obj"] == {"v": 0.5, "bad": None} and doc["set"] == [1, 3] and doc["4"] == "int key"
+    assert doc["none"] is None
+    assert _strict_loads(dumps({"x": [np.nan, np.inf]})) == {"x": [None, None]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                max_size=4),
+                    max_leaves=20))
+def test_json_writer_output_always_parses_strictly(value) -> None:
+    doc = _strict_loads(dumps(value))
+    again = _strict_loads(dumps(doc))
+    assert again == doc  # a fixed point: what it wrote is already plain JSON
+
+
+def test_jsonable_summaries_keep_records_small() -> None:
+    out = to_jsonable({"big": np.ones((20, 20)), "trace": list(range(1000))}, max_array=64)
+    assert out["big"] == {"array_shape": [20, 20], "norm": 20.0}
+    assert out["trace"]["list_length"] == 1000 and out["trace"]["last"] == 999
+    assert to_jsonable(np.ones((20, 20)))[19][19] == 1.0  # no summary unless asked
+
+
+# ------------------------------------------------------------------------------------------ versions
+def test_versions_is_one_flat_dict_of_strings() -> None:
+    v = versions()
+    assert {"python", "machine", "cpus", "sculpt", "numpy", "scipy", "cvxpy", "torch"} <= set(v)
+    assert all(isinstance(key, str) and isinstance(val, str) for key, val in v.items())
+    v["python"] = "changed"
+    assert versions()["python"] != "changed"  # callers get a copy of the cached answer
+
+
+def test_every_caller_uses_the_one_versions() -> None:
+    from sculpt import cli
+    from sculpt.bench import trials
+
+    assert cli.versions is versions and trials.versions is versions
+
+
+# ------------------------------------------------------------------------------------------ progress
+@dataclass
+class _Rec:
+    name: str
+    status: str = "ok"
+    time: float = 0.5
+    message: str = ""
+
+
+def test_phase_progress_plain_lines() -> None:
+    buf = io.StringIO()
+    bar = Progress(True, "sculpt", 2, stream=buf)
+    t0 = bar.start("1-sum-w")
+    assert isinstance(t0, float)
+    bar.note("estimate done")
+    bar.end(_Rec("1-sum-w"))
+    bar.start("2-sculpt")
+    bar.end(_Rec("2-sculpt", "failed", 1.25, "no body"))
+    lines = buf.getvalue().splitlines()
+    assert lines == ["[sculpt 1/2] 1-sum-w ...", "[sculpt 1/2]   estimate done",
+                     "[sculpt 1/2] [#.] 1-sum-w: ok in 0.50 s", "[sculpt 2/2] 2-sculpt ...",
+                     "[sculpt 2/2] [##] 2-sculpt: failed in 1.25 s no body"]
+
+
+def test_progress_disabled_writes_nothing_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    buf = io.StringIO()
+    with caplog.at_level("DEBUG", logger="sculpt"):
+        bar = Progress(False, "exact", 1, stream=buf)
+        bar.start("exact-w")
+        bar.end(_Rec("exact-w"))
+    assert buf.getvalue() == ""
+    assert any("exact-w: ok" in r.getMessage() for r in caplog.records)
+
+
+def test_progress_bar_uses_tqdm_when_asked() -> None:
+    pytest.importorskip("tqdm")
+    buf = io.StringIO()
+    bar = ProgressBar(3, label="runs", stream=buf, use_tqdm=True)
+    bar.write("hello")
+    for i in range(3):
+        bar.advance(f"step {i}")
+    bar.close()
+    text = buf.getvalue()
+    assert "hello" in text and "3/3" in text
+
+
+def test_progress_bar_plain_line() -> None:
+    buf = io.StringIO()
+    bar = ProgressBar(4, stream=buf, width=8)
+    bar.advance("a")
+    assert buf.getvalue().startswith("[##......] 1/4 | 0m00s elapsed, ~0m00s left | a")
+
+
+# ------------------------------------------------------------------------------------------ packaging
+def test_grids_are_package_data() -> None:
+    from importlib import resources
+
+    from sculpt.bench.grid import builtin_grid, builtin_grids
+
+    folder = resources.files("sculpt.bench") / "grids"
+    assert {"default.toml", "quick.toml"} <= {p.name for p in folder.iterdir()}
+    assert {"default", "quick"} <= set(builtin_grids())
+    assert builtin_grid("quick").name == "quick" and builtin_grid("quick").runs()
+    with pytest.raises(ValueError, match="no built-in grid 'nope'"):
+        builtin_grid("nope")
+
+
+def test_pyproject_ships_the_grids() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    data = meta["tool"]["setuptools"]["package-data"]
+    assert "grids/*.toml" in data["sculpt.bench"]
+
+
+@pytest.mark.parametrize("first", ["sculpt.bench.cli", "sculpt.cli"])
+def test_cli_modules_import_alone_without_a_cycle(first: str) -> None:
+    """Each CLI module imports in a fresh interpreter on its own; the bench CLI does not import the main one."""
+    code = (f"import sys, {first}\n"
+            "import sculpt.cli, sculpt.bench.cli\n"
+            "assert 'bench' in sculpt.cli.build_parser()._subparsers._group_actions[0].choices\n"
+            "print('sculpt.cli' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    src = (ROOT / "sculpt" / "bench" / "cli.py").read_text()
+    assert "from ..cli import" not in src and "import sculpt.cli" not in src
+    assert "except ImportError" not in (ROOT / "sculpt" / "cli.py").read_text()
