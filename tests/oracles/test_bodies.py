@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _problems import random_polytope, sample_polytope
+from _problems import sample_polytope
 from oracles import Ball, Cut, Intersection, MissingOracleError, OracleBody, Polytope
+from strategies import balls, gaussian_like, nonzero_vectors, polytopes
 
 
 def ball_points(center: np.ndarray, radius: float, rng: np.random.Generator, k: int = 200) -> np.ndarray:
@@ -32,56 +33,62 @@ def check_oracle(body, queries: np.ndarray, body_points: np.ndarray, tol: float 
     return cuts
 
 
+def queries_around(data, x0: np.ndarray, count: int, spread: float, outside: float | None = None) -> np.ndarray:
+    """``count`` drawn queries x0 + q, |q_j| <= 3·spread, plus (when ``outside`` is given) the query
+    x0 + outside·e_0, which a body inside the box |x − x0|_∞ < outside must cut away."""
+    Q = x0 + data.draw(gaussian_like((count, x0.shape[0]), scale=spread), label="queries")
+    if outside is not None:
+        Q = np.vstack([Q, x0 + outside * np.eye(x0.shape[0])[0]])
+    return Q
+
+
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
-def test_polytope_oracle(seed, n):
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n)
-    pts = sample_polytope(P, x0, rng)
-    queries = x0 + rng.normal(scale=2.0, size=(60, n))
+@given(case=polytopes(n=(1, 6)), data=st.data())
+def test_polytope_oracle(case, data):
+    P, x0 = case.poly, case.x0
+    pts = sample_polytope(P, x0, np.random.default_rng(0))
+    queries = queries_around(data, x0, 60, 2.0, outside=case.box + 1.0)
     assert check_oracle(P, queries, pts) > 0
     assert all(P.contains(p, 1e-9) for p in pts)
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 6))
-def test_polytope_with_equalities_oracle(seed, n):
-    rng = np.random.default_rng(seed)
-    P0, x0 = random_polytope(rng, n)
-    F = rng.normal(size=(1, n))
+@given(case=polytopes(n=(2, 6)), data=st.data())
+def test_polytope_with_equalities_oracle(case, data):
+    P0, x0 = case.poly, case.x0
+    n = P0.dim
+    F = data.draw(nonzero_vectors(n), label="F")[None]
     P = Polytope(P0.A, P0.b, F, F @ x0)
     null = np.linalg.svd(F)[2][1:].T
-    pts = x0 + 0.05 * rng.normal(size=(100, n - 1)) @ null.T
+    pts = x0 + 0.05 * np.random.default_rng(0).normal(size=(100, n - 1)) @ null.T
     pts = pts[[P0.contains(p) for p in pts]]
-    queries = np.vstack([x0 + rng.normal(scale=1.0, size=(40, n)), pts[:5] + 1e-3 * F[0]])
+    queries = np.vstack([queries_around(data, x0, 40, 1.0), pts[:5] + 1e-3 * F[0]])
     assert check_oracle(P, queries, pts) > 0
     assert all(P.contains(p, 1e-9) for p in pts)
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6), radius=st.floats(0.0, 3.0))
-def test_ball_oracle(seed, n, radius):
-    rng = np.random.default_rng(seed)
-    c = rng.normal(size=n)
-    B = Ball(c, radius)
-    pts = ball_points(c, radius, rng)
-    queries = c + rng.normal(scale=2.0, size=(50, n))
+@given(B=balls(n=(1, 6), radius=(0.0, 3.0)), data=st.data())
+def test_ball_oracle(B, data):
+    c, radius, n = B.center, B.radius, B.dim
+    pts = ball_points(c, radius, np.random.default_rng(0))
+    queries = queries_around(data, c, 50, 2.0)
     check_oracle(B, queries, pts)
     value, x = B.maximize(np.ones(n))
     assert np.isclose(value, np.ones(n) @ c + radius * np.sqrt(n)) and np.isclose(np.linalg.norm(x - c), radius)
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 5))
-def test_intersection_oracle_returns_the_deepest_cut(seed, n):
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n)
+@given(case=polytopes(n=(1, 5)), data=st.data())
+def test_intersection_oracle_returns_the_deepest_cut(case, data):
+    P, x0 = case.poly, case.x0
+    n = P.dim
     B = Ball(x0, 0.7)
     K = P & B
     assert isinstance(K, Intersection) and K.dim == n
-    pts = sample_polytope(P, x0, rng)
+    pts = sample_polytope(P, x0, np.random.default_rng(0))
     pts = pts[np.linalg.norm(pts - x0, axis=1) <= 0.7]
-    queries = x0 + rng.normal(scale=1.5, size=(40, n))
+    queries = queries_around(data, x0, 40, 1.5)
     check_oracle(K, queries, pts)
     for x in queries:
         cut = K.separate(x)
