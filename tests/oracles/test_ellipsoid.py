@@ -11,11 +11,7 @@ from hypothesis import strategies as st
 from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope, sample_polytope
 from oracles import Ball, Cut, MissingOracleError, OracleBody, ParallelCut, Polytope
 from oracles.ellipsoid import Ellipsoid, ellipsoid
-
-
-def random_ellipsoid(rng: np.random.Generator, n: int) -> Ellipsoid:
-    J = rng.normal(size=(n, n)) + 2.0 * np.eye(n)
-    return Ellipsoid.from_factor(rng.normal(size=n), J)
+from strategies import ellipsoids, nonzero_vectors, polytopes
 
 
 def points_in(E: Ellipsoid, rng: np.random.Generator, k: int = 400) -> np.ndarray:
@@ -39,15 +35,14 @@ def cut_at_alpha(E: Ellipsoid, a: np.ndarray, alpha: float) -> Cut:
 
 # -- the update ---------------------------------------------------------------------------------------
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8), frac=st.floats(-0.99, 0.999))
-def test_single_cut_keeps_spd_shrinks_and_keeps_points(seed, n, frac):
+@given(E=ellipsoids(n=(1, 8)), frac=st.floats(-0.99, 0.999), data=st.data())
+def test_single_cut_keeps_spd_shrinks_and_keeps_points(E, frac, data):
     """central (α=0), deep (α>0), shallow (-1/n<α<0): P stays SPD, log vol drops, E ∩ H ⊆ E'."""
-    rng = np.random.default_rng(seed)
-    E = random_ellipsoid(rng, n)
+    n = E.dim
     alpha = frac if frac >= 0 else frac / n  # shallow cuts live in (-1/n, 0)
-    a = rng.normal(size=n)
+    a = data.draw(nonzero_vectors(n), label="a")
     cut = cut_at_alpha(E, a, alpha)
-    pts = points_in(E, rng)
+    pts = points_in(E, np.random.default_rng(0))
     kept = pts[pts @ a <= cut.offset]
     before = E.log_volume
     assert math.isclose(E.alpha(cut), alpha, abs_tol=1e-9)
@@ -60,26 +55,23 @@ def test_single_cut_keeps_spd_shrinks_and_keeps_points(seed, n, frac):
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 8))
-def test_central_cut_volume_factor(seed, n):
+@given(E=ellipsoids(n=(2, 8)), data=st.data())
+def test_central_cut_volume_factor(E, data):
     """A central cut shrinks the volume by at least exp(-1/(2(n+1))) (the textbook guarantee)."""
-    rng = np.random.default_rng(seed)
-    E = random_ellipsoid(rng, n)
-    a = rng.normal(size=n)
+    n = E.dim
+    a = data.draw(nonzero_vectors(n), label="a")
     before = E.log_volume
     E.update(Cut(a, float(a @ E.center)))
     assert E.log_volume - before <= -1.0 / (2 * (n + 1)) + 1e-12
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8), lo=st.floats(-1.5, 1.0), width=st.floats(0.01, 2.5))
-def test_parallel_cut_keeps_spd_never_grows_and_keeps_points(seed, n, lo, width):
-    rng = np.random.default_rng(seed)
-    E = random_ellipsoid(rng, n)
-    a = rng.normal(size=n)
+@given(E=ellipsoids(n=(1, 8)), lo=st.floats(-1.5, 1.0), width=st.floats(0.01, 2.5), data=st.data())
+def test_parallel_cut_keeps_spd_never_grows_and_keeps_points(E, lo, width, data):
+    a = data.draw(nonzero_vectors(E.dim), label="a")
     tau, u0 = E.half_width(a), float(a @ E.center)
     cut = ParallelCut(a, u0 + lo * tau, u0 + (lo + width) * tau)
-    pts = points_in(E, rng)
+    pts = points_in(E, np.random.default_rng(0))
     proj = pts @ a
     kept = pts[(proj >= cut.lower) & (proj <= cut.upper)]
     before = E.log_volume
@@ -98,14 +90,12 @@ def test_parallel_cut_keeps_spd_never_grows_and_keeps_points(seed, n, lo, width)
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 8), alpha=st.floats(-0.9, 0.9))
-def test_update_matches_ellalgo(seed, n, alpha):
+@given(E=ellipsoids(n=(2, 8)), alpha=st.floats(-0.9, 0.9), data=st.data())
+def test_update_matches_ellalgo(E, alpha, data):
     """Same centre and shape as ellalgo 0.9's Ell.update_bias_cut on deep and central cuts."""
     ellalgo = pytest.importorskip("ellalgo", reason="ellalgo (the reference implementation) not installed")
-    rng = np.random.default_rng(seed)
-    E = random_ellipsoid(rng, n)
     alpha = abs(alpha)  # ellalgo refuses shallow cuts
-    a = rng.normal(size=n)
+    a = data.draw(nonzero_vectors(E.dim), label="a")
     ref = ellalgo.Ell(E.shape.copy(), E.center.copy())
     ref._mq = E.shape.copy()
     ref._kappa = 1.0
@@ -172,11 +162,11 @@ def test_zero_normal_and_wrong_cut_type():
 
 # -- the method ---------------------------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 7), memory=st.sampled_from([0, None]))
-def test_feasibility_agrees_with_lp(seed, n, memory):
+@given(case=polytopes(n=(1, 7), slack=(-0.6, 1.0)), memory=st.sampled_from([0, None]))
+def test_feasibility_agrees_with_lp(case, memory):
     """Random polytopes, some empty: "feasible" (with a point of P) iff the LP finds interior."""
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n, shift=(-0.6, 1.0))
+    P, x0 = case.poly, case.x0
+    n = P.dim
     margin = chebyshev_margin(P)
     assume(abs(margin) > 1e-3)
     R = float(np.linalg.norm(x0)) + 2.0 * math.sqrt(n) + 1.0
@@ -191,13 +181,13 @@ def test_feasibility_agrees_with_lp(seed, n, memory):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 6), stop=st.integers(1, 60))
-def test_no_body_point_is_cut_away(seed, n, stop):
+@given(case=polytopes(n=(2, 6), slack=(0.01, 0.05), box=0.05), stop=st.integers(1, 60), data=st.data())
+def test_no_body_point_is_cut_away(case, stop, data):
     """After any number of updates, every sampled point of the body lies in the final ellipsoid."""
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n, shift=(0.01, 0.05), box=0.05)
-    pts = sample_polytope(P, x0, rng)
-    c = rng.normal(size=n)
+    P, x0 = case.poly, case.x0
+    n = P.dim
+    pts = sample_polytope(P, x0, np.random.default_rng(0))
+    c = data.draw(nonzero_vectors(n), label="c")
     for objective in (None, c):
         res = ellipsoid(P, np.zeros(n), float(np.linalg.norm(x0)) + 1.0, objective=objective, max_iter=stop)
         E = Ellipsoid(res.center, res.shape)
@@ -206,11 +196,11 @@ def test_no_body_point_is_cut_away(seed, n, stop):
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
-def test_minimisation_agrees_with_lp(seed, n):
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n)
-    c = rng.normal(size=n)
+@given(case=polytopes(n=(1, 6)), data=st.data())
+def test_minimisation_agrees_with_lp(case, data):
+    P, x0 = case.poly, case.x0
+    n = P.dim
+    c = data.draw(nonzero_vectors(n), label="c")
     tol = 1e-6
     res = ellipsoid(P, np.zeros(n), float(np.linalg.norm(x0)) + 2.0 * math.sqrt(n) + 1.0, objective=c, tol=tol)
     opt = lp_min(P, c)
