@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope
 from oracles import Ball, MissingOracleError, OracleBody, Polytope
 from oracles.cutting_plane import _Localisation, cutting_plane
+from strategies import nonzero_vectors, polytopes
 
 
 def radius_for(x0: np.ndarray, n: int, box: float = 2.0) -> float:
@@ -18,10 +19,10 @@ def radius_for(x0: np.ndarray, n: int, box: float = 2.0) -> float:
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 7))
-def test_feasibility_agrees_with_lp(seed, n):
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n, shift=(-0.6, 1.0))
+@given(case=polytopes(n=(1, 7), slack=(-0.6, 1.0)))
+def test_feasibility_agrees_with_lp(case):
+    P, x0 = case.poly, case.x0
+    n = P.dim
     margin = chebyshev_margin(P)
     assume(abs(margin) > 1e-3)
     res = cutting_plane(P, np.zeros(n), radius_for(x0, n))
@@ -33,11 +34,11 @@ def test_feasibility_agrees_with_lp(seed, n):
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
-def test_minimisation_agrees_with_lp(seed, n):
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n)
-    c = rng.normal(size=n)
+@given(case=polytopes(n=(1, 6)), data=st.data())
+def test_minimisation_agrees_with_lp(case, data):
+    P, x0 = case.poly, case.x0
+    n = P.dim
+    c = data.draw(nonzero_vectors(n), label="c")
     tol = 1e-6
     res = cutting_plane(P, np.zeros(n), radius_for(x0, n), objective=c, tol=tol)
     opt = lp_min(P, c)
