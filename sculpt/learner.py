@@ -138,13 +138,43 @@ def _failure_reason(failure: Any, records: list[PhaseRecord]) -> str:
     return why
 
 
-def _sculpt_route(run: _Run) -> LearnResult:
-    """Phases 1–6 and the polish (``SCULPT_PHASES``) on the training split; validation only selects and checks."""
-    t_start = time.perf_counter()
+def _sculpt_attempt(run: _Run, X_body: np.ndarray, Y_body: np.ndarray,
+                    records: list[PhaseRecord]) -> tuple[LearnState, Any]:
     state = LearnState(run.Xtr, run.Ytr, run.Xva, run.Yva, run.m, run.settings, run.gen, solver=run.solver,
-                       truth=run.truth, note=run.progress.note, info=run.base_info())
-    records: list[PhaseRecord] = []
+                       truth=run.truth, note=run.progress.note, info=run.base_info(), X_body=X_body, Y_body=Y_body)
+    state.info["sculpt_examples"] = int(X_body.shape[0])
     failure = run_pipeline(SCULPT_PHASES, state, records, run.progress)
+    return state, failure
+
+
+def _sculpt_route(run: _Run) -> LearnResult:
+    """Phases 1–6 and the polish (``SCULPT_PHASES``) on the training split; validation only selects and checks.
+
+    Adaptive samples: phases 1–3 start on the first ``sculpt_examples`` of a random order of the training
+    split; an attempt that does not validate (a phase cannot go on, or the polish stays above ``tol``) is rerun
+    on ``sculpt_growth`` times more, up to ``max_sculpt_examples``. ``info["attempts"]`` says how many examples
+    each attempt used and why the next one asked for more."""
+    t_start = time.perf_counter()
+    cfg = run.settings
+    n_tr = run.Xtr.shape[0]
+    order = run.gen.permutation(n_tr)
+    cap = min(n_tr, int(cfg.max_sculpt_examples or n_tr))
+    n = min(int(cfg.sculpt_examples or n_tr), cap)
+    records: list[PhaseRecord] = []
+    attempts: list[dict[str, Any]] = []
+    while True:
+        ta = time.perf_counter()
+        sub = np.sort(order[:n])
+        state, failure = _sculpt_attempt(run, run.Xtr[sub], run.Ytr[sub], records)
+        outcome = ("validated" if failure is None and state.converged else
+                   f"phase {failure.phase} failed: {failure.reason}" if failure is not None else
+                   f"the polish stopped at validation relative MSE {state.validation_error:.2e} > tol {run.tol:.0e}")
+        attempts.append({"examples": int(n), "outcome": outcome, "time": time.perf_counter() - ta})
+        if (failure is None and state.converged) or n >= cap or cfg.sculpt_growth < 2:
+            break
+        n = min(cap, n * int(cfg.sculpt_growth))
+        run.progress.note(f"{outcome}: phases 1–3 again on {n} examples")
+    state.info["attempts"] = attempts
     model = state.model
     tol = run.tol
     if failure is not None:
@@ -158,11 +188,23 @@ def _sculpt_route(run: _Run) -> LearnResult:
         converged = state.converged
         reason = (f"validation relative MSE {val:.2e} <= tol {tol:.0e}" if converged else
                   f"not converged: validation relative MSE {val:.2e} > tol {tol:.0e}")
+    if len(attempts) > 1:
+        reason += (f" (phases 1–3 on {attempts[-1]['examples']} examples, attempt {len(attempts)}; earlier: "
+                   + "; ".join(f"{a['examples']}: {a['outcome']}" for a in attempts[:-1]) + ")")
     train = relative_mse(model.thetas, model.ws, run.Xtr, run.Ytr) if model is not None else math.inf
     state.info["truth"] = _truth_summary(model, run.truth)
+    used = int(max(a["examples"] for a in attempts))
+    if model is not None:  # phases 5–6 and the polish read the training split beyond phases 1–3's subset
+        used = max(used, _polish_examples(records), min(cfg.search_examples, n_tr))
+    state.info["examples_used"] = {"phases_1_3": int(attempts[-1]["examples"]), "training": used,
+                                   "validation": int(run.n_val)}
     return LearnResult(model=model, method="sculpt", train_error=train, validation_error=val, converged=converged,
-                       time=time.perf_counter() - t_start, iterations=state.iterations, samples_used=run.N,
-                       phases=records, reason=reason, info=state.info)
+                       time=time.perf_counter() - t_start, iterations=state.iterations,
+                       samples_used=used + int(run.n_val), phases=records, reason=reason, info=state.info)
+
+
+def _polish_examples(records: list[PhaseRecord]) -> int:
+    return max([int(r.figures.get("examples", 0)) for r in records if r.name in ("polish", "5-heads")] or [0])
 
 
 def _exact_route(run: _Run) -> LearnResult:

@@ -40,7 +40,8 @@ class LearnResult:
     info: dict[str, Any] = field(default_factory=dict)
 
     def phase(self, name: str) -> PhaseRecord:
-        for p in self.phases:
+        """The record of phase ``name``; the last one when the phases ran more than once (adaptive samples)."""
+        for p in reversed(self.phases):
             if p.name == name:
                 return p
         raise KeyError(f"no phase named {name!r}; phases are {[p.name for p in self.phases]}")

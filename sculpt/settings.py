@@ -329,8 +329,13 @@ class Settings(_Group):
     validation_size: int | None = opt(None, "held-out examples (auto: min(2000, N/10))", optional(pos_int))
     inputs: str | None = opt(None, "'boolean' requires ±1 entries; None/'gaussian'/'real' accept any",
                              optional(choice("boolean", "gaussian", "real")))
-    sculpt_examples: int | None = opt(None, "examples phases 1–3 use (auto: 5,000 for m = 1, else 10,000)",
-                                      optional(pos_int))
+    sculpt_examples: int | None = opt(None, "first subset phases 1–3 use (auto: max(1500, 10d²); generic (8,4,2) "
+                                      "layers recover from 1,500)", optional(pos_int))
+    sculpt_growth: int = opt(2, "an attempt that does not validate reruns phases 1–6 on this many times more "
+                             "examples (1: one attempt)",
+                             pos_int)
+    max_sculpt_examples: int | None = opt(None, "largest subset for phases 1–3 (auto: 20,000; cost is linear in it)",
+                                          optional(pos_int))
     search_examples: int = opt(1000, "training examples phase 6 compares candidates on", pos_int)
     sum_w: SumWSettings = group(SumWSettings, "phase 1")
     sculpt: BodySettings = group(BodySettings, "phase 2 (half-space body)")
@@ -345,8 +350,9 @@ class Settings(_Group):
     def resolve(self, d: int, k: int, m: int, N: int) -> Settings:
         """Fill every "auto" (None) field from the problem size; the one place size-dependent defaults live.
 
-        Reasons (measured on planted layers, docs/method.md): 5,000 examples suffice for phases 1–3 at m = 1,
-        10,000 otherwise; certification helps only for d² <= 100; m >= 3 needs 10d² equality rows in K*."""
+        Reasons (measured on planted layers, docs/method.md): phases 1–3 start on max(1500, 10d²) examples and
+        grow only when an attempt does not validate; certification helps only for d² <= 100; m >= 3 needs 10d²
+        equality rows in K*."""
         from .phases.heads import DEFAULT_GRID
         from .phases.sculpting import default_dist_min, default_rows
 
@@ -363,8 +369,9 @@ class Settings(_Group):
         eq = 10 * d * d if m >= 3 else 3 * d * d
         r = self.refine
         return self.merged({
-            "sculpt_examples": self.sculpt_examples if self.sculpt_examples is not None else
-            (5_000 if m == 1 else 10_000),
+            "sculpt_examples": self.sculpt_examples if self.sculpt_examples is not None else max(1500, 10 * d * d),
+            "max_sculpt_examples": (self.max_sculpt_examples if self.max_sculpt_examples is not None else
+                                    max(20_000, self.sculpt_examples or 0)),
             "sum_w": {"min_rows": self.sum_w.min_rows if self.sum_w.min_rows is not None else 3 * d},
             "sculpt": body(self.sculpt, "halfspaces", 3 * d * d, box),
             "refine": {

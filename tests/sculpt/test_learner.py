@@ -32,8 +32,14 @@ def test_sculpt_recovers_842() -> None:
     _assert_exact(res, model, 4)
     assert res.method == "sculpt" and [p.name for p in res.phases] == SCULPT_PHASES
     assert all(p.status == "ok" and p.time >= 0 for p in res.phases)
-    assert res.samples_used == 20000
     assert res.info["train_examples"] + res.info["validation_examples"] == 20000
+    # adaptive samples: one attempt on the first subset sufficed, and the result says how much it read
+    assert len(res.info["attempts"]) == 1 and res.info["attempts"][0]["examples"] == 1500
+    used = res.info["examples_used"]
+    assert used["phases_1_3"] == 1500 and res.samples_used == used["training"] + used["validation"] < 20000
+    # with the phases given 10,000 examples the span is pinned (the phase's own quality, not the polish's)
+    res = learn(X, Y, 2, seed=0, truth=model, sculpt_examples=10_000)
+    _assert_exact(res, model, 4)
     span = res.phase("4-span")
     assert span.figures["m_estimate"] == 2 and span.truth["span_angle_deg"] < 10
     assert res.phase("6-projections").truth["theta_error"] > res.phase("polish").truth["theta_error"]
@@ -211,3 +217,22 @@ def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: p
     monkeypatch.setattr(learner_module, "relative_mse", lambda *a: float("nan"))
     res = learn(X, layer(X), 2, method="auto", seed=0, gradient={"max_iter": 2})
     assert not res.converged and res.reason.endswith("neither route produced a usable model")
+
+
+def test_adaptive_samples_grow_only_when_an_attempt_does_not_validate() -> None:
+    """Too small a first subset for phases 1–3: the attempt fails or does not validate, the phases rerun on
+    sculpt_growth times more examples, and the result says how many each attempt used and why it grew."""
+    model, X, Y = _data(8, 4, 2, 6000, 41)
+    res = learn(X, Y, 2, seed=0, sculpt_examples=200, sculpt_growth=4)
+    attempts = res.info["attempts"]
+    assert len(attempts) >= 2, attempts
+    assert [a["examples"] for a in attempts] == [min(200 * 4 ** i, res.info["train_examples"])
+                                                for i in range(len(attempts))]
+    assert all(a["outcome"] != "validated" for a in attempts[:-1])
+    assert ("failed" in attempts[0]["outcome"] or "polish stopped" in attempts[0]["outcome"])
+    _assert_exact(res, model, 4)
+    assert attempts[-1]["outcome"] == "validated" and "attempt" in res.reason
+    assert res.phase("1-sum-w").figures["n_examples"] == attempts[-1]["examples"]  # the last attempt's record
+    # sculpt_growth = 1: one attempt only, and an honest failure
+    one = learn(X, Y, 2, seed=0, sculpt_examples=200, sculpt_growth=1)
+    assert len(one.info["attempts"]) == 1 and not one.converged

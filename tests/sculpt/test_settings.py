@@ -100,10 +100,11 @@ def test_validation_accepts_exactly_the_valid_range(tau: float, rounds: int) -> 
 
 def test_resolve_fills_every_auto_field_from_the_size() -> None:
     r = Settings().resolve(16, 4, 3, 20000)
-    assert r.sculpt_examples == 10_000 and r.refine.certify is False  # d² = 256 > 100
+    assert r.sculpt_examples == 10 * 16 * 16 and r.refine.certify is False  # d² = 256 > 100
+    assert r.max_sculpt_examples == 20_000
     assert r.refine.slabs.min_equalities == 10 * 16 * 16 and r.refine.slabs.q_tol == 1e-3
     assert r.sculpt.q_tol == 0.02 and r.sculpt.box == 4.0 and r.refine.resculpt.box == 4.0
-    assert Settings().resolve(8, 4, 1, 5000).sculpt_examples == 5_000
+    assert Settings().resolve(8, 4, 1, 5000).sculpt_examples == 1500
     assert Settings().resolve(8, 4, 2, 5000).refine.certify is True
     # user values are never replaced, and a phase-2 box is inherited by phase 3's bodies unless they set one
     u = Settings().merged(sculpt={"box": 5.0}, refine={"slabs": {"box": 7.0}}).resolve(8, 4, 2, 5000)
