@@ -131,7 +131,8 @@ def _accumulate(kern: _Kernel, X: np.ndarray, Y: np.ndarray, scores: bool
     m, d = kern.m, kern.d
     N, k, _ = X.shape
     md, md2 = m * d, m * d * d
-    g_tt = np.zeros((d * d, md * md))  # [(p, r), (i, q, j, s)]
+    iu, ju = np.triu_indices(d)  # x_a x_aᵀ is symmetric: only its p <= r entries are multiplied
+    g_tt = np.zeros((iu.size, md * md))  # [(p <= r), (i, q, j, s)]
     g_tw = np.zeros((d * md, md2))  # [(p, j, r), (i, q, s)]
     g_ww = np.zeros((md, md))  # [(i, p), (j, r)]
     grad_t = np.zeros((m, d, d))
@@ -148,7 +149,7 @@ def _accumulate(kern: _Kernel, X: np.ndarray, Y: np.ndarray, scores: bool
         Xf = Xc.reshape(rows, d)
         T2 = T.reshape(rows, md, d)
         M = T2 @ T2.transpose(0, 2, 1)  # [(n, a), (i, q), (j, s)]
-        Z = (Xf[:, :, None] * Xf[:, None, :]).reshape(rows, d * d)
+        Z = Xf[:, iu] * Xf[:, ju]
         g_tt += Z.T @ M.reshape(rows, md * md)
         A2 = Am.reshape(rows, md)
         U = (Xf[:, :, None] * A2[:, None, :]).reshape(rows, d * md)
@@ -163,7 +164,10 @@ def _accumulate(kern: _Kernel, X: np.ndarray, Y: np.ndarray, scores: bool
             S = np.concatenate([st.reshape(n, md2), sw.reshape(n, md2)], axis=1)
             meat += S.T @ S
     G = np.empty((2 * md2, 2 * md2))
-    tt = g_tt.reshape(d, d, m, d, m, d).transpose(2, 0, 3, 4, 1, 5).reshape(md2, md2)  # [i,p,q,j,r,s]
+    full = np.empty((d, d, md * md))
+    full[iu, ju] = g_tt
+    full[ju, iu] = g_tt
+    tt = full.reshape(d, d, m, d, m, d).transpose(2, 0, 3, 4, 1, 5).reshape(md2, md2)  # [i,p,q,j,r,s]
     tw = g_tw.reshape(d, m, d, m, d, d).transpose(3, 0, 4, 1, 2, 5).reshape(md2, md2)  # [i,p,q,j,r,s]
     ww = np.einsum("ipjr,qs->ipqjrs", g_ww.reshape(m, d, m, d), np.eye(d)).reshape(md2, md2)
     G[:md2, :md2] = tt
@@ -483,9 +487,11 @@ class _Explainer:
                     elif gap <= 1e-3 * t_ref:
                         why = (f"heads {i + 1} and {j + 1} have Θ_{i + 1} ≈ Θ_{j + 1} "
                                f"(‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})")
+                    elif cnt == self.d * self.d:
+                        why = (f"heads {i + 1} and {j + 1} attend identically on these data "
+                               f"(although ‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})")
                     else:
-                        why = (f"heads {i + 1} and {j + 1} attend (nearly) identically on these data "
-                               f"(‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})")
+                        why = f"the data do not separate the outputs of heads {i + 1} and {j + 1}"
                     self.messages.append(
                         f"{why}: only W_{i + 1} + W_{j + 1} is identified, W_{i + 1} − W_{j + 1} is unidentifiable "
                         f"in {self._along(cnt, v, 1, i, f'W_{i + 1}')}")
@@ -504,7 +510,8 @@ class _Explainer:
                         comb = f"Θ_{j + 1} {'−' if lam > 0 else '+'} {abs(lam):.3g}·Θ_{i + 1}"
                     self.messages.append(
                         f"{comb} is unidentifiable in {self._along(cnt, v, 0, j, f'Θ_{j + 1}')}: heads {i + 1} "
-                        f"and {j + 1} coincide (Θ_{i + 1} ≈ Θ_{j + 1}, W_{j + 1} ≈ {lam:.3g}·W_{i + 1})")
+                        f"and {j + 1} coincide (Θ_{i + 1} ≈ Θ_{j + 1}, W_{j + 1} ≈ "
+                        f"{'' if abs(lam - 1) < 1e-3 else f'{lam:.3g}·'}W_{i + 1})")
         rest = self.null - self.found @ (self.found.T @ self.null)
         Ur, sr, _ = np.linalg.svd(rest, full_matrices=False) if rest.size else (rest, np.zeros(0), None)
         R = Ur[:, sr > 0.5] if sr.size else rest[:, :0]
@@ -518,15 +525,23 @@ class _Explainer:
         B = _blocks(v / np.linalg.norm(v), self.m, self.d)
         energy = np.sqrt(np.sum(B ** 2, axis=(2, 3)))  # (2, m)
         order = np.argsort(-energy.ravel())
-        terms, entries = [], []
+        terms, entries, lead = [], [], {}
         for idx in order:
             kind, head = divmod(int(idx), self.m)
             if energy[kind, head] < 0.2 * energy.max():
                 break
             name = f"{'ΘW'[kind]}_{head + 1}"
-            terms.append(f"{energy[kind, head]:.2f}·Δ{name}")
+            coef = float(energy[kind, head])
+            if kind in lead:  # signed against the leading block of the same kind when (anti-)parallel to it
+                ref = B[lead[kind]]
+                cos = float(np.sum(B[kind, head] * ref) / (np.linalg.norm(ref) * energy[kind, head]))
+                coef = math.copysign(coef, cos) if abs(cos) > 0.9 else coef
+            else:
+                lead[kind] = (kind, head)
+            sign = "−" if coef < 0 else "+"
+            terms.append(f"{'' if not terms else sign + ' '}{abs(coef):.2f}·Δ{name}")
             entries.append(_top_entries(B[kind, head], name, 1))
-        return " + ".join(terms) + " (largest entries: " + ", ".join(entries) + ")"
+        return " ".join(terms) + " (largest entries: " + ", ".join(entries) + ")"
 
 
 def _notes(model: MultiHeadAttention, s: np.ndarray, rank: int, V: np.ndarray, n_res: int, dof: int,
