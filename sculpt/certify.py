@@ -597,9 +597,10 @@ def certify(model: MultiHeadAttention, X: Any, Y: Any, *, noise: float | None = 
     ``body`` (a convex body over vec Θ, e.g. a sculpted K*) and ``span_basis`` ((d², r), the recovered span),
     ``widths`` holds ``body_widths(body, span_basis, **width_options)``.
 
-    The parameter intervals are meaningful at a least-squares fit to (X, Y) (``gradient_norm`` ≈ 0) or for
-    a model fitted to other data from the same distribution (use held-out data, then the covariance is that
-    of a fresh fit of this size). ValueError for inconsistent shapes, NaN/inf, a d different from the
+    The parameter intervals are those of the least-squares estimate from (X, Y): pass the data the model was
+    fitted to (``gradient_norm`` ≈ 0 confirms a least-squares fit; a model fitted elsewhere is certified as
+    if it had been fitted to (X, Y), i.e. the covariance is that of a fit of this size). A noise level
+    estimated on held-out residuals can be passed as ``noise``. ValueError for inconsistent shapes, NaN/inf, a d different from the
     model's, or bad options; TypeError when ``model`` is not a MultiHeadAttention.
     """
     t0 = time.perf_counter()
