@@ -268,11 +268,19 @@ def test_pyproject_ships_the_grids() -> None:
 def test_cli_modules_import_alone_without_a_cycle(first: str) -> None:
     """Each CLI module imports in a fresh interpreter on its own; the bench CLI does not import the main one."""
     code = (f"import sys, {first}\n"
-            "import sculpt.cli, sculpt.bench.cli\n"
-            "assert 'bench' in sculpt.cli.build_parser()._subparsers._group_actions[0].choices\n"
-            "print('sculpt.cli' in sys.modules)")
+            f"assert ('sculpt.cli' in sys.modules) == ({first!r} == 'sculpt.cli')\n"
+            "import sculpt.cli\n"
+            "args = sculpt.cli.build_parser().parse_args(['bench', '--quick'])\n"
+            "assert args.func.__module__ == 'sculpt.bench.cli' and args.quick\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     src = (ROOT / "sculpt" / "bench" / "cli.py").read_text()
     assert "from ..cli import" not in src and "import sculpt.cli" not in src
-    assert "except ImportError" not in (ROOT / "sculpt" / "cli.py").read_text()
+
+
+def test_a_broken_bench_module_is_an_import_error_not_an_invalid_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sculpt import cli
+
+    monkeypatch.setitem(sys.modules, "sculpt.bench.cli", None)  # importing it now raises ImportError
+    with pytest.raises(ImportError):
+        cli.build_parser()
