@@ -48,12 +48,16 @@ def singular_gap_dimension(s: np.ndarray, max_null: int | None = None, min_ratio
     as the edge of the null space: it must sit above the ratios between neighbouring values of the bulk
     (about 1.0–1.2 for well-spread rows) and below the edge's own ratio (1.6–20 on the noisy systems it was
     tuned on; an exact null space gives ~1e10). With noisier data or a bulk of spread values, raise it, or
-    pass the dimension when it is known. Returns (q, ratios), ratios[j] = s[j+1]/s[j]."""
+    pass the dimension when it is known. Values below the round-off level size·eps·max(s) count as that
+    level: an exactly zero value next to a round-off one (e.g. 0 and 4e-16, exact homogeneous equations
+    b = 0) would otherwise give a ratio of ~1e300 and swamp the real edge. Returns (q, ratios),
+    ratios[j] = s[j+1]/s[j] on those floored values."""
     s = np.asarray(s, dtype=float)
     if s.size < 2:
         return int(s.size), np.empty(0)
     lim = s.size - 1 if max_null is None else max(1, min(int(max_null), s.size - 1))
-    ratios = s[1:] / np.maximum(s[:-1], 1e-300)
+    floored = np.maximum(s, max(s.size * np.finfo(float).eps * float(np.max(np.abs(s))), 1e-300))
+    ratios = floored[1:] / floored[:-1]
     r = ratios[:lim]
     thr = max(float(min_ratio), float(r.max()) ** 0.25)
     ok = np.nonzero(r >= thr)[0]

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from oracles.flats import fit_flat, singular_gap_dimension
+from strategies import gaussian_like, orthonormal, unit_vectors, well_conditioned
 
 
 def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
@@ -14,23 +15,39 @@ def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
 
 
 @settings(max_examples=15, deadline=None)
-@given(n=st.integers(5, 30), r=st.integers(0, 3), seed=st.integers(0, 10_000))
-def test_fit_flat_recovers_exact_flat(n: int, r: int, seed: int) -> None:
+@given(n=st.integers(5, 30), r=st.integers(0, 3), data=st.data())
+def test_fit_flat_recovers_exact_flat(n: int, r: int, data) -> None:
     """Noise-free equations of an r-flat: the fit returns that flat, its span, and the gap finds r."""
-    rng = np.random.default_rng(seed)
     r = min(r, n - 2)
-    basis = np.linalg.qr(rng.standard_normal((n, r)))[0] if r else np.zeros((n, 0))
-    p = rng.standard_normal(n)
+    basis = data.draw(orthonormal(n, r), label="basis")
     normal = np.linalg.svd(np.column_stack([basis, np.zeros(n)]), full_matrices=True)[0][:, r:]
-    A = rng.standard_normal((3 * n, n - r)) @ normal.T  # rows orthogonal to the flat's directions
+    # a flat that misses the origin (its linear span then has dimension r + 1): p's part normal to the flat
+    # is a unit vector, its part along the flat is drawn
+    p = normal @ data.draw(unit_vectors(n - r), label="p normal") + basis @ data.draw(gaussian_like(r), label="p along")
+    # rows orthogonal to the flat's directions, spanning all of them (full column rank n - r)
+    A = data.draw(well_conditioned(3 * n, n - r), label="A") @ normal.T
     b = A @ p
     fit = fit_flat(A, b)
     assert fit.dim == r == fit.dim_estimate
-    pts = p + rng.standard_normal((4, r)) @ basis.T if r else p[None]
+    pts = p + data.draw(gaussian_like((4, r)), label="pts") @ basis.T if r else p[None]
     assert np.all(fit.flat.distance(pts) <= 1e-8 * (1 + np.linalg.norm(pts, axis=1)))
     assert fit.span.shape == (n, r + 1)
     assert principal_angle_deg(fit.span, np.column_stack([p, basis])) < 1e-5
     assert fit.residual < 1e-8 * (1 + np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_fit_flat_of_homogeneous_equations(r: int) -> None:
+    """b = 0 (a flat through the origin): the lifted null space holds an exactly zero singular value next to
+    a round-off one; the gap rule must still find r (it found 0 when the ratio 4e-16/0 counted)."""
+    n = 7
+    rng = np.random.default_rng(r)
+    basis = np.linalg.qr(rng.standard_normal((n, r)))[0]
+    normal = np.linalg.svd(basis, full_matrices=True)[0][:, r:]
+    A = rng.standard_normal((3 * n, n - r)) @ normal.T
+    fit = fit_flat(A, np.zeros(3 * n))
+    assert fit.dim == r == fit.dim_estimate
+    assert np.all(fit.flat.distance(rng.standard_normal((4, r)) @ basis.T) <= 1e-10)
 
 
 def test_fit_flat_rejects_bad_input() -> None:
@@ -48,17 +65,17 @@ def test_singular_gap_dimension() -> None:
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 10_000), noise=st.floats(1e-6, 1e-3))
-def test_fit_flat_noisy_equations_weighted(seed: int, noise: float) -> None:
+@given(noise=st.floats(1e-6, 1e-3), data=st.data())
+def test_fit_flat_noisy_equations_weighted(noise: float, data) -> None:
     """Noisy b: the flat moves by O(noise); zero-weight rows (arbitrary junk) are ignored."""
-    rng = np.random.default_rng(seed)
     n, r = 12, 1
-    p, u = rng.standard_normal(n), np.linalg.qr(rng.standard_normal((n, r)))[0]
+    p, u = data.draw(gaussian_like(n), label="p"), data.draw(orthonormal(n, r), label="u")
     P = np.eye(n) - u @ u.T
-    A = rng.standard_normal((60, n)) @ P
-    b = A @ p + noise * rng.standard_normal(60)
-    junk = rng.standard_normal((5, n))
-    fit = fit_flat(np.vstack([A, junk]), np.concatenate([b, rng.standard_normal(5)]), dim=r,
+    # 60 rows spanning the complement of u (condition number <= 10 there), so the fit is well posed
+    A = data.draw(well_conditioned(60, n), label="A") @ P
+    b = A @ p + noise * data.draw(gaussian_like(60), label="noise")
+    junk = data.draw(gaussian_like((5, n)), label="junk")
+    fit = fit_flat(np.vstack([A, junk]), np.concatenate([b, data.draw(gaussian_like(5), label="junk b")]), dim=r,
                    weights=np.concatenate([np.ones(60), np.zeros(5)]))
     assert fit.flat.distance(p) < 100 * noise * (1 + np.linalg.norm(p))
     assert principal_angle_deg(fit.flat.basis, u) < 1e3 * noise * 57.3
