@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from oracles import (Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, affine_hull,
                      implicit_equalities, linear_span)
 from oracles.affine_subspace import AffineSubspace
+from strategies import flat_polytopes, grid_arrays, orthonormal, well_conditioned
 
 def projector(B: np.ndarray) -> np.ndarray:
     return B @ B.T
@@ -27,11 +28,10 @@ def check_hull(hull: AffineSubspace, case) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 12), kfrac=st.floats(0, 0.9),
-       style=st.sampled_from(["pairs", "triples"]))
-def test_lp_hull_of_random_flat_polytopes(flat_case, seed, n, kfrac, style):
+@given(n=st.integers(2, 12), kfrac=st.floats(0, 0.9), style=st.sampled_from(["pairs", "triples"]), data=st.data())
+def test_lp_hull_of_random_flat_polytopes(n, kfrac, style, data):
     k = int(kfrac * n) if style == "pairs" else int(kfrac * n) // 2
-    case = flat_case(seed, n, k, 6 * n, style=style)
+    case = data.draw(flat_polytopes(n, k, 6 * n, style=style), label="case")
     hull = affine_hull(case.poly, method="lp")
     check_hull(hull, case)
     res = implicit_equalities(case.poly)
@@ -41,13 +41,12 @@ def test_lp_hull_of_random_flat_polytopes(flat_case, seed, n, kfrac, style):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 10), k=st.integers(0, 4))
-def test_hull_invariant_under_row_permutation_and_scaling(flat_case, seed, n, k):
-    case = flat_case(seed, n, min(k, n - 1), 5 * n)
+@given(n=st.integers(2, 10), k=st.integers(0, 4), data=st.data())
+def test_hull_invariant_under_row_permutation_and_scaling(n, k, data):
+    case = data.draw(flat_polytopes(n, min(k, n - 1), 5 * n), label="case")
     P = case.poly
-    rng = np.random.default_rng(seed + 1)
-    perm = rng.permutation(P.A.shape[0])
-    scale = 10.0 ** rng.uniform(-3, 3, P.A.shape[0])
+    perm = np.array(data.draw(st.permutations(range(P.A.shape[0])), label="perm"))
+    scale = 10.0 ** data.draw(grid_arrays(P.A.shape[0], -3.0, 3.0, zero=0.0), label="log10 scale")
     Q = Polytope(P.A[perm] * scale[:, None], P.b[perm] * scale)
     h1, h2 = affine_hull(P), affine_hull(Q)
     assert h1.dim == h2.dim
@@ -56,9 +55,10 @@ def test_hull_invariant_under_row_permutation_and_scaling(flat_case, seed, n, k)
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 7), k=st.integers(0, 3))
-def test_methods_agree_lp_vs_directions(flat_case, seed, n, k):
-    case = flat_case(seed, n, min(k, n - 1), 4 * n, box=5.0)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 7), k=st.integers(0, 3), data=st.data())
+def test_methods_agree_lp_vs_directions(seed, n, k, data):
+    """``seed`` is the directions method's own random state; the body is drawn structured."""
+    case = data.draw(flat_polytopes(n, min(k, n - 1), 4 * n, box=5.0), label="case")
     h_lp = affine_hull(case.poly, method="lp")
     h_dir = affine_hull(case.poly, method="directions", seed=seed)
     check_hull(h_dir, case)
@@ -162,12 +162,12 @@ def test_errors():
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 10), r=st.integers(0, 10), k=st.integers(1, 30))
-def test_linear_span_of_points(seed, n, r, k):
+@given(n=st.integers(1, 10), r=st.integers(0, 10), k=st.integers(1, 30), data=st.data())
+def test_linear_span_of_points(n, r, k, data):
     r = min(r, n)
-    rng = np.random.default_rng(seed)
-    basis = np.linalg.qr(rng.standard_normal((n, n)))[0][:, :r]
-    X = rng.standard_normal((k, r)) @ basis.T
+    basis = data.draw(orthonormal(n, r), label="basis")
+    # k points spanning min(r, k) dimensions of span(basis) (coefficients of full rank, condition <= 10)
+    X = data.draw(well_conditioned(k, r), label="coefficients") @ basis.T if r else np.zeros((k, n))
     B = linear_span(X)
     assert B.shape == (n, min(r, k))
     assert np.allclose(B.T @ B, np.eye(B.shape[1]), atol=1e-10)
