@@ -79,3 +79,18 @@ def test_fit_flat_noisy_equations_weighted(noise: float, data) -> None:
                    weights=np.concatenate([np.ones(60), np.zeros(5)]))
     assert fit.flat.distance(p) < 100 * noise * (1 + np.linalg.norm(p))
     assert principal_angle_deg(fit.flat.basis, u) < 1e3 * noise * 57.3
+
+
+def test_min_ratio_is_the_documented_gap_threshold() -> None:
+    """Ratios 3 | 1.6 | 1.05: at min_ratio 1.5 (the default) the 1.6 jump is the null space's edge (q = 2),
+    at 2 only the 3 is (q = 1); fit_flat passes min_ratio through and rejects a ratio below 1."""
+    s = np.array([0.1, 0.3, 0.48, 0.504])
+    assert singular_gap_dimension(s)[0] == 2
+    assert singular_gap_dimension(s, min_ratio=2.0)[0] == 1
+    assert singular_gap_dimension(s, min_ratio=5.0)[0] == 1      # none reaches 5: the largest ratio's q
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((40, 5))
+    with pytest.raises(ValueError, match="min_ratio"):
+        fit_flat(A, rng.standard_normal(40), min_ratio=0.5)
+    fit = fit_flat(A, rng.standard_normal(40), min_ratio=1e6)    # no gap that large: the largest ratio's
+    assert 0 <= fit.dim_estimate <= 4
