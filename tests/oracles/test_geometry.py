@@ -9,13 +9,14 @@ from hypothesis import strategies as st
 from oracles import (Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, UnboundedError, affine_hull,
                      chebyshev_center, min_norm_point, solvers, width, widths)
 from oracles.affine_subspace import AffineSubspace
+from strategies import flat_polytopes, gaussian_like, grid_arrays, polytopes, unit_vectors
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 10), k=st.integers(0, 3), shift=st.floats(0.0, 5.0))
-def test_min_norm_point_is_optimal(flat_case, seed, n, k, shift):
+@given(n=st.integers(1, 10), k=st.integers(0, 3), shift=st.floats(0.0, 5.0), data=st.data())
+def test_min_norm_point_is_optimal(n, k, shift, data):
     """x* in K and min_{y in K} x*·y >= ‖x*‖² (first-order optimality of ½‖x‖², checked by one LP)."""
-    case = flat_case(seed, n, min(k, n - 1), 4 * n + 2)
+    case = data.draw(flat_polytopes(n, min(k, n - 1), 4 * n + 2), label="case")
     P = case.poly
     P = Polytope(P.A, P.b + P.A @ np.full(n, shift))  # move the body around (often off the origin)
     x = min_norm_point(P)
@@ -50,11 +51,10 @@ def test_min_norm_point_closed_forms_and_conic():
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 8), m=st.integers(2, 30))
-def test_chebyshev_ball_lies_inside_and_is_largest(seed, n, m):
-    rng = np.random.default_rng(seed)
-    A = np.vstack([rng.standard_normal((m, n)), np.eye(n), -np.eye(n)])
-    b = rng.uniform(0.2, 2.0, A.shape[0])
+@given(n=st.integers(1, 8), m=st.integers(2, 30), data=st.data())
+def test_chebyshev_ball_lies_inside_and_is_largest(n, m, data):
+    A = np.vstack([data.draw(gaussian_like((m, n)), label="A"), np.eye(n), -np.eye(n)])
+    b = data.draw(grid_arrays(A.shape[0], 0.2, 2.0), label="b")
     P = Polytope(A, b)
     c, r = chebyshev_center(P)
     norms = np.linalg.norm(A, axis=1)
@@ -101,16 +101,20 @@ def test_chebyshev_closed_forms_and_errors():
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 8), k=st.integers(1, 3))
-def test_width_zero_along_normals_positive_elsewhere(flat_case, seed, n, k):
-    case = flat_case(seed, n, min(k, n - 1), 4 * n, box=5.0)
+@given(n=st.integers(2, 8), k=st.integers(1, 3), data=st.data())
+def test_width_zero_along_normals_positive_elsewhere(n, k, data):
+    case = data.draw(flat_polytopes(n, min(k, n - 1), 4 * n, box=5.0), label="case")
     P = case.poly
     hull = affine_hull(P)
     normals, _ = hull.equations
     for u in normals:
         assert width(P, u) <= 1e-7
-    rng = np.random.default_rng(seed)
-    U = rng.standard_normal((3, n))
+    # directions off the normals: a unit part along the true flat (where K holds a ball of radius >= 0.5
+    # around x0: every other row has slack >= 0.5‖a_i‖ there) plus any normal part
+    along = np.linalg.svd(case.E)[2][case.rank:].T if case.E.shape[0] else np.eye(n)
+    U = np.array([along @ data.draw(unit_vectors(along.shape[1]), label="along")
+                  + data.draw(gaussian_like(n), label="normal part") @ (np.eye(n) - along @ along.T)
+                  for _ in range(3)])
     w = widths(P, U)
     assert np.all(w > 1e-3)
     for u, wu in zip(U, w):
@@ -158,14 +162,12 @@ def test_min_norm_of_empty_body_without_solver():
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
-def test_separation_only_body_gets_min_norm_point_and_width(seed, n):
+@given(case=polytopes(n=(1, 6), slack=(0.3, 1.5)), data=st.data())
+def test_separation_only_body_gets_min_norm_point_and_width(case, data):
     """Through the separation oracle alone (cutting planes from a ball around the body), the answers agree
     with the explicit polytope's: ‖x̂‖ within tol of the minimum, ‖x̂ − x*‖² <= 2‖x̂‖·tol, widths within tol."""
-    from _problems import random_polytope
-
-    rng = np.random.default_rng(seed)
-    P, x0 = random_polytope(rng, n, shift=(0.3, 1.5))
+    P, x0 = case.poly, case.x0
+    n = P.dim
     R = float(np.linalg.norm(x0)) + 2.0 * np.sqrt(n) + 1.0       # the box |x - x0|_inf <= 2 lies in B(0, R)
     body = OracleBody(n, separate=P.separate)
     tol = 1e-8
@@ -173,7 +175,7 @@ def test_separation_only_body_gets_min_norm_point_and_width(seed, n):
     assert P.contains(x_hat, tol=1e-7)
     assert np.linalg.norm(x_hat) - np.linalg.norm(x_star) <= tol + 1e-9
     assert np.linalg.norm(x_hat - x_star) <= np.sqrt(2 * np.linalg.norm(x_hat) * tol) + 1e-7
-    u = rng.normal(size=n)
+    u = data.draw(gaussian_like(n), label="u")
     assert abs(width(body, u, radius=R, tol=tol) - width(P, u)) <= 2 * tol + 1e-7
 
 
