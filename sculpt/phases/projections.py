@@ -14,7 +14,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..result import PhaseRecord
-from ..toolkit.forward_pass import attention, features  # noqa: F401  (re-exported: the one kernel)
+from ..toolkit.forward_pass import attention, features  # re-exported: the one kernel
 from ..toolkit.forward_pass import forward as _forward
 from ..toolkit.forward_pass import layer_relative_mse as relative_mse
 from ..toolkit.forward_pass import relative_mse as _relative_mse

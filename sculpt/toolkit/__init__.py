@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 
+from .environment import package_version, versions
 from .forward_pass import attention, attention_patterns, features, forward, layer_relative_mse, relative_mse
 from .jsonio import dumps, to_jsonable, write_json
 from .progress import Progress, ProgressBar
-from .environment import package_version, versions
 
 logger = logging.getLogger("sculpt")
 if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):

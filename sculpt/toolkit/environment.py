@@ -30,7 +30,7 @@ def _git_commit() -> str | None:
         return None
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
+                             text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None

@@ -27,7 +27,7 @@ def tqdm_available() -> bool:
 
 def _clock(seconds: float) -> str:
     """h:mm as "1h05m" from an hour on, else "4m07s"."""
-    s = int(round(seconds))
+    s = round(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
