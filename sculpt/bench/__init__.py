@@ -50,7 +50,7 @@ data_digest          str|null    sha256(X ‖ Y)[:16]: equal within a trial
 error                str|null    the exception (status error) or the refusal reason (status refused)
 time                 float|null  wall seconds of the method call (timing)
 learner_time         float|null  LearnResult.time (timing)
-versions             object      python, sculpt, numpy, scipy, cvxpy, ..., torch, git commit
+versions             object      sculpt.toolkit.versions(): python, machine, cpus, sculpt, numpy, ..., git
 host                 str         machine name
 timestamp            str         ISO-8601 UTC start time (timing)
 ===================  ==========  ===================================================================
