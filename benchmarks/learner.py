@@ -1,16 +1,21 @@
-"""Learner benchmark: ``learn(method="sculpt")`` against L-BFGS from random init on the same data.
+"""Learner benchmark: the sculpting learner, ``auto`` and the gradient peers on the same data, row by row.
 
-    python benchmarks/learner.py [--quick] [--sizes 8,4,1 8,4,2 16,4,2 8,4,3] [--seeds 10]
-                                 [--dists boolean gaussian] [--n 20000] [--out results/learner.json]
+    python benchmarks/learner.py [--quick] [--rows generic-842-20k weak-head ...] [--seeds 5]
+                                 [--methods sculpt auto peer lbfgs] [--out results/learner.json]
 
-For every size (d,k,m), input distribution and seed: plant a layer (``sculpt.plant(d,k,m,seed=seed)``,
-scale 2.5), draw N inputs, run ``learn(X, Y, m, method="sculpt", truth=model)`` and then, in the same process
-right after it, ``gradient_descent(X, Y, m, method="lbfgs", seed=seed)``; for m = 1 also
-``learn(method="exact")``. Each model is scored by its relative MSE on 5,000 fresh inputs and by head-matched
-parameter errors (``model.distance``). Per-phase times, the K* span angle and the time ratio
-sculpt / L-BFGS are recorded; the ratio is robust to the machine's load because both run back-to-back in
-one process with one BLAS thread. Prints a Markdown table per (size, distribution) and writes every
-measurement to ``--out`` as JSON. Never asserts timings.
+Each row plants a layer (``sculpt.plant``: generic, Gaussian inputs, a weak head, near-identical heads,
+peaked attention, d = 32) or takes one from a freshly initialised ``torch.nn.MultiheadAttention`` (biases
+off, its own initialisation, heads of rank d/m, through ``from_torch``), draws N inputs, and runs on the
+same data, back to back in one process with one BLAS thread:
+- ``sculpt``: ``learn(method="sculpt")`` (adaptive samples), with every phase's figures;
+- ``auto``: ``learn(method="auto")``;
+- ``peer``: ``lbfgs_growing`` (L-BFGS on 1,000, 2,000, … examples until exact on held-out data, 3 random
+  restarts per size) — the strongest gradient peer;
+- ``lbfgs``: ``gradient_descent(method="lbfgs")`` on all N (one start, 60 s limit).
+"exact" = test relative MSE <= 1e-12 on 5,000 fresh inputs and head-matched parameter errors <= 1e-6.
+Prints one Markdown table (success, median time, ratio of medians to the peer) and one of sculpt's phase
+figures (span angle, m estimate, Θ error before the polish, examples used); writes every run to ``--out``.
+Never asserts timings.
 """
 from __future__ import annotations
 
@@ -19,34 +24,75 @@ import sys
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")   # both methods on one BLAS thread (thin products; shared 2-core machine)
+    os.environ.setdefault(_var, "1")   # every method on one BLAS thread (thin products; shared 2-core machine)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse  # noqa: E402
 import time  # noqa: E402
-from typing import Any  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from sculpt import learn, plant, sample_inputs  # noqa: E402
-from sculpt.baselines import gradient_descent  # noqa: E402
+from sculpt import MultiHeadAttention, learn, plant, sample_inputs  # noqa: E402
+from sculpt.baselines import gradient_descent, lbfgs_growing  # noqa: E402
 from sculpt.toolkit import versions, write_json  # noqa: E402
 
 EXACT_TEST = 1e-12
 EXACT_PARAM = 1e-6
 N_TEST = 5000
+METHODS = ("sculpt", "auto", "peer", "lbfgs")
 
 
-def _parse_size(text: str) -> tuple[int, int, int]:
-    parts = tuple(int(v) for v in text.replace("(", "").replace(")", "").split(","))
-    if len(parts) != 3 or min(parts) < 1:
-        raise argparse.ArgumentTypeError(f"a size is d,k,m with positive integers, got {text!r}")
-    return parts  # type: ignore[return-value]
+@dataclass(frozen=True)
+class Row:
+    """One benchmark row: a named instance family at one size."""
+
+    name: str
+    d: int
+    k: int
+    m: int
+    n: int
+    dist: str = "boolean"
+    plant: dict[str, Any] = field(default_factory=dict)
+    torch: bool = False   # heads from a torch.nn.MultiheadAttention's own initialisation
 
 
-def _score(model: Any, truth: Any, Xt: np.ndarray) -> dict[str, Any]:
-    """Test relative MSE on fresh inputs and head-matched parameter errors of ``model`` against ``truth``."""
-    if model is None:
+ROWS = {r.name: r for r in [
+    Row("generic-841-20k", 8, 4, 1, 20_000),
+    Row("generic-842-2k", 8, 4, 2, 2_000),
+    Row("generic-842-20k", 8, 4, 2, 20_000),
+    Row("gaussian-842-20k", 8, 4, 2, 20_000, dist="gaussian"),
+    Row("generic-1642-20k", 16, 4, 2, 20_000),
+    Row("generic-843-20k", 8, 4, 3, 20_000),
+    Row("gaussian-843-20k", 8, 4, 3, 20_000, dist="gaussian"),
+    Row("generic-1643-20k", 16, 4, 3, 20_000),
+    Row("generic-844-20k", 8, 4, 4, 20_000),
+    Row("weak-head", 8, 4, 2, 5_000, plant={"weak_head": 0.01}),
+    Row("near-identical-m2", 8, 4, 2, 5_000, plant={"separation": 0.03}),
+    Row("near-identical-m4", 8, 4, 4, 5_000, plant={"separation": 0.03}),
+    Row("peaked", 8, 4, 2, 5_000, plant={"scale": 40.0}),
+    Row("torch-1684", 16, 8, 4, 20_000, torch=True),
+    Row("d32-3282", 32, 8, 2, 40_000),
+]}
+QUICK = ["generic-842-2k", "weak-head"]
+
+
+def make_instance(row: Row, seed: int) -> MultiHeadAttention:
+    """The row's layer for ``seed``: planted, or a torch.nn.MultiheadAttention at its own initialisation."""
+    if not row.torch:
+        return plant(row.d, row.k, row.m, seed=seed, **row.plant)
+    import torch
+
+    from sculpt import from_torch
+
+    torch.manual_seed(seed)
+    mha = torch.nn.MultiheadAttention(row.d, row.m, bias=False, batch_first=True).double()
+    return from_torch(mha)
+
+
+def _score(model: Any, truth: MultiHeadAttention, Xt: np.ndarray) -> dict[str, Any]:
+    if model is None or model.m != truth.m:
         return {"test_rel_mse": float("inf"), "max_theta_error": float("inf"), "max_w_error": float("inf"),
                 "exact": False}
     test = truth.prediction_error(model, Xt)
@@ -57,140 +103,135 @@ def _score(model: Any, truth: Any, Xt: np.ndarray) -> dict[str, Any]:
                           and dist.max_w_error <= EXACT_PARAM)}
 
 
-def _span_angle(res: Any) -> float | None:
+def _phase_figures(res: Any) -> dict[str, Any]:
+    """What sculpt's phases did: span angle, m estimate, Θ error before the polish, examples, attempts."""
+    out: dict[str, Any] = {"phase_times": {}, "phase_status": {}}
     for p in res.phases:
-        if p.name == "4-span":
-            v = p.truth.get("span_angle_deg", p.truth.get("span_angle"))
-            if v is not None:
-                return float(v)
-    for p in res.phases:
-        if p.name == "3-refine":
-            v = p.truth.get("kstar", {}).get("span_angle_deg")
-            if v is not None:
-                return float(v)
-    return None
-
-
-def run_one(d: int, k: int, m: int, dist: str, seed: int, n: int) -> dict[str, Any]:
-    """One (size, distribution, seed): sculpt, L-BFGS (and exact for m = 1) on the same N examples."""
-    model = plant(d, k, m, seed=seed)
-    gen = np.random.default_rng([seed, d, k, m, 0 if dist == "boolean" else 1])
-    X = sample_inputs(n, k, d, rng=gen, distribution=dist)
-    Y = model(X)
-    Xt = sample_inputs(N_TEST, k, d, rng=gen, distribution=dist)
-    out: dict[str, Any] = {"d": d, "k": k, "m": m, "dist": dist, "seed": seed, "n": n}
-
-    t = time.perf_counter()
-    res = learn(X, Y, m, method="sculpt", seed=seed, truth=model)
-    t_sc = time.perf_counter() - t
-    sc = _score(res.model, model, Xt)
-    err13 = None
-    for p in res.phases:
-        if p.name == "3-refine":
-            err13 = p.truth.get("err_sum_w")
-    sc.update(time=t_sc, converged=bool(res.converged), reason=res.reason,
-              phase_times={p.name: float(p.time) for p in res.phases},
-              phase_status={p.name: p.status for p in res.phases},
-              refine_message=next((p.message for p in res.phases if p.name == "3-refine"), ""),
-              span_angle_deg=_span_angle(res), err_sum_w_after_p3=err13,
-              sculpt_examples=res.info.get("sculpt_examples"))
-    out["sculpt"] = sc
-
-    t = time.perf_counter()
-    g = gradient_descent(X, Y, m, method="lbfgs", seed=seed)
-    t_lb = time.perf_counter() - t
-    lb = _score(g.model, model, Xt)
-    lb.update(time=t_lb, iterations=int(g.iterations), train_error=float(g.train_error))
-    out["lbfgs"] = lb
-    out["ratio"] = t_sc / t_lb if t_lb > 0 else float("inf")
-
-    if m == 1 and 2 <= k < d:
-        t = time.perf_counter()
-        ex = learn(X, Y, 1, method="exact", seed=seed, truth=model)
-        t_ex = time.perf_counter() - t
-        es = _score(ex.model, model, Xt)
-        es.update(time=t_ex, converged=bool(ex.converged))
-        out["exact"] = es
-        out["exact_ratio"] = t_ex / t_lb if t_lb > 0 else float("inf")
+        out["phase_times"][p.name] = out["phase_times"].get(p.name, 0.0) + float(p.time)
+        out["phase_status"][p.name] = p.status
+    names = {p.name for p in res.phases}
+    if "4-span" in names and res.phase("4-span").status == "ok":
+        sp = res.phase("4-span")
+        out["span_angle_deg"] = sp.truth.get("span_angle_deg")
+        out["m_estimate"] = sp.figures.get("m_estimate")
+    if "6-projections" in names and res.phase("6-projections").status == "ok":
+        out["theta_error_before_polish"] = res.phase("6-projections").truth.get("theta_error")
+    out["attempts"] = res.info.get("attempts")
+    out["examples_used"] = res.info.get("examples_used")
+    out["model_from"] = res.info.get("model_from")
     return out
 
 
-def _fmt(v: float | None, spec: str = ".1e") -> str:
+def _runners(row: Row, seed: int, truth: MultiHeadAttention) -> dict[str, Callable[[np.ndarray, np.ndarray], Any]]:
+    m = row.m
+    return {
+        "sculpt": lambda X, Y: learn(X, Y, m, method="sculpt", seed=seed, truth=truth),
+        "auto": lambda X, Y: learn(X, Y, m, method="auto", seed=seed),
+        "peer": lambda X, Y: lbfgs_growing(X, Y, m, seed=seed, restarts=3, time_limit=120),
+        "lbfgs": lambda X, Y: gradient_descent(X, Y, m, method="lbfgs", seed=seed, time_limit=60),
+    }
+
+
+def run_one(row: Row, seed: int, methods: list[str]) -> dict[str, Any]:
+    truth = make_instance(row, seed)
+    gen = np.random.default_rng([seed, row.d, row.k, row.m, 0 if row.dist == "boolean" else 1])
+    X = sample_inputs(row.n, row.k, row.d, rng=gen, distribution=row.dist)
+    Y = truth(X)
+    Xt = sample_inputs(N_TEST, row.k, row.d, rng=gen, distribution=row.dist)
+    out: dict[str, Any] = {"row": row.name, "d": row.d, "k": row.k, "m": row.m, "n": row.n, "dist": row.dist,
+                           "seed": seed}
+    runners = _runners(row, seed, truth)
+    for name in methods:
+        t = time.perf_counter()
+        try:
+            res = runners[name](X, Y)
+        except ValueError as exc:   # e.g. too few examples for a route: recorded, not fatal
+            out[name] = {"error": str(exc), "exact": False, "time": time.perf_counter() - t}
+            continue
+        rec = _score(res.model, truth, Xt)
+        rec.update(time=time.perf_counter() - t, converged=bool(res.converged), reason=res.reason,
+                   samples_used=int(res.samples_used))
+        if name in ("sculpt", "auto"):
+            rec.update(_phase_figures(res))
+        out[name] = rec
+    return out
+
+
+def _fmt(v: Any, spec: str = ".1e") -> str:
     return "–" if v is None or not np.isfinite(v) else format(v, spec)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table: one line per (size, distribution, route)."""
-    head = ("| (d,k,m) | inputs | route | seeds | exact | worst test rel MSE | worst max Θ err | worst max W err "
-            "| span angle° (median) | median s | median L-BFGS s | median ratio | max ratio | L-BFGS exact |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+def table(rows: list[dict[str, Any]], methods: list[str]) -> str:
+    """Success, median time and the ratio of median times to the peer, per row and method."""
+    head = "| row | (d,k,m) | N | " + " | ".join(methods) + " |"
+    lines = [head, "|---|---|---|" + "---|" * len(methods)]
+    groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["d"], r["k"], r["m"], r["dist"]), []).append(r)
-    for (d, k, m, dist), rs in groups.items():
-        for route, rkey in (("sculpt", "ratio"), ("exact", "exact_ratio")):
-            if route not in rs[0]:
-                continue
-            ex = sum(r[route]["exact"] for r in rs)
-            angles = [r["sculpt"].get("span_angle_deg") for r in rs] if route == "sculpt" else []
-            angles = [a for a in angles if a is not None]
-            ratios = [r[rkey] for r in rs]
-            lines.append(
-                f"| ({d},{k},{m}) | {dist} | {route} | {len(rs)} | {ex}/{len(rs)} "
-                f"| {_fmt(max(r[route]['test_rel_mse'] for r in rs))} "
-                f"| {_fmt(max(r[route]['max_theta_error'] for r in rs))} "
-                f"| {_fmt(max(r[route]['max_w_error'] for r in rs))} "
-                f"| {_fmt(float(np.median(angles)) if angles else None, '.1f')} "
-                f"| {np.median([r[route]['time'] for r in rs]):.2f} "
-                f"| {np.median([r['lbfgs']['time'] for r in rs]):.2f} "
-                f"| {np.median(ratios):.2f} | {max(ratios):.2f} "
-                f"| {sum(r['lbfgs']['exact'] for r in rs)}/{len(rs)} |")
+        groups.setdefault(r["row"], []).append(r)
+    for name, rs in groups.items():
+        peer_t = np.median([r["peer"]["time"] for r in rs]) if "peer" in rs[0] else None
+        cells = []
+        for mth in methods:
+            ok = sum(bool(r[mth].get("exact")) for r in rs)
+            t = float(np.median([r[mth]["time"] for r in rs]))
+            ratio = f" · {t / peer_t:.2f}×" if peer_t and mth != "peer" else ""
+            cells.append(f"{ok}/{len(rs)} · {t:.2f} s{ratio}")
+        r0 = rs[0]
+        lines.append(f"| {name} | ({r0['d']},{r0['k']},{r0['m']}) | {r0['n']:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def phase_table(rows: list[dict[str, Any]]) -> str:
-    """Median per-phase times of the sculpt route."""
-    names = ["1-sum-w", "2-sculpt", "3-refine", "4-span", "5-heads", "6-projections", "polish"]
-    lines = ["| (d,k,m) | inputs | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    """sculpt's phases: span angle, m̂, Θ error before the polish, examples for phases 1–3, attempts."""
+    lines = ["| row | exact | span angle° (median, max) | m̂ = m | Θ err before polish (median, max) | "
+             "phases 1–3 examples (median) | attempts (max) | median s |", "|---|---|---|---|---|---|---|---|"]
+    groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["d"], r["k"], r["m"], r["dist"]), []).append(r)
-    for (d, k, m, dist), rs in groups.items():
-        med = [np.median([r["sculpt"]["phase_times"].get(nm, np.nan) for r in rs]) for nm in names]
-        lines.append(f"| ({d},{k},{m}) | {dist} | " + " | ".join(f"{v:.2f}" for v in med) + " |")
+        if "sculpt" in r and "error" not in r["sculpt"]:
+            groups.setdefault(r["row"], []).append(r)
+    for name, rs in groups.items():
+        s = [r["sculpt"] for r in rs]
+        ang = [x["span_angle_deg"] for x in s if x.get("span_angle_deg") is not None]
+        pre = [x["theta_error_before_polish"] for x in s if x.get("theta_error_before_polish") is not None]
+        mhat = sum(x.get("m_estimate") == r["m"] for x, r in zip(s, rs))
+        ex = [x["examples_used"]["phases_1_3"] for x in s if x.get("examples_used")]
+        att = [len(x["attempts"]) for x in s if x.get("attempts")]
+        lines.append(
+            f"| {name} | {sum(x['exact'] for x in s)}/{len(s)} "
+            f"| {_fmt(np.median(ang) if ang else None, '.1f')}, {_fmt(max(ang) if ang else None, '.1f')} "
+            f"| {mhat}/{len(s)} | {_fmt(np.median(pre) if pre else None, '.2f')}, "
+            f"{_fmt(max(pre) if pre else None, '.2f')} | {int(np.median(ex)) if ex else '–'} "
+            f"| {max(att) if att else '–'} | {np.median([x['time'] for x in s]):.2f} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help="JSON file for every measurement")
-    ap.add_argument("--quick", action="store_true", help="2 seeds, Boolean inputs only, N = 20,000")
-    ap.add_argument("--sizes", nargs="+", type=_parse_size,
-                    default=[(8, 4, 1), (8, 4, 2), (16, 4, 2), (8, 4, 3)], help="sizes d,k,m")
-    ap.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1 per size and distribution")
+    ap.add_argument("--quick", action="store_true", help=f"2 seeds of the rows {QUICK}")
+    ap.add_argument("--rows", nargs="+", default=None, choices=sorted(ROWS), help="rows (default: all)")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 per row")
     ap.add_argument("--seed-start", type=int, default=0, help="first seed")
-    ap.add_argument("--dists", nargs="+", default=["boolean", "gaussian"], choices=["boolean", "gaussian"])
-    ap.add_argument("--n", type=int, default=20_000, help="training examples (validation split included)")
     args = ap.parse_args(argv)
+    names = args.rows or (QUICK if args.quick else list(ROWS))
     seeds = 2 if args.quick else args.seeds
-    dists = ["boolean"] if args.quick else args.dists
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for d, k, m in args.sizes:
-        for dist in dists:
-            for seed in range(args.seed_start, args.seed_start + seeds):
-                r = run_one(d, k, m, dist, seed, args.n)
-                rows.append(r)
-                print(f"({d},{k},{m}) {dist:8s} seed {seed}: sculpt {r['sculpt']['time']:.2f} s "
-                      f"exact={r['sculpt']['exact']} test {r['sculpt']['test_rel_mse']:.1e}; "
-                      f"L-BFGS {r['lbfgs']['time']:.2f} s; ratio {r['ratio']:.2f}", file=sys.stderr, flush=True)
-    print(table(rows))
+    for name in names:
+        for seed in range(args.seed_start, args.seed_start + seeds):
+            r = run_one(ROWS[name], seed, args.methods)
+            rows.append(r)
+            print(f"{name} seed {seed}: " + "; ".join(
+                f"{mth} {r[mth]['time']:.2f} s exact={r[mth].get('exact')}" for mth in args.methods),
+                file=sys.stderr, flush=True)
+            if args.out:  # written after every run, so a long sweep can be read while it goes
+                meta = {"versions": versions(), "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+                        "load_average": list(os.getloadavg()), "total_time": time.perf_counter() - t0}
+                write_json(args.out, {"meta": meta, "runs": rows}, indent=1)
+    print(table(rows, args.methods))
     print()
     print(phase_table(rows))
-    if args.out:
-        meta = {"versions": versions(), "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "n": args.n,
-                "load_average": list(os.getloadavg()), "total_time": time.perf_counter() - t0}
-        write_json(args.out, {"meta": meta, "runs": rows}, indent=1)
     return 0
 
 

@@ -11,6 +11,7 @@ import contextlib
 import math
 import numbers
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from .gradients import loss_and_grad_flat
 from .model import MultiHeadAttention
 from .result import LearnResult
 
-__all__ = ["gradient_descent", "lbfgs_growing", "random_init"]
+__all__ = ["gradient_descent", "lbfgs_growing", "grow_lbfgs", "GrowingFit", "random_init"]
 
 _METHODS = ("lbfgs", "adam")
 _DEFAULT_MAX_ITER = {"lbfgs": 5000, "adam": 3000}
@@ -271,12 +272,7 @@ def lbfgs_growing(X: Any, Y: Any, m: int, *, seed: Any = None, first: int = 1000
     t0 = time.perf_counter()
     m = check_m(m)
     X, Y = check_data(X, Y)
-    N, k, d = X.shape
-    first = check_positive_int(first, "first")
-    growth = check_positive_int(growth, "growth")
-    if growth < 2:
-        raise ValueError(f"growth must be >= 2, got {growth}")
-    restarts = check_positive_int(restarts, "restarts")
+    N = X.shape[0]
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
     if N < 2:
@@ -288,13 +284,51 @@ def lbfgs_growing(X: Any, Y: Any, m: int, *, seed: Any = None, first: int = 1000
     deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
     gen = as_generator(seed, "seed")
     perm = gen.permutation(N)
-    Xva, Yva = X[perm[:n_val]], Y[perm[:n_val]]
-    Xtr, Ytr = X[perm[n_val:]], Y[perm[n_val:]]
+    fit = grow_lbfgs(X[perm[n_val:]], Y[perm[n_val:]], X[perm[:n_val]], Y[perm[:n_val]], m, gen, first=first,
+                     growth=growth, restarts=restarts, tol=float(tol), deadline=deadline, max_iter=max_iter,
+                     single_thread=single_thread)
+    return LearnResult(model=fit.model, method="lbfgs-growing", train_error=fit.train_error,
+                       validation_error=fit.validation_error, converged=fit.converged,
+                       time=time.perf_counter() - t0, iterations=fit.iterations,
+                       samples_used=int(fit.examples + n_val), reason=fit.reason,
+                       info={"stages": fit.stages, "validation_examples": int(n_val), "first": first,
+                             "growth": growth, "restarts": restarts, "tol": tol})
+
+
+@dataclass
+class GrowingFit:
+    """Outcome of ``grow_lbfgs``: the best ``model`` on validation, its errors, every attempt in ``stages``."""
+
+    model: MultiHeadAttention | None
+    validation_error: float
+    train_error: float
+    converged: bool
+    examples: int
+    iterations: int
+    stages: list[dict[str, Any]]
+    reason: str
+
+
+def grow_lbfgs(Xtr: np.ndarray, Ytr: np.ndarray, Xva: np.ndarray, Yva: np.ndarray, m: int,
+               gen: np.random.Generator, *, first: int = 1000, growth: int = 2, restarts: int = 3,
+               tol: float = 1e-12, deadline: float = math.inf, max_iter: int | None = None,
+               init: MultiHeadAttention | None = None, single_thread: bool = True,
+               max_examples: int | None = None) -> GrowingFit:
+    """The growing-subset protocol on given splits (see ``lbfgs_growing``); ``init`` seeds the first attempt,
+    ``max_iter`` caps each L-BFGS run, ``max_examples`` the largest subset (default: the whole training split)."""
+    first = check_positive_int(first, "first")
+    growth = check_positive_int(growth, "growth")
+    if growth < 2:
+        raise ValueError(f"growth must be >= 2, got {growth}")
+    restarts = check_positive_int(restarts, "restarts")
     from .phases.projections import relative_mse
 
+    top = Xtr.shape[0] if max_examples is None else min(Xtr.shape[0], int(max_examples))
     stages: list[dict[str, Any]] = []
-    best: tuple[float, MultiHeadAttention | None, float] = (math.inf, None, math.inf)  # (val, model, train)
-    n = min(first, Xtr.shape[0])
+    best_val, best_model, best_train = math.inf, init, math.inf
+    if init is not None:
+        best_val = relative_mse(init.thetas, init.ws, Xva, Yva)
+    n = min(first, top)
     iters, stop = 0, "training split used up"
     while True:
         for attempt in range(restarts):
@@ -302,30 +336,25 @@ def lbfgs_growing(X: Any, Y: Any, m: int, *, seed: Any = None, first: int = 1000
             if left <= 0:
                 stop = "time limit"
                 break
-            init = best[1] if attempt == 0 else None
+            start = best_model if attempt == 0 else None
             ta = time.perf_counter()
-            res = gradient_descent(Xtr[:n], Ytr[:n], m, method="lbfgs", seed=gen, init=init, tol=min(1e-20, tol),
+            res = gradient_descent(Xtr[:n], Ytr[:n], m, method="lbfgs", seed=gen, init=start, tol=min(1e-20, tol),
                                    time_limit=None if math.isinf(left) else left, max_iter=max_iter,
                                    single_thread=single_thread)
             iters += res.iterations
             val = relative_mse(res.model.thetas, res.model.ws, Xva, Yva)
-            stages.append({"examples": int(n), "init": "warm" if init is not None else "random",
-                           "train_error": res.train_error, "validation_error": val,
-                           "time": time.perf_counter() - ta})
-            if val < best[0] or best[1] is None:
-                best = (val, res.model, res.train_error)
+            stages.append({"examples": int(n), "init": "warm" if start is not None else "random",
+                           "iterations": int(res.iterations), "train_error": res.train_error,
+                           "validation_error": val, "time": time.perf_counter() - ta})
+            if val < best_val or best_model is None or not math.isfinite(best_val):
+                best_val, best_model, best_train = val, res.model, res.train_error
             if val <= tol:
                 stop = f"validated at {n} examples"
                 break
-        if best[0] <= tol or stop == "time limit" or n >= Xtr.shape[0]:
+        if best_val <= tol or stop == "time limit" or n >= top:
             break
-        n = min(Xtr.shape[0], n * growth)
-    val, model, train = best
-    converged = bool(val <= tol)
-    return LearnResult(model=model, method="lbfgs-growing", train_error=float(train), validation_error=float(val),
-                       converged=converged, time=time.perf_counter() - t0, iterations=iters,
-                       samples_used=int(n + n_val),
-                       reason=(f"{stop}: validation relative MSE {val:.2e} {'<=' if converged else '>'} tol "
-                               f"{tol:.0e} after {len(stages)} L-BFGS runs"),
-                       info={"stages": stages, "validation_examples": int(n_val), "first": first, "growth": growth,
-                             "restarts": restarts, "tol": tol})
+        n = min(top, n * growth)
+    converged = bool(best_val <= tol)
+    reason = (f"{stop}: validation relative MSE {best_val:.2e} {'<=' if converged else '>'} tol {tol:.0e} after "
+              f"{len(stages)} L-BFGS runs")
+    return GrowingFit(best_model, float(best_val), float(best_train), converged, int(n), iters, stages, reason)

@@ -257,44 +257,104 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
 _ROUTES = {"sculpt": _sculpt_route, "exact": _exact_route, "gradient": _gradient_route}
 
 
-def _choose_route(m: int, k: int, d: int, N: int) -> tuple[str, str]:
-    """auto's choice and the reason for it."""
-    if m == 1 and 2 <= k < d and N >= min_examples("exact", d, k, m):
-        return "exact", f"m = 1 and k = {k} < d = {d}: the algebraic route is exact and fast"
-    need = min_examples("sculpt", d, k, m)
-    if N >= need:
-        return "sculpt", f"N = {N} >= {need} examples: enough for the sculpting phases"
-    return "gradient", (f"N = {N} < {need} examples needed by sculpt"
-                        f"{' and exact needs m = 1, k < d' if m > 1 or k >= d else ''}: L-BFGS from random "
-                        "initialisation")
+def _exact_need(m: int, k: int, d: int) -> int:
+    """Examples the exact route needs, or a number no data set reaches when it does not apply."""
+    return min_examples("exact", d, k, m) if m == 1 and 2 <= k < d else 10**18
 
 
-def _fallback(res: LearnResult, run: _Run, route: str, reason_auto: str) -> tuple[LearnResult, str, str]:
-    """auto's fallback: L-BFGS on the same training split, warm-started from the route's model when it has
-    one (``settings.auto.warm_start``); the better model on the validation split is kept."""
-    m, tol = run.m, run.tol
-    init = (res.model if run.settings.auto.warm_start and res.model is not None and res.model.m == m else None)
-    g = _gradient(run, init, time.perf_counter())
-    g_val = relative_mse(g.model.thetas, g.model.ws, run.Xva, run.Yva)
-    rec = g.phases[-1]
-    rec.name = "fallback-gradient"
-    rec.figures["validation_error"] = g_val
-    res.phases.append(rec)
-    prev = res.validation_error if res.validation_error is not None else math.inf
-    reason_auto += (f"; {route} did not converge ({res.reason}), so L-BFGS "
-                    f"{'warm-started from its model' if init is not None else 'from random init'} ran on the "
-                    "training split")
-    if g_val < prev:
-        res.model, res.train_error, res.validation_error = g.model, g.train_error, g_val
-        res.converged = bool(g_val <= tol)
-        res.info["truth"] = _truth_summary(res.model, run.truth)
-        res.info["model_from"] = "fallback-gradient"
-        reason_auto += " and its model was kept"
-    # the route's own reason is already quoted above; end with the outcome of what was kept
-    val = res.validation_error
-    tail = (f"validation relative MSE {val:.2e} {'<=' if res.converged else '>'} tol {tol:.0e}"
-            if val is not None and math.isfinite(val) else "neither route produced a usable model")
-    return res, reason_auto, tail
+def _exact_applies(m: int, k: int, d: int, N: int) -> bool:
+    return m == 1 and 2 <= k < d and N >= min_examples("exact", d, k, m)
+
+
+def _fit_result(fit: Any, run: _Run, name: str, t0: float) -> LearnResult:
+    """A LearnResult from a ``grow_lbfgs`` fit on the learner's splits, with its run recorded as a phase."""
+    model = fit.model
+    train = relative_mse(model.thetas, model.ws, run.Xtr, run.Ytr) if model is not None else math.inf
+    rec = PhaseRecord(name, figures={"stages": fit.stages, "iterations": fit.iterations, "examples": fit.examples,
+                                     "validation_error": fit.validation_error},
+                      time=time.perf_counter() - t0, message=fit.reason)
+    if run.truth is not None and model is not None:
+        rec.truth.update(_truth_summary(model, run.truth))
+    return LearnResult(model=model, method="gradient", train_error=train, validation_error=fit.validation_error,
+                       converged=fit.converged, time=time.perf_counter() - t0, iterations=fit.iterations,
+                       samples_used=int(fit.examples + run.n_val), phases=[rec], reason=fit.reason,
+                       info={**run.base_info(), "truth": _truth_summary(model, run.truth)})
+
+
+def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
+    """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else L-BFGS on
+    ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations (generic layers validate
+    there in 0.1–0.3 s); else the sculpting route when N allows it (it recovers the layers gradient descent
+    fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
+    size, the first from the best model so far. Every step is deterministic given the seed (iteration caps,
+    no time budgets). ``reason`` lists what was tried, in order, with times."""
+    m, cfg, tol = run.m, run.settings, run.tol
+    a = cfg.auto
+    tried: list[str] = []
+    best: LearnResult | None = None
+    records: list[PhaseRecord] = []
+
+    def keep(res: LearnResult, label: str, t0: float) -> bool:
+        nonlocal best
+        records.extend(res.phases)
+        val = res.validation_error if res.validation_error is not None else math.inf
+        tried.append(f"{label} ({time.perf_counter() - t0:.2f} s: "
+                     + ("validated" if res.converged else
+                        f"validation relative MSE {val:.2e}" if math.isfinite(val) else "no model") + ")")
+        if res.model is not None and (best is None or val < (best.validation_error
+                                                              if best.validation_error is not None else math.inf)):
+            best = res
+            best.info["model_from"] = label.split(":")[0].split(" ")[0]
+        return bool(res.converged)
+
+    from .baselines import grow_lbfgs
+
+    done = False
+    if _exact_applies(m, k, d, N):
+        t0 = time.perf_counter()
+        done = keep(_validated(_exact_route(run), run), "exact", t0)
+    else:
+        if a.peer_first:
+            t0 = run.progress.start("auto-peer")
+            fit = grow_lbfgs(run.Xtr, run.Ytr, run.Xva, run.Yva, m, run.gen, first=a.peer_examples, restarts=1,
+                             tol=tol, max_iter=a.peer_iterations, max_examples=a.peer_examples,
+                             single_thread=cfg.gradient.single_thread)
+            res = _fit_result(fit, run, "auto-peer", t0)
+            run.progress.end(res.phases[-1])
+            done = keep(res, f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations",
+                        t0)
+        need = min_examples("sculpt", d, k, m)
+        if not done and N >= need:
+            t0 = time.perf_counter()
+            done = keep(_sculpt_route(run), "sculpt", t0)
+        elif not done:
+            tried.append(f"sculpt skipped (N = {N} < {need} examples it needs)")
+    if not done and a.fallback:
+        t0 = run.progress.start("fallback-gradient")
+        init = best.model if a.warm_start and best is not None and best.model is not None else None
+        g = cfg.gradient
+        deadline = math.inf if g.time_limit is None else t0 + g.time_limit
+        fit = grow_lbfgs(run.Xtr, run.Ytr, run.Xva, run.Yva, m, run.gen, first=a.peer_examples,
+                         restarts=a.restarts, tol=tol, deadline=deadline, max_iter=g.max_iter, init=init,
+                         single_thread=g.single_thread)
+        res = _fit_result(fit, run, "fallback-gradient", t0)
+        res.phases[-1].figures["init"] = "warm, then random" if init is not None else "random"
+        run.progress.end(res.phases[-1])
+        keep(res, f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size", t0)
+    out = best if best is not None else LearnResult(model=None, method="auto", train_error=math.inf,
+                                                    info=run.base_info())
+    out.phases = records
+    val = out.validation_error
+    out.converged = bool(val is not None and val <= tol)
+    out.info["tried"] = tried
+    out.info["route"] = out.method
+    out.info["truth"] = _truth_summary(out.model, run.truth)
+    tail = (f"validation relative MSE {val:.2e} {'<=' if out.converged else '>'} tol {tol:.0e}"
+            if val is not None and math.isfinite(val) else "no step produced a usable model")
+    out.reason = (f"auto tried {'; then '.join(tried)}. Kept the model of "
+                  f"{out.info.get('model_from', 'none')}: {tail}")
+    out.samples_used = max([int(r.figures.get("examples", 0)) for r in records] + [out.samples_used or 0])
+    return out
 
 
 def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, solver: str | None = None,
@@ -303,9 +363,10 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     """Learn m heads (Θ_i, W_i) of F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from examples X, Y of shape (N, k, d).
 
     ``method``: "sculpt" (phases 1–6 + polish), "exact" (m = 1, 2 ≤ k < d), "gradient" (L-BFGS from random
-    init), "auto" (exact when it applies, else sculpt when N ≥ min_examples("sculpt"), else gradient; a route
-    that does not converge hands its model to a warm-started gradient polish; ``result.reason`` says which
-    and why). ``seed``: reproducibility (None, int or Generator); ``solver``: the engine's LP/QP backend;
+    init), "auto" (exact when it applies; else a capped L-BFGS try on a small subset, then sculpt when
+    N ≥ min_examples("sculpt"), then L-BFGS on growing subsets with restarts, stopping at the first model that
+    validates; ``result.reason`` lists what it tried, in order, with times; ``info["model_from"]`` names the
+    step whose model was kept). ``seed``: reproducibility (None, int or Generator); ``solver``: the engine's LP/QP backend;
     ``progress``: phase lines on stderr; ``truth``: the true layer, for ground-truth figures in every phase
     (it never changes the result). ``settings``: a ``sculpt.Settings`` (or nested dict); keyword
     ``overrides`` are merged into it deeply, e.g. ``tol=1e-10, refine={"slabs": {"tau": 0.02}}``. An unknown
@@ -337,39 +398,40 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
         raise ValueError(f"truth has (m, d) = ({truth.m}, {truth.d}), the data and m give ({m}, {d})")
     gen = as_generator(seed, "seed")
 
-    route, reason_auto = _choose_route(m, k, d, N) if method == "auto" else (method, "")
+    route = method
     if route == "exact":
         if m != 1:
             raise ValueError(f"method='exact' learns one head (m = 1), got m = {m}")
         if not 2 <= k < d:
             raise ValueError(f"method='exact' needs 2 <= k < d, got k = {k}, d = {d}")
-    need = min_examples(route, d, k, m)
+    need = min_examples(route, d, k, m) if route != "auto" else min(min_examples("gradient", d, k, m),
+                                                                       _exact_need(m, k, d))
     if N < need:
         raise ValueError(f"too few examples for method={route!r}: got N = {N}, need at least {need} for "
                          f"(d, k, m) = ({d}, {k}, {m})")
     cfg = cfg.resolve(d, k, m, N)
     need_train = {"sculpt": 0, "exact": need}.get(route, need - 1)
-    n_val = _validation_size(N, need_train, cfg.validation_size, allow_none=route == "exact")
+    if route == "auto" and _exact_applies(m, k, d, N):
+        need_train = min_examples("exact", d, k, m)
+    n_val = _validation_size(N, need_train, cfg.validation_size,
+                             allow_none=route == "exact" or (route == "auto" and _exact_applies(m, k, d, N)))
     tr, va = _split(N, n_val, gen)
     Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
         Xva, Yva = Xtr, Ytr
-    prog = _Progress(progress, route, len(SCULPT_PHASES) if route == "sculpt" else 2)
+    prog = _Progress(progress, route, len(SCULPT_PHASES) + 3 if route in ("sculpt", "auto") else 2)
     run = _Run(Xtr, Ytr, Xva, Yva, m, N, n_val, gen, solver, truth, prog, cfg)
-    res = _ROUTES[route](run)
-    if route != "sculpt":
-        res = _validated(res, run)
-
-    tail = res.reason
-    if method == "auto" and not res.converged and route != "gradient" and cfg.auto.fallback:
-        res, reason_auto, tail = _fallback(res, run, route, reason_auto)
-    if method == "auto":
-        res.reason = f"auto chose {route}: {reason_auto}. {tail}"
+    if route == "auto":
+        res = _auto_route(run, N, k, d)
+    else:
+        res = _ROUTES[route](run)
+        if route != "sculpt":
+            res = _validated(res, run)
     res.time = time.perf_counter() - t_start
     res.info.setdefault("route", route)
-    res.info.setdefault("model_from", route)  # "fallback-gradient" when auto kept the fallback's model
+    res.info.setdefault("model_from", route)  # for auto: the step whose model was kept
     res.info["settings"] = cfg.to_dict()
-    if route == "sculpt":
+    if res.info.get("route") == "sculpt":
         res.info.setdefault("solver", lp_backend)  # the engine's LP backend (the other routes use none)
     return res
 

@@ -315,10 +315,16 @@ class GradientSettings(_Group):
 
 @dataclass(frozen=True)
 class AutoSettings(_Group):
-    """``method="auto"``: what happens when the chosen route does not converge."""
+    """``method="auto"``: exact when it applies; else a capped L-BFGS try, then sculpt, then the growing peer."""
 
-    fallback: bool = opt(True, "run L-BFGS when the chosen route does not converge", boolean)
-    warm_start: bool = opt(True, "start the fallback from the failed route's model when it has one", boolean)
+    peer_first: bool = opt(True, "try L-BFGS on a small subset first (generic layers: 35–130 iterations, 0.1–0.3 s)",
+                           boolean)
+    peer_examples: int = opt(1000, "examples of that first try", pos_int)
+    peer_iterations: int | None = opt(None, "iteration cap of that first try (auto: 100·m, ~2.5× what generic "
+                                      "layers need; failing runs go on for thousands)", optional(pos_int))
+    fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
+    restarts: int = opt(3, "fallback starts per subset size (the first warm, the rest random)", pos_int)
+    warm_start: bool = opt(True, "the fallback's first start is the best model so far on validation", boolean)
 
 
 @dataclass(frozen=True)
@@ -380,6 +386,8 @@ class Settings(_Group):
                 "resculpt": body(r.resculpt, "halfspaces", 3 * d * d, box),
                 "slabs": body(r.slabs, "slabs", eq, box),
             },
+            "auto": {"peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None
+                     else 100 * m},
             "heads": {"grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5)},
             "polish": {"first_examples": self.polish.first_examples if self.polish.first_examples is not None
                        else max(64, int(math.ceil(4 * 2 * m * d * d / (k * d))))},
