@@ -13,6 +13,7 @@ from oracles import EmptyBodyError, Polytope, SolverError, UnboundedError, solve
 from oracles.solvers import backend_mosek
 
 from conftest import backend_param  # noqa: E402  (tests/oracles is on sys.path under pytest)
+from strategies import gaussian_like, grid_arrays, nonzero_vectors
 
 
 def test_available_is_usable_subset_with_defaults():
@@ -91,11 +92,23 @@ def _random_lp(seed: int, n: int, m: int):
     return rng.standard_normal(n), A, b, E, E @ x0
 
 
+@st.composite
+def random_lps(draw, n=st.integers(1, 6), m=st.integers(1, 12)):
+    """(c, A, b, E, e) as ``_random_lp``, drawn structured: m inequalities with slack in [0.1, 1] at a point
+    x0 and one equality through x0."""
+    n_, m_ = draw(n), draw(m)
+    A = draw(gaussian_like((m_, n_)))
+    x0 = draw(gaussian_like(n_))
+    b = A @ x0 + draw(grid_arrays(m_, 0.1, 1.0))
+    E = draw(nonzero_vectors(n_))[None]
+    return draw(gaussian_like(n_)), A, b, E, E @ x0
+
+
 @pytest.mark.parametrize("backend", backend_param("lp"))
 @settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 6), m=st.integers(1, 12))
-def test_lp_matches_highs_and_satisfies_kkt(backend, seed, n, m):
-    c, A, b, E, e = _random_lp(seed, n, m)
+@given(lp=random_lps())
+def test_lp_matches_highs_and_satisfies_kkt(backend, lp):
+    c, A, b, E, e = lp
     box = (-3.0, 3.0)  # keeps every LP bounded
     ref = solvers.solve_lp(c, A, b, E, e, box, solver="HIGHS")
     sol = solvers.solve_lp(c, A, b, E, e, box, solver=backend)
