@@ -13,6 +13,7 @@ from scipy.special import softmax
 import sculpt.toolkit.forward_pass as model_mod  # the kernels behind sculpt.model
 from sculpt import MultiHeadAttention, sample_inputs
 from sculpt.model import softmax_axis1
+from strategies import gaussian_like, layers_with_inputs, shapes
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -31,17 +32,13 @@ def random_model(rng: np.random.Generator, m: int, d: int, scale: float = 1.0) -
     return MultiHeadAttention(rng.normal(size=(m, d, d)) * scale / d, rng.normal(size=(m, d, d)) / np.sqrt(d))
 
 
-dims = st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(1, 6),
-                 st.integers(0, 2**32 - 1))
+sizes = shapes(N=(1, 6), k=(1, 5), d=(1, 5), m=(1, 3))
 
 
 @SETTINGS
-@given(dims, st.sampled_from(["boolean", "gaussian"]))
-def test_forward_matches_direct_loop(dkmn, distribution):
-    d, k, m, n, seed = dkmn
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, m, d, scale=3.0)
-    X = sample_inputs(n, k, d, rng=rng, distribution=distribution)
+@given(layers_with_inputs(sizes, st.sampled_from(["boolean", "gaussian"]), theta_norm=3.0))
+def test_forward_matches_direct_loop(layer_and_X):
+    model, X = layer_and_X
     np.testing.assert_allclose(model(X), direct_forward(model.thetas, model.ws, X), rtol=1e-12, atol=1e-12)
 
 
@@ -67,12 +64,9 @@ def test_single_sequence_shape():
 
 
 @SETTINGS
-@given(dims)
-def test_attention_is_row_stochastic_and_matches_softmax(dkmn):
-    d, k, m, n, seed = dkmn
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, m, d, scale=2.0)
-    X = sample_inputs(n, k, d, rng=rng)
+@given(layers_with_inputs(sizes, "boolean", theta_norm=2.0))
+def test_attention_is_row_stochastic_and_matches_softmax(layer_and_X):
+    model, X = layer_and_X
     P = model.attention(X)
     np.testing.assert_allclose(P.sum(axis=-1), 1.0, atol=1e-14)
     ref = softmax(np.einsum("nap,ipq,nbq->niab", X, model.thetas, X), axis=-1)
@@ -80,34 +74,28 @@ def test_attention_is_row_stochastic_and_matches_softmax(dkmn):
 
 
 @SETTINGS
-@given(dims)
-def test_permuting_tokens_permutes_output_rows(dkmn):
-    d, k, m, n, seed = dkmn
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, m, d, scale=2.0)
-    X = sample_inputs(n, k, d, rng=rng)
-    perm = rng.permutation(k)
+@given(layers_with_inputs(sizes, "boolean", theta_norm=2.0), st.data())
+def test_permuting_tokens_permutes_output_rows(layer_and_X, data):
+    model, X = layer_and_X
+    perm = np.array(data.draw(st.permutations(range(X.shape[1])), label="token permutation"))
     np.testing.assert_allclose(model(X[:, perm]), model(X)[:, perm], rtol=1e-12, atol=1e-12)
 
 
 @SETTINGS
-@given(dims)
-def test_permuting_heads_changes_nothing(dkmn):
-    d, k, m, n, seed = dkmn
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, m, d, scale=2.0)
-    perm = rng.permutation(m)
+@given(layers_with_inputs(sizes, "boolean", theta_norm=2.0), st.data())
+def test_permuting_heads_changes_nothing(layer_and_X, data):
+    model, X = layer_and_X
+    perm = np.array(data.draw(st.permutations(range(model.m)), label="head permutation"))
     other = MultiHeadAttention(model.thetas[perm], model.ws[perm])
-    X = sample_inputs(n, k, d, rng=rng)
     np.testing.assert_allclose(other(X), model(X), rtol=1e-12, atol=1e-12)
 
 
 @SETTINGS
-@given(st.integers(1, 6), st.integers(1, 5), st.integers(0, 2**32 - 1))
-def test_softmax_kernel_invariant_to_row_constant(k, c, seed):
-    rng = np.random.default_rng(seed)
-    L = rng.normal(size=(3, k, c)) * 5
-    shift = rng.normal(size=(3, 1, c)) * 100  # one constant per softmax row (axis 1 is the key axis)
+@given(st.integers(1, 6), st.integers(1, 5), st.data())
+def test_softmax_kernel_invariant_to_row_constant(k, c, data):
+    L = data.draw(gaussian_like((3, k, c), scale=5.0), label="logits")
+    # one constant per softmax row (axis 1 is the key axis)
+    shift = data.draw(gaussian_like((3, 1, c), scale=100.0), label="shift")
     np.testing.assert_allclose(softmax_axis1(L + shift), softmax_axis1(L.copy()), atol=1e-13)
 
 
