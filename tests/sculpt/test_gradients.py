@@ -11,10 +11,9 @@ import sculpt.toolkit.forward_pass as model_mod  # the kernels behind sculpt.mod
 from sculpt import MultiHeadAttention, plant, sample_inputs
 from sculpt.gradients import (jacobian, jacobian_operator, jvp, loss_and_grad, loss_and_grad_flat, pack,
                               residuals, unpack, vjp)
+from strategies import gaussian_like, inputs, shapes
 
 SETTINGS = settings(max_examples=20, deadline=None)
-small = st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(1, 5),
-                  st.integers(0, 2**32 - 1))
 
 
 def instance(d, k, m, n, seed, distribution="boolean"):
@@ -23,6 +22,18 @@ def instance(d, k, m, n, seed, distribution="boolean"):
     X = sample_inputs(n, k, d, rng=rng, distribution=distribution)
     Y = rng.normal(size=X.shape)
     return params, X, Y
+
+
+@st.composite
+def instances(draw, distribution=st.sampled_from(["boolean", "gaussian"])):
+    """(params, X, Y, m) as ``instance`` draws them, structured: Θ entries within 6/d, W entries within 3/√d
+    (three standard deviations of ``instance``'s normals), an input batch and arbitrary labels."""
+    n, k, d, m = draw(shapes(N=(1, 5), k=(1, 4), d=(1, 4), m=(1, 3)))
+    dist = distribution if isinstance(distribution, str) else draw(distribution)
+    thetas = draw(gaussian_like(m * d * d, scale=2 / d), label="thetas")
+    ws = draw(gaussian_like(m * d * d, scale=1 / np.sqrt(d)), label="ws")
+    X = draw(inputs((n, k, d), dist), label="X")
+    return np.concatenate([thetas, ws]), X, draw(gaussian_like(X.shape), label="Y"), m
 
 
 def central_difference(f, x, eps=1e-6):
@@ -35,10 +46,10 @@ def central_difference(f, x, eps=1e-6):
 
 
 @SETTINGS
-@given(small, st.sampled_from(["boolean", "gaussian"]))
-def test_gradient_matches_finite_differences(dims, distribution):
-    d, k, m, n, seed = dims
-    p, X, Y = instance(d, k, m, n, seed, distribution)
+@given(instances())
+def test_gradient_matches_finite_differences(inst):
+    p, X, Y, m = inst
+    d = X.shape[2]
     loss, g = loss_and_grad_flat(p, X, Y, m)
     fd = central_difference(lambda q: loss_and_grad_flat(q, X, Y, m)[0], p)
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6 * max(1.0, np.abs(fd).max()))
@@ -47,16 +58,15 @@ def test_gradient_matches_finite_differences(dims, distribution):
 
 
 @SETTINGS
-@given(small)
-def test_jacobian_matches_finite_differences_and_products(dims):
-    d, k, m, n, seed = dims
-    p, X, Y = instance(d, k, m, n, seed)
+@given(instances("boolean"), st.data())
+def test_jacobian_matches_finite_differences_and_products(inst, data):
+    p, X, Y, m = inst
+    n, k, d = X.shape
     J = jacobian(p, X, Y, m)
     assert J.shape == (n * k * d, 2 * m * d * d)
     fd = central_difference(lambda q: residuals(q, X, Y, m), p)
     np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-7 * max(1.0, np.abs(fd).max()))
-    rng = np.random.default_rng(seed + 1)
-    v, u = rng.normal(size=p.size), rng.normal(size=J.shape[0])
+    v, u = data.draw(gaussian_like(p.size), label="v"), data.draw(gaussian_like(J.shape[0]), label="u")
     np.testing.assert_allclose(jvp(p, X, m, v), J @ v, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(vjp(p, X, m, u), J.T @ u, rtol=1e-10, atol=1e-10)
     op = jacobian_operator(p, X, Y, m)
