@@ -11,7 +11,6 @@ means the validation relative MSE is at most ``tol`` (1e-12 by default), never l
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -25,6 +24,7 @@ from .phases.projections import relative_mse
 from .pipeline import PHASE_FAILURES, SCULPT_PHASES, LearnState, run_pipeline
 from .result import LearnResult, PhaseRecord
 from .settings import Settings, settings_from_options
+from .toolkit import Progress
 
 __all__ = ["learn", "METHODS", "min_examples"]
 
@@ -63,30 +63,6 @@ def _validation_size(N: int, need_train: int, requested: Any, *, allow_none: boo
     return int(max(floor, min(2000, N // 10, N - need_train)))
 
 
-class _Progress:
-    """Plain-text progress lines on stderr: one when a phase starts, one when it ends."""
-
-    def __init__(self, enabled: bool, route: str, total: int):
-        self.enabled, self.route, self.total, self.i = bool(enabled), route, total, 0
-
-    def start(self, name: str) -> float:
-        self.i += 1
-        if self.enabled:
-            print(f"[{self.route} {self.i}/{self.total}] {name} ...", file=sys.stderr, flush=True)
-        return time.perf_counter()
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            print(f"[{self.route} {self.i}/{self.total}]   {text}", file=sys.stderr, flush=True)
-
-    def end(self, rec: PhaseRecord) -> None:
-        if self.enabled:
-            bar = "#" * self.i + "." * max(self.total - self.i, 0)
-            msg = f" {rec.message}" if rec.message else ""
-            print(f"[{self.route} {self.i}/{self.total}] [{bar}] {rec.name}: {rec.status} in {rec.time:.2f} s"
-                  f"{msg}", file=sys.stderr, flush=True)
-
-
 def _truth_summary(model: MultiHeadAttention | None, truth: Any) -> dict[str, Any]:
     if model is None or truth is None or not isinstance(truth, MultiHeadAttention) or truth.m != model.m:
         return {}
@@ -115,7 +91,7 @@ class _Run:
     gen: np.random.Generator
     solver: str | None
     truth: Any
-    progress: _Progress
+    progress: Progress
     settings: Settings
 
     @property
@@ -419,14 +395,17 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
     Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
         Xva, Yva = Xtr, Ytr
-    prog = _Progress(progress, route, len(SCULPT_PHASES) + 3 if route in ("sculpt", "auto") else 2)
+    prog = Progress(progress, route, {"sculpt": len(SCULPT_PHASES), "auto": len(SCULPT_PHASES) + 2}.get(route, 2))
     run = _Run(Xtr, Ytr, Xva, Yva, m, N, n_val, gen, solver, truth, prog, cfg)
-    if route == "auto":
-        res = _auto_route(run, N, k, d)
-    else:
-        res = _ROUTES[route](run)
-        if route != "sculpt":
-            res = _validated(res, run)
+    try:
+        if route == "auto":
+            res = _auto_route(run, N, k, d)
+        else:
+            res = _ROUTES[route](run)
+            if route != "sculpt":
+                res = _validated(res, run)
+    finally:
+        prog.close()
     res.time = time.perf_counter() - t_start
     res.info.setdefault("route", route)
     res.info.setdefault("model_from", route)  # for auto: the step whose model was kept

@@ -212,8 +212,9 @@ class SumWSettings(_Group):
     fractions: tuple[float, ...] = opt((0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.005, 0.005),
                                        "trimmed least-squares rounds keep these fractions of rows", fractions_tuple)
     min_rows: int | None = opt(None, "rows a trimmed round needs (auto: 3d)", optional(pos_int))
-    vp_rounds: int = opt(2, "agreement variable-projection refits (ΣW error 3e-3 after two)", nonneg_int)
-    vp_rows: int = opt(2000, "agreeing rows per refit", pos_int)
+    vp_rounds: int = opt(1, "agreement variable-projection refits (one on 1,000 rows: 0.04 s instead of 0.3 s for "
+                         "two on 2,000, 15/15 exact at (8,4,2) generic, weak-head, near-identical)", nonneg_int)
+    vp_rows: int = opt(1000, "agreeing rows per refit", pos_int)
     max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
 
 
