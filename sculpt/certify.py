@@ -671,7 +671,7 @@ def certify(model: MultiHeadAttention, X: Any, Y: Any, *, noise: float | None = 
     return Certificate(
         model=model.copy(), locally_unique=rank == p, rank=rank, n_params=p, singular_values=s, rtol=rtol,
         unidentifiable=unidentifiable, noise=sigma, noise_estimate=sigma_hat, noise_given=noise is not None,
-        rss=rss, n_residuals=n_res, dof=dof, relative_residual=rss / y_energy if y_energy > 0 else math.inf,
+        rss=rss, n_residuals=n_res, dof=dof, relative_residual=rss / y_energy if y_energy > 0 else (0.0 if rss == 0 else math.inf),
         gradient_norm=float(np.linalg.norm(grad)) / math.sqrt(n_res), level=level, quantile=q,
         covariance_kind=covariance, covariance=cov,
         theta_se=se[:half].reshape(shape), w_se=se[half:].reshape(shape),
