@@ -46,7 +46,7 @@ from .methods import registered
 __all__ = ["Cell", "RunSpec", "Grid", "load_grid", "grid_from_dict", "builtin_grid", "builtin_grids",
            "GRID_FOLDER", "derive_seed", "ALL_METHODS"]
 
-ALL_METHODS: tuple[str, ...] = ("sculpt", "exact", "lbfgs", "adam")
+ALL_METHODS: tuple[str, ...] = ("sculpt", "auto", "exact", "lbfgs-growing", "lbfgs", "adam")
 GRID_FOLDER = "grids"  # package data of sculpt.bench: the built-in grids <name>.toml
 
 _CELL_FIELDS = ("regime", "d", "k", "m", "N", "n_factor", "scale", "distribution", "noise", "weak_head",

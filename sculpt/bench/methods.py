@@ -2,7 +2,10 @@
 
 - ``sculpt``: :func:`sculpt.learner.learn` with ``method="sculpt"`` (the Chen & Li pipeline).
 - ``exact``:  :func:`sculpt.learner.learn` with ``method="exact"`` (the m = 1 route only).
+- ``auto``:   :func:`sculpt.learner.learn` with ``method="auto"``.
 - ``lbfgs``:  :func:`sculpt.baselines.gradient_descent` with ``method="lbfgs"`` from a random start.
+- ``lbfgs-growing``: :func:`sculpt.baselines.lbfgs_growing`, L-BFGS on 1,000, 2,000, … examples until exact
+  on held-out data (restarts per size): the strongest gradient peer.
 - ``adam``:   :func:`sculpt.torch_adam.torch_adam` (PyTorch, float64, cosine schedule) when torch is
   installed, else the numpy Adam of ``gradient_descent(method="adam")``.
 
@@ -95,6 +98,13 @@ def _lbfgs(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: A
     return gradient_descent(X, Y, m, method="lbfgs", seed=seed, **options)
 
 
+def _lbfgs_growing(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
+    """The strongest gradient peer: L-BFGS on 1,000, 2,000, … examples until exact on held-out data."""
+    from ..baselines import lbfgs_growing
+
+    return lbfgs_growing(X, Y, m, seed=seed, **options)
+
+
 def _adam(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
     if adam_implementation() == "torch":
         from ..torch_adam import torch_adam
@@ -152,4 +162,6 @@ def _requires(route: str) -> Callable[[Any], "str | None"]:
 register("sculpt", _learn("sculpt"), warm=_warm_learner, requires=_requires("sculpt"))
 register("exact", _learn("exact"), warm=_warm_learner, requires=_requires("exact"))
 register("lbfgs", _lbfgs, warm=_warm_lbfgs)
+register("lbfgs-growing", _lbfgs_growing, warm=_warm_lbfgs)
+register("auto", _learn("auto"), warm=_warm_learner)
 register("adam", _adam, warm=_warm_adam)
