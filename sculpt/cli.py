@@ -237,6 +237,8 @@ def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int
         print(phase_table(result.phases))
         print()
     print(_summary(result, extra))
+    if result.certificate is not None:  # on the held-out examples; also written to result.json
+        print(result.certificate.summary())
     if result.converged:
         return EXIT_OK
     why = result.reason or "no reason given"

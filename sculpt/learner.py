@@ -174,9 +174,12 @@ def _sculpt_route(run: _Run) -> LearnResult:
         used = max(used, _polish_examples(records), min(cfg.search_examples, n_tr))
     state.info["examples_used"] = {"phases_1_3": int(attempts[-1]["examples"]), "training": used,
                                    "validation": int(run.n_val)}
-    return LearnResult(model=model, method="sculpt", train_error=train, validation_error=val, converged=converged,
-                       time=time.perf_counter() - t_start, iterations=state.iterations,
-                       samples_used=used + int(run.n_val), phases=records, reason=reason, info=state.info)
+    res = LearnResult(model=model, method="sculpt", train_error=train, validation_error=val, converged=converged,
+                      time=time.perf_counter() - t_start, iterations=state.iterations,
+                      samples_used=used + int(run.n_val), phases=records, reason=reason, info=state.info)
+    if state.body is not None and state.span is not None:
+        res.attach_body(state.body, state.span.span)
+    return res
 
 
 def _polish_examples(records: list[PhaseRecord]) -> int:
@@ -406,6 +409,7 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
                 res = _validated(res, run)
     finally:
         prog.close()
+    res.attach_held_out(Xva, Yva)
     res.time = time.perf_counter() - t_start
     res.info.setdefault("route", route)
     res.info.setdefault("model_from", route)  # for auto: the step whose model was kept

@@ -256,3 +256,27 @@ def test_adaptive_samples_grow_only_when_an_attempt_does_not_validate() -> None:
     # sculpt_growth = 1: one attempt only, and an honest failure
     one = learn(X, Y, 2, seed=0, sculpt_examples=200, sculpt_growth=1)
     assert len(one.info["attempts"]) == 1 and not one.converged
+
+
+def test_result_carries_a_certificate_on_held_out_data() -> None:
+    """res.certificate: certify() of the learned model on the held-out split, computed on first access,
+    then part of to_dict(); certify(widths=True) adds K*'s widths normal to the recovered span."""
+    import json
+
+    from sculpt import Certificate
+    from sculpt.toolkit import dumps
+
+    model, X, Y = _data(6, 3, 2, 2000, 51)
+    res = learn(X, Y, 2, seed=0, method="sculpt")
+    assert "certificate" not in res.to_dict()  # not computed unless asked
+    cert = res.certificate
+    assert isinstance(cert, Certificate) and cert.locally_unique and cert.rank == cert.n_params == 2 * 2 * 36
+    assert cert.theta_se.shape == res.model.thetas.shape
+    doc = json.loads(dumps(res.to_dict()))
+    assert doc["certificate"]["locally_unique"] is True and doc["certificate"]["rank"] == 144
+    lo, hi = cert.theta_interval
+    assert np.all(lo <= res.model.thetas) and np.all(res.model.thetas <= hi)
+    wide = res.certify(widths=True)
+    assert wide.widths is not None and wide.widths.normal.size > 0
+    with pytest.raises(ValueError, match="body"):
+        learn(X, Y, 2, seed=0, method="gradient").certify(widths=True)
