@@ -82,8 +82,16 @@ def shapes(draw: Any, N: Any = (1, 6), k: Any = (1, 5), d: Any = (1, 5), m: Any 
 
 
 def pm_one(shape: int | tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
-    """float64 arrays with every entry -1.0 or +1.0 (drawn entry by entry; shrinks to all -1)."""
-    return arrays(np.float64, _shape(shape), elements=st.sampled_from([-1.0, 1.0]), fill=st.nothing())
+    """float64 arrays with every entry -1.0 or +1.0. Each token (a vector along the last axis, length d <= 62)
+    is one integer choice whose bits are its signs, so a batch of hundreds of tokens stays within hypothesis's
+    size limits; tokens shrink to all -1. Longer last axes are drawn entry by entry."""
+    shape_ = _shape(shape)
+    d = shape_[-1]
+    if d > 62:
+        return arrays(np.float64, shape_, elements=st.sampled_from([-1.0, 1.0]), fill=st.nothing())
+    codes = arrays(np.int64, shape_[:-1], elements=st.integers(0, 2**d - 1), fill=st.nothing())
+    bits = 1 << np.arange(d, dtype=np.int64)
+    return codes.map(lambda c: np.where((np.asarray(c)[..., None] & bits) != 0, 1.0, -1.0))
 
 
 def gaussian_like(shape: int | tuple[int, ...], scale: float = 1.0, bound: float = 3.0) -> st.SearchStrategy[np.ndarray]:
