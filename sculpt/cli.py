@@ -47,6 +47,9 @@ def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> 
     p.add_argument("--tol", type=real_at_least(0.0, True), default=None,
                    help="validation relative MSE counted as converged (default: the learner's, 1e-12)")
     p.add_argument("--out", metavar="DIR", default=None, help="write DIR/result.json and DIR/model.npz")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="a learner setting by its dotted name, e.g. --set refine.slabs.tau=0.02 (repeatable; "
+                        "VALUE is read as JSON, else as text; `sculpt settings` lists them)")
     p.add_argument("--quiet", action="store_true", help="no progress lines and no phase table")
 
 
@@ -102,8 +105,24 @@ def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def add_settings_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``settings``: every learner setting with its default and the reason for it."""
+    p = subparsers.add_parser("settings", help="list the learner's settings (for --set NAME=VALUE)",
+                              description="Every setting of sculpt.Settings: dotted name, default ('auto' = "
+                                          "chosen from the problem size) and the one-line reason for it.")
+    p.set_defaults(func=run_settings, parser=p)
+    return p
+
+
+def run_settings(args: argparse.Namespace) -> int:
+    from .settings import Settings
+
+    print(Settings.describe())
+    return EXIT_OK
+
+
 SUBCOMMANDS: list[Callable[[Any], argparse.ArgumentParser]] = [
-    add_recover_parser, add_learn_parser, _add_bench_parser]
+    add_recover_parser, add_learn_parser, _add_bench_parser, add_settings_parser]
 
 
 def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
@@ -222,14 +241,41 @@ def _write_outputs(out: str | None, result: Any, payload: dict[str, Any], truth:
     return written
 
 
+def parse_settings(items: Sequence[str]) -> Any:
+    """``Settings`` from ``NAME=VALUE`` strings (dotted names; VALUE as JSON, else text); BadInput names the
+    item that is wrong."""
+    import json
+
+    from .settings import Settings
+
+    cfg = Settings()
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(f"--set {item!r}: expected NAME=VALUE, e.g. refine.slabs.tau=0.02")
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        nested: Any = value
+        for part in reversed(name.strip().split(".")):
+            nested = {part: nested}
+        try:
+            cfg = cfg.merged(nested)
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"--set {item!r}: {exc}") from None
+    return cfg
+
+
 def _learn(X: np.ndarray, Y: np.ndarray, args: argparse.Namespace, seed: Any, truth: Any) -> Any:
     from .learner import learn
 
     options: dict[str, Any] = {}
     if args.tol is not None:
         options["tol"] = args.tol
+    cfg = parse_settings(getattr(args, "settings", []) or [])
     return learn(X, Y, args.m, method=args.method, seed=seed, solver=args.solver, progress=not args.quiet,
-                 truth=truth, **options)
+                 truth=truth, settings=cfg, **options)
 
 
 def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int:

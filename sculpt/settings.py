@@ -189,16 +189,16 @@ class _Group:
                 if "group" not in f.metadata}
 
     @classmethod
-    def describe(cls, indent: str = "") -> str:
-        """Every field with its default and the reason for it, one per line."""
+    def describe(cls, prefix: str = "") -> str:
+        """Every field by its dotted name, with its default ("auto": chosen from the problem size) and reason."""
         lines = []
         for f in fields(cls):  # type: ignore[arg-type]
             if "group" in f.metadata:
-                lines.append(f"{indent}{f.name}: ({f.metadata['why']})")
-                lines.append(f.metadata["group"].describe(indent + "  "))
+                lines.append(f"# {prefix}{f.name}: {f.metadata['why']}")
+                lines.append(f.metadata["group"].describe(f"{prefix}{f.name}."))
             else:
                 default = "auto" if f.default is None else repr(f.default)
-                lines.append(f"{indent}{f.name} = {default}  # {f.metadata.get('why', '')}")
+                lines.append(f"{prefix}{f.name} = {default}  # {f.metadata.get('why', '')}")
         return "\n".join(lines)
 
 

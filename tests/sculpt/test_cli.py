@@ -178,3 +178,23 @@ def test_phase_table_shows_every_phase_and_failures() -> None:
 def test_subcommands_registered() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert {"recover", "learn"} <= set(sub.choices)
+
+
+def test_settings_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--set NAME=VALUE reaches learn() (result.json records the resolved settings); a typo or a value out
+    of range is one line naming the item, exit 2; `sculpt settings` lists every dotted name."""
+    out = tmp_path / "run"
+    argv = [*EXACT, "--quiet", "--out", str(out), "--set", "validation_size=5", "--set", "exact.rank_tol=1e-8"]
+    assert main(argv) == 0
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["info"]["settings"]["exact"]["rank_tol"] == 1e-8 and doc["info"]["validation_examples"] == 5
+    for item, message in (("exact.rank_tl=1e-8", "did you mean 'exact.rank_tol'"),
+                          ("exact.rank_tol=-1", "exact.rank_tol must lie in"), ("novalue", "NAME=VALUE")):
+        capsys.readouterr()
+        assert main([*EXACT, "--quiet", "--set", item]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+    capsys.readouterr()
+    assert main(["settings"]) == 0
+    listing = capsys.readouterr().out
+    assert "refine.slabs.tau = 0.01" in listing and "auto.peer_iterations = auto" in listing
