@@ -2,9 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= test,torch,dask,plot,bench
+EXTRAS ?= test,lint,torch,dask,plot,bench
 
-.PHONY: venv test recover bench clean
+.PHONY: venv test lint format recover bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,17 @@ venv: $(VENV)/.installed
 ## The test suite (what CI runs).
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
+
+## Lint and type checks (what CI runs after the tests): ruff (rules and format) and mypy over the packages.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check oracles sculpt tests benchmarks docs/examples
+	$(VENV)/bin/ruff format --check oracles sculpt
+	$(VENV)/bin/mypy
+
+## Apply the formatter and the safe lint fixes.
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix oracles sculpt tests benchmarks docs/examples
+	$(VENV)/bin/ruff format oracles sculpt
 
 ## The main job: recover a default planted layer with the embedded solvers.
 recover: $(VENV)/.installed
