@@ -12,7 +12,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._validate import as_matrix, as_rhs, as_vector, positive
+from ._validate import (MAX_MAGNITUDE, RANGE_TEXT, as_matrix, as_rhs, as_vector, call_oracle, check_bool,
+                        check_cut, check_maximize, norm, radius, row_norms)
 from .cuts import Cut
 from .errors import MissingOracleError
 
@@ -62,7 +63,13 @@ class ConvexBody(ABC):
 
 
 class Polytope(ConvexBody):
-    """P = {x : A x <= b, A_eq x = b_eq}. Rows are appended cheaply (amortised O(1) per row)."""
+    """P = {x : A x <= b, A_eq x = b_eq}. Rows are appended cheaply (amortised O(1) per row).
+
+    Rows of any finite scale are accepted: a row (a_i, b_i) with ‖a_i‖ outside [2⁻²⁰, 2²⁰] is stored rescaled by
+    a power of two (exact in floating point, the same half-space), so membership, cuts and LPs never square
+    or overflow extreme entries; ``A``/``b`` show the stored rows. A hyperplane farther than 1e150 from the
+    origin (|b_i|/‖a_i‖) is outside the engine's range: ValueError.
+    """
 
     def __init__(self, A, b, A_eq=None, b_eq=None, *, dim: int | None = None):
         A_arr = np.asarray(A, dtype=float)
@@ -107,23 +114,24 @@ class Polytope(ConvexBody):
 
     def add_halfspaces(self, A, b) -> "Polytope":
         """Append rows A x <= b."""
-        A = as_matrix(np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, "A", self.dim)
-        b = as_rhs(b, "b", A.shape[0])
+        A = as_matrix(np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, "A", self.dim,
+                      limit=None)
+        A, b = _rescale_rows(A, as_rhs(b, "b", A.shape[0], limit=None), "A", "b")
         self._A, self._b, self._m = self._append(self._A, self._b, self._m, A, b)
         return self
 
     def add_equalities(self, A, b) -> "Polytope":
         """Append rows A x = b."""
-        A = as_matrix(A, "A", self.dim)
-        b = as_rhs(b, "b", A.shape[0])
+        A = as_matrix(A, "A", self.dim, limit=None)
+        A, b = _rescale_rows(A, as_rhs(b, "b", A.shape[0], limit=None), "A", "b")
         self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
         return self
 
     def add_slabs(self, A, c, eta) -> "Polytope":
         """Append |A x - c| <= eta row-wise, as the two half-spaces A x <= c + eta and -A x <= eta - c."""
-        A = as_matrix(A, "A", self.dim)
-        c = as_rhs(c, "c", A.shape[0])
-        eta = as_rhs(eta, "eta", A.shape[0])
+        A = as_matrix(A, "A", self.dim, limit=None)
+        c = as_rhs(c, "c", A.shape[0], limit=None)
+        eta = as_rhs(eta, "eta", A.shape[0], limit=None)
         if np.any(eta < 0):
             raise ValueError("eta must be non-negative")
         return self.add_halfspaces(np.vstack([A, -A]), np.concatenate([c + eta, eta - c]))
@@ -204,17 +212,44 @@ class Polytope(ConvexBody):
         return cons
 
 
+_ROW_BAND = (2.0 ** -20, 2.0 ** 20)
+
+
+def _rescale_rows(A: np.ndarray, b: np.ndarray, a_name: str, b_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with ‖a_i‖ outside ``_ROW_BAND`` scaled by a power of two (exact) to norm in [1/2, 1); every
+    hyperplane's distance |b_i|/‖a_i‖ (and |b_i| of a zero row) must be at most MAX_MAGNITUDE."""
+    if A.shape[0] == 0:
+        return A, b
+    norms = row_norms(A)
+    out = (norms > _ROW_BAND[1]) | ((norms > 0) & (norms < _ROW_BAND[0]))
+    if np.any(out):
+        A, b = A.copy(), b.copy()
+        _, e = np.frexp(norms[out])
+        A[out] = np.ldexp(A[out], -e[:, None])
+        b[out] = np.ldexp(b[out], -e)
+        norms = norms.copy()
+        norms[out] = np.ldexp(norms[out], -e)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        dist = np.abs(b) / np.where(norms > 0, norms, 1.0)
+    bad = np.flatnonzero(~(dist <= MAX_MAGNITUDE))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"row {i} of ({a_name}, {b_name}): its hyperplane lies {float(dist[i]):.3g} from the "
+                         f"origin (|{b_name}_i|/‖{a_name}_i‖); the engine accepts {RANGE_TEXT}")
+    return A, b
+
+
 def _normalised(A: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     if A.shape[0] == 0:
         return np.empty(0)
-    norms = np.linalg.norm(A, axis=1)
+    norms = row_norms(A)
     raw = A @ x - b
     safe = np.where(norms > 0, norms, 1.0)
     return raw / safe
 
 
 def _unit_cut(a: np.ndarray, b: float) -> Cut:
-    nrm = float(np.linalg.norm(a))
+    nrm = norm(a)
     if nrm == 0.0:
         # 0 @ x <= b with b < 0: the body is empty; any cut is valid. Use a unit vector and offset -inf-like.
         e = np.zeros_like(a)
@@ -228,7 +263,7 @@ class Ball(ConvexBody):
 
     def __init__(self, center, radius: float):
         self.center = as_vector(center, "center")
-        self.radius = positive(radius, "radius", strict=False)
+        self.radius = _ball_radius(radius)
         self.dim = self.center.shape[0]
 
     def __repr__(self) -> str:
@@ -245,7 +280,7 @@ class Ball(ConvexBody):
     def separate(self, x, tol: float = 1e-9) -> Cut | None:
         x = self._check_point(x)
         d = x - self.center
-        nrm = float(np.linalg.norm(d))
+        nrm = norm(d)
         if nrm <= self.radius + tol:
             return None
         u = d / nrm
@@ -253,8 +288,8 @@ class Ball(ConvexBody):
 
     def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         c = as_vector(c, "c", self.dim)
-        nrm = float(np.linalg.norm(c))
-        x = self.center + (self.radius * c / nrm if nrm > 0 else 0.0)
+        nrm = norm(c)
+        x = self.center + (self.radius * (c / nrm) if nrm > 0 else 0.0)
         return float(c @ x), x
 
     def cvxpy_constraints(self, x) -> list:
@@ -267,7 +302,10 @@ class OracleBody(ConvexBody):
     """A body given by the user's own callables.
 
     ``separate(x) -> Cut | (normal, offset) | None``; ``contains(x) -> bool``; ``maximize(c) -> (value, x)``.
-    Any of them may be missing; algorithms that need a missing one raise MissingOracleError.
+    Any of them may be missing; algorithms that need a missing one raise MissingOracleError. Answers are
+    checked where they enter the engine: a wrong type or shape, NaN/inf, a value that disagrees with c·x,
+    or an exception raised inside the callable is an ``OracleError`` naming the oracle and what it
+    returned. Cuts come back with unit normals.
     """
 
     def __init__(self, dim: int, separate: Callable | None = None, contains: Callable | None = None,
@@ -299,19 +337,16 @@ class OracleBody(ConvexBody):
         if self._separate is None:
             raise MissingOracleError("this OracleBody has no separation oracle (pass separate=...)")
         x = self._check_point(x)
-        out = self._separate(x)
-        if out is None:
-            return None
-        cut = out if isinstance(out, Cut) else Cut(*out)
-        if cut.normal.shape != (self.dim,):
-            raise ValueError(f"separate returned a normal of shape {cut.normal.shape}, expected ({self.dim},)")
-        if cut.violation(x) <= tol * max(1.0, float(np.linalg.norm(cut.normal))):
+        who = "OracleBody separate oracle"
+        cut = check_cut(call_oracle(self._separate, who, x.copy()), self.dim, who)
+        if cut is None or cut.violation(x) <= tol:
             return None
         return cut
 
     def contains(self, x, tol: float = 1e-9) -> bool:
         if self._contains is not None:
-            return bool(self._contains(self._check_point(x)))
+            who = "OracleBody contains oracle"
+            return check_bool(call_oracle(self._contains, who, self._check_point(x).copy()), who)
         if self._separate is None:
             raise MissingOracleError("this OracleBody has neither a membership nor a separation oracle")
         return self.separate(x, tol) is None
@@ -320,8 +355,8 @@ class OracleBody(ConvexBody):
         if self._maximize is None:
             raise MissingOracleError("this OracleBody has no maximize oracle (pass maximize=...)")
         c = as_vector(c, "c", self.dim)
-        value, x = self._maximize(c)
-        return float(value), as_vector(x, "maximize(c)[1]", self.dim)
+        who = "OracleBody maximize oracle"
+        return check_maximize(call_oracle(self._maximize, who, c.copy()), c, who)
 
 
 class Intersection(ConvexBody):
@@ -358,7 +393,7 @@ class Intersection(ConvexBody):
         x = self._check_point(x)
         best: Cut | None = None
         for p in self.parts:
-            cut = p.separate(x, tol)
+            cut = checked_separate(p, x, tol)
             if cut is not None and (best is None or cut.depth(x) > best.depth(x)):
                 best = cut
         return best
@@ -405,10 +440,10 @@ class NormEpigraph(ConvexBody):
     def separate(self, x, tol: float = 1e-9) -> Cut | None:
         z = self._check_point(x)
         y = z[:-1]
-        cut = self.body.separate(y, tol)
+        cut = checked_separate(self.body, y, tol)
         if cut is not None:
             return Cut(np.append(cut.normal, 0.0), cut.offset)
-        ny = float(np.linalg.norm(y))
+        ny = norm(y)
         if ny > 0:
             norm_cut = Cut(np.append(y / ny, -1.0), 0.0)
             if norm_cut.depth(z) > tol:  # the same distance test as K's cuts (the normal has length √2)
@@ -423,3 +458,21 @@ def _merge_polytopes(polys: Sequence[Polytope]) -> Polytope:
     A_eq = np.vstack([p.A_eq for p in polys])
     b_eq = np.concatenate([p.b_eq for p in polys])
     return Polytope(A.reshape(-1, n), b, A_eq if len(b_eq) else None, b_eq if len(b_eq) else None, dim=n)
+
+
+def _ball_radius(value) -> float:
+    return radius(value, "radius", strict=False)
+
+
+_ENGINE_MODULES = ("oracles.bodies",)
+
+
+def checked_separate(body: ConvexBody, x: np.ndarray, tol: float) -> Cut | None:
+    """``body.separate(x, tol)``; for a ConvexBody subclass written outside the engine its answer is checked at
+    the boundary (``_validate.check_cut``: OracleError naming the class on a wrong type, shape or NaN, or on
+    an exception inside it). The engine's own bodies are trusted (no per-call cost)."""
+    sep = type(body).separate
+    if getattr(sep, "__module__", None) in _ENGINE_MODULES:
+        return body.separate(x, tol)
+    who = f"{type(body).__name__}.separate"
+    return check_cut(call_oracle(body.separate, who, x.copy(), tol), body.dim, who)

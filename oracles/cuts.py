@@ -1,6 +1,7 @@
 """Cuts as values: ``Cut(normal, offset)`` means ``normal @ y <= offset`` for every y of the body."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +30,15 @@ class Cut:
         return float(self.normal @ np.asarray(x, dtype=float) - self.offset)
 
     def depth(self, x: np.ndarray) -> float:
-        """Violation measured in units of ‖normal‖ (Euclidean distance of x to the cut's hyperplane)."""
-        return self.violation(x) / float(np.linalg.norm(self.normal))
+        """Violation measured in units of ‖normal‖ (Euclidean distance of x to the cut's hyperplane), computed
+        without overflow or underflow at any scale of the normal; a zero normal gives ±inf (0 if not violated)."""
+        from ._validate import norm
+
+        nrm = norm(self.normal)
+        if nrm == 0.0:
+            v = -self.offset
+            return math.inf if v > 0 else (-math.inf if v < 0 else 0.0)
+        return float((self.normal / nrm) @ np.asarray(x, dtype=float) - self.offset / nrm)
 
 
 @dataclass(frozen=True)
