@@ -14,10 +14,11 @@ from typing import Literal
 
 import numpy as np
 
-from ._validate import as_matrix, as_vector, positive
-from .bodies import ConvexBody
+from ._validate import as_matrix, as_vector, norm, positive
+from ._validate import radius as check_radius
+from .bodies import ConvexBody, checked_separate
 from .cuts import Cut, ParallelCut
-from .errors import MissingOracleError
+from .errors import MissingOracleError, OracleError
 from .results import EllipsoidResult
 
 __all__ = ["Ellipsoid", "ellipsoid"]
@@ -25,6 +26,12 @@ __all__ = ["Ellipsoid", "ellipsoid"]
 UpdateStatus = Literal["success", "empty", "no_effect"]
 
 _ALPHA_MAX = 1.0 - 1e-12  # alpha in [_ALPHA_MAX, 1] leaves (at most) one point: keep a sliver instead
+
+
+def _resolution(n: int) -> float:
+    """Smallest semi-axis ratio s_min/s_max at which the factor J still locates the thin directions (below it
+    rounding in J swamps them: measured, a unit ball searched from radius 1e50 lost the ball at ratio 1e-17)."""
+    return 64.0 * n * float(np.finfo(float).eps)
 
 
 class Ellipsoid:
@@ -59,7 +66,7 @@ class Ellipsoid:
     def ball(cls, center, radius: float) -> "Ellipsoid":
         """The ball B(center, radius)."""
         c = as_vector(center, "center")
-        r = positive(radius, "radius")
+        r = check_radius(radius, "radius")
         return cls.from_factor(c, r * np.eye(c.shape[0]))
 
     @classmethod
@@ -291,7 +298,7 @@ def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tupl
     _check_body(body)
     n = body.dim
     c = as_vector(center, "center", n)
-    r = positive(radius, "radius")
+    r = check_radius(radius, "radius")
     obj = None if objective is None else as_vector(objective, "objective", n)
     if obj is not None and not np.any(obj):
         raise ValueError("objective must be non-zero")
@@ -353,6 +360,17 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             log_volumes=np.asarray(log_volumes), flat_directions=dirs, flat_widths=widths,
             recycled_cuts=recycled, message=message)
 
+    def unresolved() -> str | None:
+        """None while E's factor resolves its thin axes, else the honest "max_iter" message (an answer that
+        rests on E's geometry, "empty", "optimal" or "flat", cannot be certified any more)."""
+        sv = np.linalg.svd(E._J, compute_uv=False)
+        ratio = float(sv[-1] / sv[0]) if sv[0] > 0 else 0.0
+        if ratio >= _resolution(n):
+            return None
+        return (f"lost float64 resolution: the ellipsoid's semi-axes span a ratio {ratio:.1e} (below "
+                f"{_resolution(n):.0e}) before an answer was certified; start from a smaller ball around the body "
+                f"(radius {R:.3g} against the body's scale)")
+
     it = 0
     while it < max_iter:
         xc = E._c
@@ -365,7 +383,12 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             recycled += 1
         else:
             calls += 1
-            found = body.separate(xc.copy(), oracle_tol)
+            found = checked_separate(body, xc.copy(), oracle_tol)
+            if found is not None and not np.any(found.normal):  # 0·x <= b < 0: the oracle says "empty"
+                if best_x is not None:
+                    raise OracleError(f"{type(body).__name__}.separate returned 0·x <= {found.offset:g} (the body is "
+                                      "empty) after it accepted a point")
+                return result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
             if found is not None:
                 # relaxed by oracle_tol: valid for K_t = {separate(., oracle_tol) is None}, which E keeps
                 a = found.normal
@@ -388,6 +411,8 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         it += 1
         log_volumes.append(E._log_volume)
         if status == "empty":
+            if (why := unresolved()) is not None:
+                return result("max_iter", why)
             if best_x is not None:
                 lower = best_val
                 return result("optimal", "no point of the body improves on the best value")
@@ -397,12 +422,25 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         if obj is not None and best_x is not None:
             lower = max(lower, float(obj @ E._c) - E._half_width(obj))
             if best_val - lower <= tol:
+                if (why := unresolved()) is not None:
+                    lower = -math.inf
+                    return result("max_iter", why)
                 return result("optimal", "the gap best - min over the ellipsoid is within tol")
         if best_x is None and it % check_every == 0:
             U, s = E.thin_axes(max(flat_thr, empty_thr))
-            if s.size and s[0] < empty_thr:
-                return result("empty", "the ellipsoid became thinner than the oracle tolerance")
-            if s.size and flat_thr > 0:
-                return result("flat", f"{s.size} semi-axes below flat_tol·radius before a point was found",
-                              (U, s))
+            if s.size:
+                # below the resolution a computed semi-axis is rounding noise of size res·s_max at most
+                floor = _resolution(n) * float(np.linalg.norm(E._J, 2))
+                s = np.maximum(s, floor)
+                if s[0] < empty_thr:
+                    return result("empty", "the ellipsoid became thinner than the oracle tolerance")
+                if floor >= empty_thr and best_x is None and s[0] <= floor:
+                    return result("max_iter", unresolved() or "lost float64 resolution in the thin directions")
+                keep = s < flat_thr
+                if np.any(keep) and flat_thr > 0:
+                    return result("flat", f"{int(keep.sum())} semi-axes below flat_tol·radius = {flat_thr:.3g} "
+                                          f"before a point was found: the body lies within {float(s[keep].max()):.3g} of "
+                                          "the centre along flat_directions (a full-dimensional body this thin "
+                                          "relative to the radius is reported flat too; flat_tol=0 searches on)",
+                                  (U[:, keep], s[keep]))
     return result("max_iter", f"no answer within max_iter={max_iter} updates")
