@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from ._validate import positive
-from .bodies import ConvexBody
+from .bodies import ConvexBody, checked_separate
 from .ellipsoid import _check_common
-from .errors import SolverError
+from .errors import OracleError, SolverError
 from .results import EllipsoidResult
 
 __all__ = ["cutting_plane"]
@@ -35,6 +35,7 @@ class _Localisation:
         self.H = np.diag(8.0 / (hi - lo) ** 2)
         self.s = np.zeros(0)
         self.empty_slack = 0.0
+        self.ambiguous = False  # the last phase-one slack was within the LP's tolerance of empty_slack
 
     @property
     def m(self) -> int:
@@ -119,8 +120,9 @@ class _Localisation:
                 y = self._ray_point(x, -u, i, others)
                 if y is not None:
                     return y
-        z, xz = self.phase_one()
+        z, xz, margin = self.phase_one()
         if z < self.empty_slack:
+            self.ambiguous = z >= self.empty_slack - margin
             return None
         return xz
 
@@ -146,22 +148,29 @@ class _Localisation:
         Hinv_Ct = _spd_solve(self.H, self.C.T)
         return self.s / np.sqrt(np.maximum(np.sum(self.C.T * Hinv_Ct, axis=0), 1e-300))
 
-    def phase_one(self) -> tuple[float, np.ndarray]:
-        """max z s.t. C x + z <= d, lo <= x <= hi (LP): the largest common slack, and its point."""
+    def phase_one(self) -> tuple[float, np.ndarray, float]:
+        """max z s.t. C x + z <= d, lo <= x <= hi (LP): the largest common slack, its point, and the slack's
+        uncertainty from rescaling (0 for boxes of half-width up to 1e12).
+
+        A wider box is solved in units x = s y with s a power of two (exact) bringing the box within 1e12, so
+        the LP never reaches the backends' "infinite" bound (1e20 in HiGHS; a box of half-width 1e20 made the
+        phase-one LP unbounded); the slack is then known to about 1e-7·s only."""
         from . import solvers
 
         n = self.x.shape[0]
-        z_cap = float(np.max(self.hi - self.lo))
+        h = 0.5 * float(np.max(self.hi - self.lo))
+        scale = 1.0 if h <= 1e12 else float(2.0 ** math.ceil(math.log2(h / 1e12)))
+        z_cap = 2.0 * h / scale
         c = np.zeros(n + 1)
         c[-1] = -1.0
         A = np.hstack([self.C, np.ones((self.m, 1))])
         # box rows as constraints so that their slack counts as well
         box = np.vstack([np.hstack([np.eye(n), np.ones((n, 1))]), np.hstack([-np.eye(n), np.ones((n, 1))])])
         A_ub = np.vstack([A, box])
-        b_ub = np.concatenate([self.d, self.hi, -self.lo])
+        b_ub = np.concatenate([self.d, self.hi, -self.lo]) / scale
         bounds = [(None, None)] * n + [(None, z_cap)]
         sol = solvers.solve_lp(c, A_ub, b_ub, bounds=bounds, solver=self.solver)
-        return -sol.value, sol.x[:n]
+        return -sol.value * scale, sol.x[:n] * scale, (0.0 if scale == 1.0 else 1e-7 * scale)
 
 
 def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
@@ -236,7 +245,14 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             free += 1
         else:
             calls += 1
-            cut = body.separate(x.copy(), oracle_tol)
+            if not np.all(np.isfinite(x)):
+                return result("max_iter", "numerical failure: the analytic centre is not finite")
+            cut = checked_separate(body, x.copy(), oracle_tol)
+            if cut is not None and not np.any(cut.normal):  # 0·x <= b < 0: the oracle says "empty"
+                if best_x is not None:
+                    raise OracleError(f"{type(body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is "
+                                      "empty) after it accepted a point")
+                return result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
             if cut is None:
                 if obj is None:
                     best_x = x.copy()
@@ -262,6 +278,10 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             if best_x is not None:
                 lower = best_val
                 return result("optimal", "no point of the cuts improves on the best value")
+            if loc.ambiguous:
+                return result("max_iter", "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
+                                          f"at radius {R:.3g} it solves in units 1e12 times smaller than "
+                                          "the box (start from a smaller ball, or raise oracle_tol)")
             return result("empty", "the cuts leave no point with slack oracle_tol/2 in the start box")
         if obj is not None and best_x is not None and obj_row is not None:
             lower = max(lower, _dual_bound(loc, obj_row) * obj_norm)
