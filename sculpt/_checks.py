@@ -131,3 +131,107 @@ def check_sum_w(W_sum, d: int) -> np.ndarray:
     if W.shape != (d, d) or not np.all(np.isfinite(W)):
         raise ValueError(f"W_sum must be a finite ({d}, {d}) array, got shape {W.shape}")
     return W
+
+
+# --------------------------------------------------------------------------------------- npz files
+#: Limits of the file readers (``MultiHeadAttention.load``, ``sculpt learn --data``): checked from the zip
+#: directory and each array's .npy header before anything is allocated or parsed.
+MAX_MODEL_BYTES = 2**30        # a model file's arrays: 1 GiB (m·d² = 67 million float64 per array)
+MAX_DATA_BYTES = 2**34         # a data file's arrays: 16 GiB
+MAX_METADATA_CHARS = 65_536    # the JSON metadata of a model file
+MAX_JSON_DEPTH = 32            # nesting of that JSON
+
+
+def _npy_header(fh: Any, member: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=10_000)
+    elif version in ((2, 0), (3, 0)):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh, max_header_size=10_000)
+    else:
+        raise ValueError(f"array {member} has an unsupported .npy format version {version}")
+    return tuple(int(s) for s in shape), bool(fortran), np.dtype(dtype)
+
+
+def read_npz(path: str, names: tuple[str, ...], *, max_bytes: int,
+             max_member_bytes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of an npz file, read without pickles and only after checking, from the zip
+    directory and each array's header, that every array's declared size is at most ``max_bytes`` in total and
+    matches the bytes stored. ValueError naming the file and the problem (missing, not a zip, a single .npy,
+    object arrays, an absurd or inconsistent shape); KeyError-free: a missing array is reported by name.
+    ``max_member_bytes`` caps single arrays (e.g. a model's metadata string)."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        raise ValueError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+    if magic == b"\x93NUMPY":
+        raise ValueError(f"{path!r} is a single .npy array, expected an .npz archive of arrays {', '.join(names)}")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path!r} is not an npz archive ({exc})") from None
+    out: dict[str, np.ndarray] = {}
+    with zf:
+        try:
+            members = {info.filename[:-4] if info.filename.endswith(".npy") else info.filename: info
+                       for info in zf.infolist()}
+            missing = [n for n in names if n not in members]
+            if missing:
+                held = ", ".join(sorted(members)[:10]) or "nothing"
+                raise ValueError(f"{path!r} has no array{'s' if len(missing) > 1 else ''} {' and '.join(missing)} "
+                                 f"(it holds {held})")
+            total = sum(members[n].file_size for n in names)
+            if total > max_bytes:
+                raise ValueError(f"{path!r}: arrays {', '.join(names)} take {total} bytes, above the limit of "
+                                 f"{max_bytes} bytes")
+            for n, cap in (max_member_bytes or {}).items():
+                if n in members and members[n].file_size > cap:
+                    raise ValueError(f"array {n} takes {members[n].file_size} bytes, above its limit of {cap}")
+            for n in names:
+                info = members[n]
+                with zf.open(info) as fh:
+                    shape, fortran, dtype = _npy_header(fh, n)
+                    if dtype.hasobject:
+                        raise ValueError(f"array {n} holds Python objects (pickled data), which are never loaded")
+                    header_len = fh.tell()
+                    count = int(np.prod(shape, dtype=object))
+                    nbytes = count * dtype.itemsize
+                    if nbytes != info.file_size - header_len:
+                        raise ValueError(f"array {n} claims shape {shape} of {dtype} ({nbytes} bytes) but stores "
+                                         f"{info.file_size - header_len} bytes")
+                    data = fh.read(nbytes)
+                    if len(data) != nbytes:
+                        raise ValueError(f"array {n} is truncated ({len(data)} of {nbytes} bytes)")
+                    arr = np.frombuffer(data, dtype=dtype, count=count)
+                    out[n] = arr.reshape(shape, order="F" if fortran else "C").copy()
+        except ValueError as exc:
+            text = str(exc)
+            raise ValueError(text if path in text else f"{path!r}: {text}") from None
+        except (OSError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
+            raise ValueError(f"{path!r}: corrupted npz archive ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of [ and { in a JSON text (strings skipped), computed without parsing."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best

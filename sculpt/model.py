@@ -8,17 +8,16 @@ importable from here.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
-import zipfile
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ._checks import check_inputs, check_params
+from ._checks import (MAX_JSON_DEPTH, MAX_METADATA_CHARS, MAX_MODEL_BYTES, check_inputs, check_params, json_depth,
+                      read_npz)
 from .toolkit.forward_pass import (attention_patterns, chunk_size, concat_thetas,  # noqa: F401
                                    forward, forward_chunk, relative_mse, softmax_axis1)
 
@@ -128,16 +127,26 @@ class MultiHeadAttention:
         if other.m != self.m:
             raise ValueError(f"other has m = {other.m} heads, this model has m = {self.m}")
         tiny = np.finfo(float).tiny
-        t_sq = max(float(np.sum(self.thetas ** 2)), tiny)
-        w_sq = max(float(np.sum(self.ws ** 2)), tiny)
-        dt = np.sum((self.thetas[:, None] - other.thetas[None]) ** 2, axis=(2, 3))  # (m, m)
-        dw = np.sum((self.ws[:, None] - other.ws[None]) ** 2, axis=(2, 3))
-        rows, cols = linear_sum_assignment(dt / t_sq + dw / w_sq)
+        # every figure is a ratio, so both models are first divided by one power of two per parameter kind
+        # (exact): squares of entries near 1e300 would overflow, of entries near 1e-300 underflow
+        A_t, B_t = _common_scale(self.thetas, other.thetas)
+        A_w, B_w = _common_scale(self.ws, other.ws)
+        t_sq = max(float(np.sum(A_t ** 2)), tiny)
+        w_sq = max(float(np.sum(A_w ** 2)), tiny)
+        dt = np.sum((A_t[:, None] - B_t[None]) ** 2, axis=(2, 3))  # (m, m)
+        dw = np.sum((A_w[:, None] - B_w[None]) ** 2, axis=(2, 3))
+        with np.errstate(over="ignore"):  # a ratio beyond float64 is inf, as documented
+            return self._distance(dt, dw, t_sq, w_sq, A_t, A_w, tiny)
+
+    def _distance(self, dt: np.ndarray, dw: np.ndarray, t_sq: float, w_sq: float, A_t: np.ndarray,
+                  A_w: np.ndarray, tiny: float) -> HeadDistance:
+        cost = dt / t_sq + dw / w_sq
+        rows, cols = linear_sum_assignment(np.where(np.isfinite(cost), cost, np.finfo(float).max / (4 * self.m)))
         perm = tuple(int(c) for c in cols[np.argsort(rows)])
         idx = np.arange(self.m)
         et, ew = dt[idx, list(perm)], dw[idx, list(perm)]
-        tn = np.maximum(np.sum(self.thetas ** 2, axis=(1, 2)), tiny)
-        wn = np.maximum(np.sum(self.ws ** 2, axis=(1, 2)), tiny)
+        tn = np.maximum(np.sum(A_t ** 2, axis=(1, 2)), tiny)
+        wn = np.maximum(np.sum(A_w ** 2, axis=(1, 2)), tiny)
         return HeadDistance(
             theta_error=float(np.sqrt(et.sum() / t_sq)), w_error=float(np.sqrt(ew.sum() / w_sq)),
             permutation=perm, max_theta_error=float(np.sqrt(np.max(et / tn))),
@@ -161,37 +170,46 @@ class MultiHeadAttention:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "MultiHeadAttention":
-        """Read a file written by ``save``; a missing, corrupted or foreign file raises ValueError."""
+        """Read a file written by ``save``; a missing, corrupted, foreign or oversized file raises ValueError.
+
+        Limits, checked before anything is allocated or parsed: the arrays take at most 1 GiB together
+        (``sculpt._checks.MAX_MODEL_BYTES``), every array's .npy header must agree with the bytes stored, no
+        pickled objects; the metadata is a JSON text of at most 65,536 characters nested at most 32 deep,
+        with integer ``m``, ``d`` >= 1 matching the arrays' shape (m, d, d) of float64."""
         p = _as_path(path)
-        try:
-            with open(p, "rb") as fh:
-                raw = fh.read()
-        except OSError as exc:
-            raise ValueError(f"cannot read model file {p!r}: {exc}") from None
-        try:
-            z = np.load(io.BytesIO(raw), allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise ValueError("not an npz archive")
-            with z:
-                missing = {"thetas", "ws", "metadata"} - set(z.files)
-                if missing:
-                    raise ValueError(f"missing arrays {sorted(missing)}")
-                meta_arr, thetas, ws = z["metadata"], z["thetas"], z["ws"]
-        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{p!r} is not a sculpt model file: {exc}") from None
+        z = read_npz(p, ("thetas", "ws", "metadata"), max_bytes=MAX_MODEL_BYTES,
+                     max_member_bytes={"metadata": 4 * MAX_METADATA_CHARS + 4096})
+        meta_arr, thetas, ws = z["metadata"], z["thetas"], z["ws"]
         try:
             if meta_arr.ndim != 0 or meta_arr.dtype.kind != "U":
                 raise ValueError("metadata is not a string")
-            meta = json.loads(str(meta_arr))
+            text = str(meta_arr)
+            if len(text) > MAX_METADATA_CHARS:
+                raise ValueError(f"metadata has {len(text)} characters, above the limit of {MAX_METADATA_CHARS}")
+            if json_depth(text) > MAX_JSON_DEPTH:
+                raise ValueError(f"metadata JSON is nested deeper than {MAX_JSON_DEPTH} levels")
+            meta = json.loads(text)
             if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
                 raise ValueError(f"format is {meta.get('format') if isinstance(meta, dict) else None!r}")
             if meta.get("version") != FORMAT_VERSION:
                 raise ValueError(f"unsupported version {meta.get('version')!r} (expected {FORMAT_VERSION})")
             m, d = meta.get("m"), meta.get("d")
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (m, d)):
+                raise ValueError(f"metadata m, d must be integers >= 1, got {m!r}, {d!r}")
             if thetas.dtype != np.float64 or ws.dtype != np.float64:
                 raise ValueError("arrays are not float64")
             if thetas.shape != (m, d, d) or ws.shape != (m, d, d):
                 raise ValueError(f"array shapes {thetas.shape}, {ws.shape} disagree with m={m}, d={d}")
             return cls(thetas, ws)
-        except (ValueError, TypeError, json.JSONDecodeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise ValueError(f"{p!r} is not a valid sculpt model file: {exc}") from None
+
+
+def _common_scale(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a and b divided by the power of two nearest their largest entry (exact), so that their squared
+    differences neither overflow nor underflow."""
+    top = max(float(np.max(np.abs(a), initial=0.0)), float(np.max(np.abs(b), initial=0.0)))
+    if top == 0.0:
+        return a, b
+    e = int(np.frexp(top)[1])
+    return np.ldexp(a, -e), np.ldexp(b, -e)
