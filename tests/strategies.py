@@ -11,7 +11,8 @@ come out zero become unit vectors, polytopes are built around a known interior p
 Shapes are given as an int, an inclusive ``(lo, hi)`` range, or a strategy (see ``_int``).
 
 - sizes and inputs: ``shapes``, ``pm_one``, ``gaussian_like``, ``inputs``;
-- matrices: ``well_conditioned``, ``orthonormal``, ``nonzero_vectors``, ``unit_vectors``;
+- matrices: ``well_conditioned``, ``independent_tokens``, ``orthonormal``, ``nonzero_vectors``,
+  ``unit_vectors``;
 - layers: ``attention_layers`` (→ ``sculpt.MultiHeadAttention``), ``layers_with_inputs``;
 - engine bodies: ``polytopes``, ``flat_polytopes``, ``boxes``, ``balls``, ``cuts``, ``ellipsoids``.
 
@@ -110,6 +111,16 @@ def inputs(shape: tuple[int, int, int], distribution: str = "boolean") -> st.Sea
 
 
 # ------------------------------------------------------------------------------------------------ matrices
+@st.composite
+def independent_tokens(draw: Any, shape: tuple[int, int, int], cond: float = 10.0, scale: float = 3.0
+                       ) -> np.ndarray:
+    """An (N, k, d) batch of real-valued inputs whose k tokens per example are linearly independent (k <= d)
+    or span R^d (k > d): each example is a ``well_conditioned`` k × d matrix (‖·‖₂ = scale, condition number
+    <= cond). For properties that need generic Gaussian-like tokens rather than any bounded ones."""
+    N, k, d = (int(v) for v in shape)
+    return np.stack([draw(well_conditioned(k, d, cond=cond, scale=scale)) for _ in range(N)]).reshape(N, k, d)
+
+
 @st.composite
 def well_conditioned(draw: Any, rows: Any, cols: Any, cond: float = 10.0, scale: float = 1.0) -> np.ndarray:
     """A rows × cols matrix of full rank min(rows, cols), largest singular value ``scale`` and condition
