@@ -7,7 +7,7 @@
 - recovery: planted layers (sculpt.plant, scale 2.5) at (8, 4, 2) and (16, 4, 2) with N = 2,000 examples,
   ``gradient_descent(method="lbfgs", restarts=3)``; success = test rel MSE <= 1e-12 on 5,000 fresh inputs;
   Adam (3,000 steps, lr 0.03) at (8, 4, 2) for comparison (skipped with --quick);
-- ``--hard``: the regimes where baselines.md §8 saw gradient descent fail, at (8, 4, 2), L-BFGS with 3
+- ``--hard``: the regimes where gradient descent was measured to fail (docs/method.md#gd-failure-regimes), at (8, 4, 2), L-BFGS with 3
   restarts of at most 2,000 iterations (an iteration cap, so results do not depend on machine speed):
   a weak head (plant(weak_head=0.01)), nearly identical heads (plant(separation=0.03)) and few examples
   (N = 1.5 × 2md/k = 12).
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer examples and seeds, no Adam")
     parser.add_argument("--out", default="results/baseline.json", help="JSON output path")
-    parser.add_argument("--hard", action="store_true", help="also run the hard regimes of baselines.md §8")
+    parser.add_argument("--hard", action="store_true", help="also run the hard regimes (docs/method.md#gd-failure-regimes)")
     parser.add_argument("--threads", default=BLAS_THREADS, help="BLAS threads (read before numpy loads)")
     args = parser.parse_args(argv)
 

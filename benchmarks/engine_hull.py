@@ -168,7 +168,7 @@ def qp_table(sizes, seed: int) -> list[dict]:
         for name in [None] + solvers.available("qp"):
             if name == "HIGHS" and m > 1500:
                 out.append({"m": Q.A.shape[0], "n": n, "backend": name, "seconds": None,
-                            "status": "skipped: HiGHS QP measured > 150 s at this size (engine.md §8.4)"})
+                            "status": "skipped: HiGHS QP measured > 150 s at this size"})
                 continue
             try:
                 x, dt = timed(min_norm_point, Q, solver=name)

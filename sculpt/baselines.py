@@ -1,7 +1,7 @@
 """Gradient baselines: fit F(X) = Σ_i softmax(XΘ_iXᵀ)XW_i to (X, Y) by L-BFGS or Adam on the squared loss.
 
 Objective: the training relative MSE L = Σ_n ‖F(X_n) − Y_n‖² / Σ_n ‖Y_n‖² (the MSE divided by mean(Y²)),
-with the analytic gradient of ``sculpt.gradients``. Random initialisation (baselines.md): Θ_i entries
+with the analytic gradient of ``sculpt.gradients``. Random initialisation (docs/method.md#gd-baselines): Θ_i entries
 N(0, 1/d²) (‖Θ_i‖_F ≈ 1), W_i entries N(0, 1/d). Several restarts keep the best; the run stops early once a
 restart reaches ``tol``.
 """

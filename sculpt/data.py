@@ -1,10 +1,10 @@
 """Inputs, planted instances and non-degeneracy diagnostics.
 
 - ``sample_inputs``: X uniform on {±1}^{k×d} (or standard Gaussian), n sequences.
-- ``plant``: the planted-instance generator of algorithm.md §8.2: Θ_i = Θ_0 + Δ_i with ‖Θ_0‖_F = s0,
+- ``plant``: the planted-instance generator of docs/method.md#recon-plant: Θ_i = Θ_0 + Δ_i with ‖Θ_0‖_F = s0,
   ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5 and √(s0² + s1²) = scale; W_i ~ N(0, 1/d); draws are rejected until
   cond(Σ W_i) ≤ 10, min_{i≠j} ‖Θ_i − Θ_j‖_F ≥ 0.5 s1 and ``nondegeneracy`` finds no structural problem.
-- ``nondegeneracy``: the figures behind assumptions A1–A6 of algorithm.md §2.4 and a pass/fail verdict.
+- ``nondegeneracy``: the figures behind assumptions A1–A6 of docs/method.md#recon-assumptions and a pass/fail verdict.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ ATTENTION_CHECKS = ("entropy", "top_weight")
 
 @dataclass(frozen=True)
 class NondegeneracyReport:
-    """Figures behind the non-degeneracy assumptions (algorithm.md §2.4) and the verdict.
+    """Figures behind the non-degeneracy assumptions (docs/method.md#recon-assumptions) and the verdict.
 
     ``sigma_min_sum_w`` and ``cond_sum_w``: of Σ_i W_i. ``min_head_distance``: min_{i≠j} ‖Θ_i − Θ_j‖_F (inf
     for m = 1). ``affine_offset``: ‖Θ̄‖_F for Θ̄ the min-norm point of aff{Θ_i}. ``centred_sv``: the
@@ -115,7 +115,7 @@ def _min_norm_point(thetas: np.ndarray) -> np.ndarray:
 
 def nondegeneracy(model: MultiHeadAttention, *, k: int | None = 4, n_inputs: int = 2000, seed: Any = 0,
                   thresholds: Thresholds = DEFAULT_THRESHOLDS) -> NondegeneracyReport:
-    """Check a layer against the non-degeneracy conditions A1–A6 (algorithm.md §2.4) with ``thresholds``.
+    """Check a layer against the non-degeneracy conditions A1–A6 (docs/method.md#recon-assumptions) with ``thresholds``.
 
     The attention statistics (entropy, top weight) are averaged over ``n_inputs`` uniform ±1 inputs with
     ``k`` tokens (default 4; the layer itself does not fix k) drawn from ``seed``; they are skipped (nan, not
@@ -238,7 +238,7 @@ def _draw_thetas(gen: np.random.Generator, d: int, m: int, scale: float, s0: flo
 
 def plant(d: int, k: int, m: int, *, scale: float = 2.5, seed: Any = None, weak_head: float | None = None,
           separation: float | None = None, max_cond: float = 10.0) -> MultiHeadAttention:
-    """A planted layer (algorithm.md §8.2): Θ_i = Θ_0 + Δ_i, ‖Θ_0‖_F = s0, ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5,
+    """A planted layer (docs/method.md#recon-plant): Θ_i = Θ_0 + Δ_i, ‖Θ_0‖_F = s0, ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5,
     √(s0² + s1²) = ``scale`` (m = 1: ‖Θ‖_F = scale exactly; m ≥ 2: Θ_0 and Δ_i are not orthogonal, so each
     ‖Θ_i‖_F is within 0.85–1.12 × scale over 30 seeds at d = 8, 0.59–1.34 at (d, m) = (3, 3)); W_i ~ N(0, 1/d) entrywise.
 

@@ -21,12 +21,12 @@ __all__ = ["MethodStats", "CellSummary", "summarize", "markdown_table", "render_
 
 REGIME_NOTES: dict[str, str] = {
     "generic": "planted instances of the default generator",
-    "small-N": ("N at 1.2-3x the parameter count 2md/k (baselines.md §8.1.1 measured random-init L-BFGS "
+    "small-N": ("N at 1.2-3x the parameter count 2md/k (docs/method.md#gd-failure-regimes, item 1: random-init L-BFGS "
                 "failing here)"),
-    "weak-head": "one head's W 100x smaller (baselines.md §8.1.2 measured a derivative-head valley for GD)",
-    "near-identical": ("heads at relative Θ separation 0.03 (baselines.md §8.1.3 measured a merged-head valley "
+    "weak-head": "one head's W 100x smaller (docs/method.md#gd-failure-regimes, item 2: a derivative-head valley for GD)",
+    "near-identical": ("heads at relative Θ separation 0.03 (docs/method.md#gd-failure-regimes, item 3: a merged-head valley "
                        "for GD)"),
-    "peaked": ("very peaked attention, ‖Θ_i‖_F = 40 (baselines.md §8.1.4 measured GD ill-conditioning; that "
+    "peaked": ("very peaked attention, ‖Θ_i‖_F = 40 (docs/method.md#gd-failure-regimes, item 4: GD ill-conditioning; that "
                "study used independent heads, plant() shares a component Θ_0)"),
     "noisy": "label noise; success threshold raised to the noise floor",
     "gaussian": "Gaussian instead of ±1 inputs",

@@ -1,7 +1,7 @@
 """Batched affine-simplex least squares: q̂ = argmin_{1ᵀq = 1} ‖y − qᵀB‖² for many (B, y) at once.
 
 Solved through the (k+1)×(k+1) KKT system [[B Bᵀ + ρI, 1], [1ᵀ, 0]] [q; λ] = [B y; 1] with a tiny ridge ρ
-(algorithm.md §8.4: without it the solve can be singular). The sign constraint q >= 0 is not imposed: a
+(docs/method.md#recon-prototype: without it the solve can be singular). The sign constraint q >= 0 is not imposed: a
 row whose q̂ leaves the simplex by more than a tolerance is rejected by the caller, and when q̂ >= 0 it is
 also the simplex-constrained minimiser. One solve per example serves all its k query rows (B = X ΣW is
 shared), so the cost is one batched (N, k+1, k+1) solve with k right-hand sides.

@@ -1,6 +1,6 @@
 """Phase 3: refine ΣW with the min-norm proxy and LP-certified large-margin rows, then re-sculpt K*.
 
-Each round (algorithm.md §3 Phase 3, §11.3): Θ̄ = argmin_{Θ∈K} ‖Θ‖_F is the proxy. The rows with the largest
+Each round (docs/method.md#recon-phase-3 and #recon-certifying-design): Θ̄ = argmin_{Θ∈K} ‖Θ‖_F is the proxy. The rows with the largest
 proxy margin (top-1 minus top-2 logit x_aᵀΘ̄x_j) are candidates; a candidate (x_a, j*) is certified when
 cm = min_{j≠j*} min_{Θ∈K} ⟨Θ, x_a(x_{j*} − x_j)ᵀ⟩ >= γ, so every head in K puts mass >= 1 − (k−1)e^{−cm} on
 j* and y_a ≈ x_{j*}ᵀ ΣW. The LP minima are bounded from below by constraint generation over the body

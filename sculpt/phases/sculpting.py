@@ -4,12 +4,12 @@ For every output row y_a the batched affine-simplex regression q̂ = argmin_{Σq
 whether all heads share one pattern (small residual, q̂ >= −tol): then p^{(i)}_a ≈ q̂ for every i, so
 x_aᵀΘ_i(x_r − x_j) = log(p_r/p_j) ≈ log(q̂_r/q̂_j) with r = argmax q̂, a linear constraint met by every head.
 
-mode="halfspaces" (algorithm.md §11.3): the n_rows best rows give one-sided constraints
+mode="halfspaces" (docs/method.md#recon-certifying-design): the n_rows best rows give one-sided constraints
 ⟨Θ, x_a(x_r − x_j)ᵀ⟩ >= log(q̂_r / (q̂_j⁺ + q_f)) with an additive floor q_f (self-calibrated from the
 negative q̂ entries), only for token pairs at distance >= dist_min; the L1 outlier trim drops the rows a
 least-violation fit cannot satisfy, and the slack η = 2η* + η₀ (η* = the smallest uniform slack making K
 non-empty) is added; |Θ_pq| <= R.
-mode="slabs" (re-sculpt with an accurate ΣŴ, algorithm.md §8.4 P2): rows with relative residual <= τ and
+mode="slabs" (re-sculpt with an accurate ΣŴ, docs/method.md#recon-prototype): rows with relative residual <= τ and
 q̂ >= −q_tol give equality-type constraints ⟨Θ, x_a(x_j − x_r)ᵀ⟩ ≈ log(q̂_j/q̂_r) for q̂_j >= q_min, weighted
 by q̂_j (SculptedBody.F/g/weights, what phase 4 fits the flat to) and entered as slabs |F θ − g| <= η_s;
 the small-q̂ tokens of those rows still give half-spaces.
@@ -129,7 +129,7 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
     cand = cand[np.argsort(rel[cand], kind="stable")]
     if slabs:
         # τ: the rows with residual <= tau, widened (up to tau_max) until they give min_equalities usable
-        # equalities (with m = 3 heads agreement is rarer and τ = 0.01 leaves too few, algorithm.md §8.6)
+        # equalities (with m = 3 heads agreement is rarer and τ = 0.01 leaves too few, docs/method.md#recon-prototype)
         Qc = qf_all[cand]
         Dc = token_distances(X[cand // k])[np.arange(cand.size), Qc.argmax(1)]
         n_eq_row = ((Qc >= q_min) & (Dc >= dist_min) & (Qc < Qc.max(1, keepdims=True))).sum(1)

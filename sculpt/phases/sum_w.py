@@ -1,7 +1,7 @@
 """Phase 1: estimate Σ_i W_i.
 
-Crude estimator (Chen & Li; algorithm.md §3): Ŵ⁰ = (1/kN) Σ_n s_n t_nᵀ with s = Σ_a x_a, t = Σ_b y_b, unbiased
-when every Θ_i = 0 because E[s sᵀ] = k I. Improved estimator (documented deviations, algorithm.md §8.4, §11, and docs/method.md):
+Crude estimator (Chen & Li; docs/method.md#recon-phase-1): Ŵ⁰ = (1/kN) Σ_n s_n t_nᵀ with s = Σ_a x_a, t = Σ_b y_b, unbiased
+when every Θ_i = 0 because E[s sᵀ] = k I. Improved estimator (documented deviations: docs/method.md#recon-certifying-design and "Phase 1" below it):
 (a) trimmed single-token least squares: each output row is fitted by its best single token,
 y_a ≈ x_jᵀ Ŵ (j = argmin_j ‖y_a − x_jᵀ Ŵ‖); the rows with the smallest relative residual (nearly 1-sparse
 attention in every head) are kept and Ŵ is refitted on them, with a shrinking kept fraction;

@@ -77,7 +77,7 @@ def test_plant_scales_and_seeds():
 
 
 def test_plant_attention_statistics_follow_the_research_table():
-    # algorithm.md §8.2: scale 2.5 gives H/log k ≈ 0.49 and max attention ≈ 0.72 at (8, 4, 2).
+    # docs/method.md#recon-plant: scale 2.5 gives H/log k ≈ 0.49 and max attention ≈ 0.72 at (8, 4, 2).
     reports = [nondegeneracy(plant(8, 4, 2, seed=s), k=4, n_inputs=1000, seed=s) for s in range(3)]
     assert 0.4 < np.median([r.entropy for r in reports]) < 0.6
     assert 0.65 < np.median([r.top_weight for r in reports]) < 0.8
@@ -132,7 +132,7 @@ def test_affine_offset_is_the_min_norm_point(d, m, data):
     report = nondegeneracy(MultiHeadAttention(thetas, ws), k=None)
     point = min_norm_point_kkt(thetas)
     assert report.affine_offset == pytest.approx(np.linalg.norm(point), rel=1e-8, abs=1e-10)
-    # the min-norm identity <Θ_i, Θ̄> = ‖Θ̄‖² (algorithm.md §8.3)
+    # the min-norm identity <Θ_i, Θ̄> = ‖Θ̄‖² (docs/method.md#recon-phase-3)
     np.testing.assert_allclose(thetas.reshape(m, -1) @ point, point @ point, rtol=1e-8)
 
 
