@@ -61,6 +61,10 @@ class LearnState:
     validation_error: float | None = None
     iterations: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    # "body" (phases 2–5 on the sculpted body) or "argmax" (peaked heads, sculpt.phases.argmax); the argmax
+    # route computes phases 3 and 5 with phase 2 and leaves their records here
+    route: str = "body"
+    pending: dict[str, PhaseRecord] = field(default_factory=dict)
 
     @property
     def d(self) -> int:
@@ -92,9 +96,50 @@ def _sum_w(state: LearnState) -> PhaseRecord:
     return rec
 
 
+def _argmax_route(state: LearnState) -> PhaseRecord | None:
+    """Peaked heads: when phase 1's Σ̂W fits many rows by one token, phases 2–5 are the argmax route
+    (``sculpt.phases.argmax``); returns its phase-2 record, or None when the route does not apply."""
+    from .phases.argmax import argmax_heads, argmax_route_applies, onehot_fraction, robust_sum_w
+    from .phases.sum_w import crude_sum_w
+    from .phases.heads import HeadCandidates
+
+    a = state.settings.argmax
+    X, Y = _body_subset(state)
+    if not a.enabled:
+        return None
+    frac = onehot_fraction(X, Y, state.sum_w, a.onehot_tol)
+    state.info["onehot_fraction"] = frac
+    if not argmax_route_applies(frac, state.m, X.shape[1], X.shape[2], a.detect_fraction):
+        return None
+    # phase 1's trimmed rounds can stall (1e-4–0.4 off on peaked data): the exact one-hot rows decide
+    t0 = time.perf_counter()
+    w_sum, rfig = robust_sum_w(X, Y, [state.sum_w, crude_sum_w(X, Y)], rng=state.rng)
+    frac = onehot_fraction(X, Y, w_sum, a.onehot_tol)
+    state.info["onehot_fraction"] = frac
+    if not argmax_route_applies(frac, state.m, X.shape[1], X.shape[2], a.min_fraction):
+        return None
+    state.sum_w = w_sum
+    kw = a.kwargs()
+    for name in ("enabled", "min_fraction", "detect_fraction"):
+        kw.pop(name)
+    thetas, ws, recs = argmax_heads(X, Y, state.sum_w, state.m, rng=state.rng, truth=state.truth, **kw)
+    recs[0].figures.update(rfig, robust_sum_w_time=time.perf_counter() - t0)
+    if state.truth is not None:
+        S = state.truth.ws.sum(0)
+        recs[0].truth["sum_w_error_robust"] = float(np.linalg.norm(w_sum - S) / np.linalg.norm(S))
+    state.route = "argmax"
+    state.candidates = HeadCandidates(thetas[None], np.zeros(1), np.zeros((1, state.m, 0)), 0, 1, 1)
+    recs[0].figures["onehot_fraction"] = frac
+    state.pending = {r.name: r for r in recs[1:]}
+    return recs[0]
+
+
 def _sculpt(state: LearnState) -> PhaseRecord:
     from .phases.sculpting import sculpt
 
+    rec_argmax = _argmax_route(state)
+    if rec_argmax is not None:
+        return rec_argmax
     X, Y = _body_subset(state)
     state.body, rec = sculpt(X, Y, state.sum_w, rng=state.rng, solver=state.solver, truth=state.truth,
                              **state.settings.sculpt.kwargs())
@@ -104,6 +149,8 @@ def _sculpt(state: LearnState) -> PhaseRecord:
 def _refine(state: LearnState) -> PhaseRecord:
     from .phases.refine import refine_sum_w
 
+    if state.route == "argmax":
+        return state.pending["3-refine"]
     X, Y = _body_subset(state)
     r = state.settings.refine
     kw = r.kwargs()
@@ -118,6 +165,9 @@ def _refine(state: LearnState) -> PhaseRecord:
 def _span(state: LearnState) -> PhaseRecord:
     from .phases.span import extract_span
 
+    if state.route == "argmax":
+        return PhaseRecord("4-span", status="skipped",
+                           message="argmax route: each head is solved on its own, no span is needed")
     state.span, rec = extract_span(state.body, state.m, solver=state.solver, rng=state.rng, truth=state.truth,
                                    **state.settings.span.kwargs())
     state.info["m_estimate"] = state.span.m_estimate
@@ -127,6 +177,8 @@ def _span(state: LearnState) -> PhaseRecord:
 def _heads(state: LearnState) -> PhaseRecord:
     from .phases.heads import candidate_heads
 
+    if state.route == "argmax":
+        return state.pending["5-heads"]
     state.candidates, rec = candidate_heads(state.span, state.X_train, state.Y_train, state.m, rng=state.rng,
                                             truth=state.truth, **state.settings.heads.kwargs())
     return rec

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, TypeVar
 
 __all__ = [
-    "Settings", "SumWSettings", "BodySettings", "RefineSettings", "SpanSettings", "HeadsSettings",
+    "Settings", "ArgmaxSettings", "SumWSettings", "BodySettings", "RefineSettings", "SpanSettings", "HeadsSettings",
     "PolishSettings", "ExactSettings", "GradientSettings", "AutoSettings", "settings_from_options",
     "DEPRECATED_OPTIONS",
 ]
@@ -267,6 +267,26 @@ class SpanSettings(_Group):
 
 
 @dataclass(frozen=True)
+class ArgmaxSettings(_Group):
+    """The argmax route for peaked heads (``sculpt.phases.argmax``): replaces phases 2–5 when most rows are
+    one-hot in every head (log-ratio equalities are then almost absent)."""
+
+    enabled: bool = opt(True, "take the route when phase 1 finds many one-hot rows (peaked ‖Θ‖_F = 40: 32–42 % of "
+                        "rows; every generic/weak/near-identical/m = 3 row measured: 0 %)", boolean)
+    onehot_tol: float = opt(1e-4, "relative single-token residual of a one-hot row (Σ̂W is 1e-6 off there)", positive)
+    detect_fraction: float = opt(0.02, "one-hot rows under phase 1's Σ̂W that trigger the robust Σ̂W refit (peaked: "
+                                 "0.11–0.42 even with Σ̂W 32 % off; generic: 0)", fraction)
+    min_fraction: float = opt(0.1, "one-hot rows under the robust Σ̂W needed to take the route", fraction)
+    restarts: int = opt(12, "random starts of the mixed regression (40 % of starts converged at (8,4,2))", pos_int)
+    max_iter: int = opt(25, "alternations per start (converging starts took 10–17)", pos_int)
+    keep_fraction: float = opt(0.3, "rows each alternation refits on (the best-explained)", fraction)
+    stop_fraction: float = opt(0.1, "a start explaining this fraction to onehot_tol is kept (right: 0.34–0.37, "
+                               "wrong: <= 0.002)", fraction)
+    max_rows: int = opt(2000, "rows the mixed regression uses", pos_int)
+    p_min: float = opt(1e-12, "attention entries below this give no log-ratio equation", positive)
+
+
+@dataclass(frozen=True)
 class HeadsSettings(_Group):
     """Phase 5, ``candidate_heads``: a net on the flat, VP least squares, LM on the best subsets."""
 
@@ -350,6 +370,7 @@ class Settings(_Group):
     refine: RefineSettings = group(RefineSettings, "phase 3")
     span: SpanSettings = group(SpanSettings, "phase 4")
     heads: HeadsSettings = group(HeadsSettings, "phase 5")
+    argmax: ArgmaxSettings = group(ArgmaxSettings, "the argmax route for peaked heads (phases 2–5)")
     polish: PolishSettings = group(PolishSettings, "the polish")
     exact: ExactSettings = group(ExactSettings, "the exact m = 1 route")
     gradient: GradientSettings = group(GradientSettings, "the gradient route and auto's fallback")

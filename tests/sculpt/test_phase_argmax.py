@@ -1,0 +1,79 @@
+"""The argmax route for peaked heads (sculpt.phases.argmax): detection, the robust Σ̂W, the per-head W split, each
+head's Θ from its own attention rows, and the route through ``learn``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sculpt import learn, plant, sample_inputs
+from sculpt.errors import PhaseFailed
+from sculpt.phases.argmax import (argmax_heads, argmax_route_applies, head_attention, heads_from_attention,
+                                  onehot_fraction, robust_sum_w)
+from sculpt.phases.sum_w import crude_sum_w, estimate_sum_w
+from sculpt.settings import Settings
+
+ARGS = {k: v for k, v in Settings().argmax.kwargs().items() if k not in ("enabled", "min_fraction", "detect_fraction")}
+
+
+def _peaked(n: int, seed: int, scale: float = 40.0):
+    model = plant(8, 4, 2, seed=seed, scale=scale)
+    X = sample_inputs(n, 4, 8, rng=np.random.default_rng([seed, 8, 4, 2, 0]))
+    return model, X, model(X)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_peaked_heads_recovered_before_any_polish(seed: int) -> None:
+    model, X, Y = _peaked(1500, seed)
+    W1, _ = estimate_sum_w(X, Y)
+    rng = np.random.default_rng(seed)
+    W, fig = robust_sum_w(X, Y, [W1, crude_sum_w(X, Y)], rng=rng)
+    S = model.ws.sum(0)
+    assert np.linalg.norm(W - S) / np.linalg.norm(S) < 1e-6
+    assert onehot_fraction(X, Y, W, 1e-4) > 0.2
+    thetas, ws, recs = argmax_heads(X, Y, W, 2, rng=rng, truth=model, **ARGS)
+    assert [r.name for r in recs] == ["2-sculpt", "3-refine", "5-heads"]
+    assert recs[2].truth["best_theta_error"] < 1e-5
+    assert recs[2].truth["best_w_error"] < 1e-5
+
+
+def test_generic_layers_do_not_take_the_route() -> None:
+    for seed in range(2):
+        model = plant(8, 4, 2, seed=seed)
+        X = sample_inputs(1500, 4, 8, rng=seed)
+        Y = model(X)
+        W, _ = estimate_sum_w(X, Y)
+        assert onehot_fraction(X, Y, W, 1e-4) < 0.02
+
+
+def test_route_conditions() -> None:
+    assert argmax_route_applies(0.3, 2, 4, 8, 0.1)
+    assert not argmax_route_applies(0.3, 3, 4, 8, 0.1)    # m·k > d: a row does not determine each head's row
+    assert not argmax_route_applies(0.3, 1, 4, 8, 0.1)    # m = 1 has its own exact route
+    assert not argmax_route_applies(0.05, 2, 4, 8, 0.1)
+
+
+def test_head_attention_is_exact_with_the_true_projections() -> None:
+    model, X, Y = _peaked(200, 1, scale=2.5)
+    P, res, ok = head_attention(X, Y, model.ws)
+    A = model.attention(X)                                   # (N, m, k, k)
+    assert np.median(res) < 1e-10
+    assert np.max(np.abs(P[ok].transpose(0, 2, 1, 3) - A[ok])) < 1e-6
+
+
+def test_too_few_log_ratios_fail_explicitly() -> None:
+    model, X, Y = _peaked(3, 0)
+    P, _, ok = head_attention(X, Y, model.ws)
+    with pytest.raises(PhaseFailed, match="argmax route"):
+        heads_from_attention(X, P, ok, p_min=1e-12)
+
+
+def test_learn_takes_the_argmax_route_on_peaked_heads() -> None:
+    model, X, Y = _peaked(5000, 0)
+    res = learn(X, Y, 2, seed=0, truth=model)
+    assert res.converged
+    assert res.phase("2-sculpt").figures["route"] == "argmax"
+    assert res.phase("4-span").status == "skipped"
+    assert res.phase("6-projections").truth["theta_error"] < 1e-4
+    assert res.info["truth"]["max_theta_error"] < 1e-6
+    off = learn(X, Y, 2, seed=0, argmax={"enabled": False}, max_sculpt_examples=1500)
+    assert "route" not in off.phase("2-sculpt").figures
