@@ -7,7 +7,9 @@ your own X, Y arrays) and ``sculpt bench`` (the recovery benchmark, registered f
     sculpt learn --data FILE.npz --m 2 [--method ...] [--seed 0] [--solver NAME] [--tol TOL]
                  [--truth MODEL.npz] [--out DIR] [--quiet]
 
-Exit status: 0 learned (converged), 1 ran but did not converge (or a solver failed), 2 bad input.
+Exit status: 0 learned (converged), 1 ran but did not converge (or a solver failed, or an internal error,
+reported on one line), 2 bad input: the usage line, then one line ``sculpt CMD: error: ...`` naming the flag,
+file or setting; never a traceback (SCULPT_TRACEBACK=1 shows one for internal errors).
 Each subcommand is registered by an ``add_*_parser(subparsers)`` function that sets ``func`` (the runner,
 ``args -> exit status``); ``SUBCOMMANDS`` lists them in help order.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import sys
 import time
@@ -33,6 +36,7 @@ __all__ = ["main", "build_parser", "add_recover_parser", "add_learn_parser", "SU
 METHODS = ("sculpt", "exact", "gradient", "auto")
 DISTRIBUTIONS = ("boolean", "gaussian")
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_BAD_INPUT = 0, 1, 2
+MAX_ENTRIES = 2**31  # entries of one generated (N, k, d) array
 
 
 class BadInput(Exception):
@@ -253,6 +257,10 @@ def parse_settings(items: Sequence[str]) -> Any:
         name, sep, text = item.partition("=")
         if not sep or not name.strip():
             raise BadInput(f"--set {item!r}: expected NAME=VALUE, e.g. refine.slabs.tau=0.02")
+        from ._checks import MAX_JSON_DEPTH, json_depth
+
+        if json_depth(text) > MAX_JSON_DEPTH:
+            raise BadInput(f"--set {name.strip()!r}: VALUE is nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             value: Any = json.loads(text)
         except ValueError:
@@ -300,6 +308,10 @@ def run_recover(args: argparse.Namespace) -> int:
 
     args.solver = _check_solver(args.solver)
     _check_out(args.out)
+    for flag, n in (("--samples", args.samples), ("--test-samples", args.test_samples)):
+        if n * args.k * args.d > MAX_ENTRIES:
+            raise BadInput(f"{flag} × --k × --d = {n} × {args.k} × {args.d} entries per array, above the limit of "
+                           f"{MAX_ENTRIES} (16 GiB of float64)")
     streams = np.random.SeedSequence([args.seed, 0x5C0]).spawn(4)  # data, noise, learner, test
     try:
         truth = plant(args.d, args.k, args.m, scale=args.scale, seed=args.seed)
@@ -334,23 +346,18 @@ def run_recover(args: argparse.Namespace) -> int:
 
 
 def _load_data(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """X, Y from an npz (no pickle): both present, numeric, of equal shape (N, k, d)."""
+    """X, Y from an npz (no pickle): both present, numeric, of equal shape (N, k, d). Sizes are checked from
+    the archive's directory and the arrays' headers before anything is allocated (``_checks.read_npz``)."""
+    from ._checks import MAX_DATA_BYTES, read_npz
+
     try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise BadInput(f"--data: cannot read {path!r} as an npz without pickled objects: {exc}") from None
-    if not isinstance(z, np.lib.npyio.NpzFile):
-        raise BadInput(f"--data: {path!r} is a single .npy array, expected an .npz with arrays X and Y")
-    with z:
-        missing = [key for key in ("X", "Y") if key not in z.files]
-        if missing:
-            raise BadInput(f"--data: {path!r} has no array{'s' if len(missing) > 1 else ''} "
-                           f"{' and '.join(missing)} (it holds {', '.join(z.files) or 'nothing'}); "
-                           "save with np.savez(path, X=X, Y=Y)")
-        try:
-            X, Y = z["X"], z["Y"]
-        except (OSError, ValueError, EOFError) as exc:
-            raise BadInput(f"--data: cannot read arrays X, Y from {path!r} without pickled objects: {exc}") from None
+        z = read_npz(path, ("X", "Y"), max_bytes=MAX_DATA_BYTES)
+    except ValueError as exc:
+        text = str(exc)
+        if "has no array" in text:
+            text += "; save with np.savez(path, X=X, Y=Y)"
+        raise BadInput(f"--data: {text}") from None
+    X, Y = z["X"], z["Y"]
     for name, arr in (("X", X), ("Y", Y)):
         if arr.dtype.kind not in "biuf":
             raise BadInput(f"--data: array {name} has dtype {arr.dtype}, expected real numbers")
@@ -400,10 +407,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = getattr(args, "parser", parser)
     t0 = time.perf_counter()
     try:
-        return int(args.func(args))
-    except (BadInput, ValueError) as exc:
+        with np.errstate(all="ignore"):  # overflowing figures print as inf; numpy's warnings add nothing
+            return int(args.func(args))
+    except (BadInput, ValueError, TypeError) as exc:  # TypeError: an unknown setting (one line naming it)
         sub.print_usage(sys.stderr)
-        print(f"{sub.prog}: error: {exc}", file=sys.stderr)
+        print(f"{sub.prog}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError as exc:
+        sub.print_usage(sys.stderr)
+        print(f"{sub.prog}: error: out of memory ({_one_line(exc) or 'MemoryError'}): the sizes given (--samples, "
+              "--d, --k, --m or the --data arrays) are too large for this machine", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{sub.prog}: interrupted after {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -412,9 +425,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from oracles.errors import OracleError
 
         if isinstance(exc, OracleError):
-            print(f"{sub.prog}: solver failure: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"{sub.prog}: solver failure: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
             return EXIT_NOT_CONVERGED
-        raise
+        if os.environ.get("SCULPT_TRACEBACK"):
+            raise
+        print(f"{sub.prog}: internal error: {type(exc).__name__}: {_one_line(exc)} (please report it; "
+              "SCULPT_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's text on one line (at most 500 characters)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 if __name__ == "__main__":  # pragma: no cover
