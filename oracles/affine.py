@@ -1,47 +1,80 @@
 """Affine hull and linear span of convex bodies, chosen by the oracle the body offers.
 
-* ``method="lp"`` (explicit Polytope): the implicit equalities I = {i : a_i x = b_i on all of K};
-  aff(K) = {x : a_i x = b_i (i in I), A_eq x = b_eq}. Fast path: an interior-point feasibility solve
-  (``oracles._dense_ipm``, a few dense numpy iterations; else the backend's IPM without crossover) gives a
-  near-analytic-centre point x̂ whose slack is ~0 exactly on I; the candidates
-  C = {slack <= θ} are then certified by a tiny dual LP (min bᵀz s.t. A_Cᵀz + A_eqᵀμ = 0, z >= 1, whose
-  value bounds every candidate row's width). Unclear cases fall back to a Freund-Roundy-Todd LP
-  (max Σt s.t. A x + t <= s b, A_eq x = s b_eq, 0 <= t <= 1, 1 <= s <= 1/tol) restricted to C.
-* ``method="directions"`` (any body with ``maximize``): the GLS recipe, at most 2n+1 LPs.
-* ``method="ellipsoid"`` (separation only): the ellipsoid's thin axes (``oracles.hull_ellipsoid``).
+* ``method="lp"`` (explicit Polytope, dense or sparse, with or without variable bounds): the implicit
+  equalities I = {i : a_i x = b_i on all of K} among the inequality rows and the bounds;
+  aff(K) = {x : a_i x = b_i (i in I), A_eq x = b_eq, x_j = bound (implicit bounds)}. Paths (``fast=``):
 
-Widths and slacks are measured on rows scaled to unit norm, so ``tol`` is a Euclidean distance:
-a row is an implicit equality when the body's extent along its normal is at most ~tol.
+  - ``"dense-ipm"``: a dense numpy interior-point feasibility solve (``oracles._dense_ipm``: each
+    iteration costs ~(m + n) n² flops, at most 60 iterations) gives a near-analytic-centre point x̂ whose
+    slack is ~0 exactly on I; the candidates C = {slack <= θ} are certified by a small dual LP
+    (min bᵀz s.t. A_Cᵀz + A_eqᵀμ = 0, z >= 1, whose value bounds every candidate row's width);
+  - ``"backend-ipm"``: the same with the backend's interior-point solve without crossover (one sparse LP);
+  - ``"off"``: one Freund-Roundy-Todd LP (max Σt s.t. A x + t <= s b, A_eq x = s b_eq, 0 <= t <= 1,
+    1 <= s <= 1/tol; t_i < ½ marks an equality), sparse when the polytope is; its duals are the certificate;
+  - ``"auto"`` (default): "dense-ipm" when the polytope is dense and an iteration is cheap
+    (m n² <= 3e8 flops), else straight to "off" (on sparse flux polytopes the IPM point rarely certifies
+    and one sparse LP is the cheapest sure answer). An uncertified fast path falls back to the FRT LP
+    restricted to its candidates (dense) or to the full FRT LP.
+* ``method="directions"`` (any body with ``maximize``): the GLS recipe, at most 2k+1 LPs where k is the
+  dimension left by the explicit equalities.
+* ``method="ellipsoid"`` (separation only): the ellipsoid's thin axes (``oracles.hull_ellipsoid``); refused at
+  once when its predicted oracle calls exceed the budget.
+
+Units of ``tol``: every row is scaled to a unit normal, so ``tol`` is a Euclidean distance in x's units: a
+row (or bound) is an implicit equality when the body's extent from its hyperplane, max_x (b_i - a_i x)/‖a_i‖,
+is at most ~tol. Each detected equality carries that extent's certified upper bound (``row_widths`` etc.).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import solvers
+from ._dense_ipm import central_point, single_thread_blas
+from ._sparse import row_norms, scale_rows, sparse_null_space
 from ._validate import as_vector
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope, _merge_polytopes
 from .errors import EmptyBodyError, MissingOracleError, SolverError, UnboundedError
-from ._dense_ipm import central_point, single_thread_blas
 
 METHODS = ("auto", "lp", "directions", "ellipsoid")
+FAST = ("auto", "dense-ipm", "backend-ipm", "off")
 _RANK_TOL = 1e-9
+_DENSE_IPM_FLOPS = 3e8  # "auto" runs the dense IPM only when one iteration (m n² flops) stays below this
+EXACT_MAX_DIM = 40        # the rational check (pycddlib) refuses larger inputs: its LPs are exact, and slow
+EXACT_MAX_ROWS = 400
+
+
+@dataclass
+class ExactCheck:
+    """The implicit equalities recomputed in rational arithmetic (pycddlib's gmp build) on the exact values of
+    the float data: ``rows``/``lower``/``upper`` as in ``ImplicitEqualities``; ``agrees`` says the float
+    answer was the same; ``seconds`` the time it took."""
+
+    rows: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    agrees: bool
+    seconds: float
 
 
 @dataclass
 class ImplicitEqualities:
-    """Implicit equalities of {A x <= b, A_eq x = b_eq}.
+    """Implicit equalities of P = {A x <= b, A_eq x = b_eq, lb <= x <= ub}.
 
-    ``rows``: indices of the inequality rows that hold with equality on the whole body (width <= ~tol);
-    ``interior_point``: a point of the body where every other inequality row has slack >= ``min_slack``
-    (normalised, i.e. a distance); ``method``: how they were found: "dense-ipm+certificate" (the dense
-    numpy IPM point, certified), "<BACKEND>+certificate" (the backend's interior solve, certified),
-    "<BACKEND>+frt" (FRT restricted to the candidate rows) or "frt" (the full FRT LP); ``n_solves``: the
-    number of LP solves used (the dense IPM not counted); ``certificate``: multipliers z >= 1 on ``rows``
-    with A_rowsᵀz ∈ range(A_eqᵀ)
-    and bᵀz ~ 0 when the fast path certified them (None otherwise).
+    ``rows``: indices of the inequality rows that hold with equality on the whole body; ``lower``/``upper``:
+    variables whose lower/upper bound does (variables with lb = ub are explicit and listed only in
+    ``fixed_variables``); ``interior_point``: a point of the body where every other row and bound has
+    normalised slack >= ``min_slack`` (a Euclidean distance: how clearly the others are not equalities).
+    Evidence, per detected equality: ``row_widths``/``lower_widths``/``upper_widths`` bound the body's
+    extent from that hyperplane, max_x (b_i - a_i x)/‖a_i‖ (from the certificate; NaN when none was
+    found), and ``tol`` is the threshold they were held to, so a near tie shows as a width close to tol or
+    a ``min_slack`` close to it. ``method``: "dense-ipm+certificate", "<BACKEND>+certificate",
+    "<BACKEND>+frt" (FRT restricted to the candidates) or "frt"; ``n_solves``: LP solves (the dense IPM not
+    counted); ``certificate``: multipliers z >= 1 on ``rows`` with A_rowsᵀz ∈ range(A_eqᵀ) and bᵀz ~ 0 when
+    the dense fast path certified rows only; ``exact``: the rational check when asked for (``exact=True``).
     """
 
     rows: np.ndarray
@@ -51,6 +84,26 @@ class ImplicitEqualities:
     n_solves: int
     certificate: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    lower: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    upper: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    row_widths: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    lower_widths: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    upper_widths: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tol: float = 1e-7
+    fixed_explicit: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    exact: ExactCheck | None = None
+
+    @property
+    def fixed_variables(self) -> np.ndarray:
+        """Variables pinned by a bound on the whole body: lb = ub, or an implicit lower or upper bound."""
+        return np.unique(np.concatenate([self.lower, self.upper, self.fixed_explicit]).astype(int))
+
+    @property
+    def max_width(self) -> float:
+        """The largest certified extent among the detected equalities (0 when none; NaN when some had no
+        certificate): compare with ``tol``."""
+        w = np.concatenate([self.row_widths, self.lower_widths, self.upper_widths])
+        return float(np.max(w)) if w.size else 0.0
 
 
 def _check_tol(tol: float) -> float:
@@ -60,116 +113,278 @@ def _check_tol(tol: float) -> float:
     return t
 
 
+def _check_fast(fast) -> str:
+    if fast is True:
+        return "auto"
+    if fast is False:
+        return "off"
+    if fast not in FAST:
+        raise ValueError(f"fast must be True, False or one of {FAST}, got {fast!r}")
+    return fast
+
+
+@dataclass
+class _System:
+    """P's inequalities as unit rows G x <= h (A's rows, then the finite bounds of the non-fixed variables),
+    its equalities as unit rows (A_eq's, then x_j = lb_j for lb = ub), and where each G row came from."""
+
+    G: object           # dense array or CSR
+    h: np.ndarray
+    Ae: object
+    be: np.ndarray
+    row: np.ndarray     # for each G row: the index into P.A, or -1 for a bound
+    var: np.ndarray     # for each G row: the variable of a bound, or -1
+    side: np.ndarray    # +1 upper bound, -1 lower bound, 0 a row of A
+    fixed: np.ndarray   # variables with lb = ub
+    sparse: bool
+
+    @property
+    def m(self) -> int:
+        return self.h.shape[0]
+
+
 def _normalised_rows(P: Polytope, tol: float):
-    """Rows scaled to unit norm. Zero rows: 0 <= b (dropped) or 0 <= b < 0 (empty body)."""
+    """P.A's rows scaled to unit norm. Zero rows: 0 <= b (dropped) or 0 <= b < 0 (empty body).
+    Returns (An, bn, Ae, be, keep) with A_eq likewise; dense arrays or CSR as P stores them."""
     A, b = P.A, P.b
-    na = np.linalg.norm(A, axis=1)
+    na = row_norms(A)
     zero = na == 0
     if np.any(b[zero] < -tol):
         raise EmptyBodyError("a zero row 0 @ x <= b with b < 0: the body is empty")
     keep = np.flatnonzero(~zero)
-    An, bn = A[keep] / na[keep, None], b[keep] / na[keep]
     Ae, be = P.A_eq, P.b_eq
-    ne = np.linalg.norm(Ae, axis=1)
+    ne = row_norms(Ae)
     if np.any(np.abs(be[ne == 0]) > tol):
         raise EmptyBodyError("a zero equality row 0 @ x = b with b != 0: the body is empty")
-    ke = ne > 0
-    return An, bn, Ae[ke] / ne[ke, None], be[ke] / ne[ke], keep
+    ke = np.flatnonzero(ne > 0)
+    if sp.issparse(A):
+        An, Aen = scale_rows(A[keep], 1.0 / na[keep]), scale_rows(Ae[ke], 1.0 / ne[ke])
+    else:
+        An, Aen = A[keep] / na[keep, None], Ae[ke] / ne[ke, None]
+    return An, b[keep] / na[keep], Aen, be[ke] / ne[ke], keep
+
+
+def _system(P: Polytope, tol: float, sparse: bool) -> _System:
+    An, bn, Ae, be, keep = _normalised_rows(P, tol)
+    n = P.dim
+    lb, ub = P.lb, P.ub
+    fixed = np.flatnonzero(lb == ub)
+    up = np.flatnonzero(np.isfinite(ub) & (lb < ub))
+    lo = np.flatnonzero(np.isfinite(lb) & (lb < ub))
+    k = up.size + lo.size
+    row = np.concatenate([keep, -np.ones(k, dtype=int)])
+    var = np.concatenate([-np.ones(keep.size, dtype=int), up, lo])
+    side = np.concatenate([np.zeros(keep.size, dtype=int), np.ones(up.size, dtype=int), -np.ones(lo.size, dtype=int)])
+    h = np.concatenate([bn, ub[up], -lb[lo]])
+    be = np.concatenate([be, lb[fixed]])
+    if sparse:
+        B = sp.csr_matrix((np.concatenate([np.ones(up.size), -np.ones(lo.size)]),
+                           (np.arange(k), np.concatenate([up, lo]))), shape=(k, n))
+        F = sp.csr_matrix((np.ones(fixed.size), (np.arange(fixed.size), fixed)), shape=(fixed.size, n))
+        G = sp.vstack([sp.csr_matrix(An), B], format="csr") if k else sp.csr_matrix(An)
+        E = sp.vstack([sp.csr_matrix(Ae), F], format="csr") if fixed.size else sp.csr_matrix(Ae)
+    else:
+        An, Ae = np.asarray(An.toarray() if sp.issparse(An) else An), np.asarray(Ae.toarray() if sp.issparse(Ae) else Ae)
+        if k:
+            B = np.zeros((k, n))
+            B[np.arange(up.size), up] = 1.0
+            B[up.size + np.arange(lo.size), lo] = -1.0
+            G = np.vstack([An, B])
+        else:
+            G = An
+        if fixed.size:
+            F = np.zeros((fixed.size, n))
+            F[np.arange(fixed.size), fixed] = 1.0
+            E = np.vstack([Ae, F])
+        else:
+            E = Ae
+    return _System(G, h, E, be, row, var, side, fixed, sparse)
+
+
+def _pick_path(P: Polytope, fast: str) -> tuple[bool, str]:
+    """(sparse linear algebra?, fast path) for "auto": dense IPM for a cheap dense polytope, else the FRT LP."""
+    m = P.A.shape[0] + P.n_bounds
+    n = P.dim
+    cheap = not P.is_sparse and float(m + n) * n * n <= _DENSE_IPM_FLOPS
+    if fast == "auto":
+        return (not cheap), ("dense-ipm" if cheap else "off")
+    if fast == "dense-ipm":
+        return False, fast
+    return (P.is_sparse or not cheap), fast
 
 
 def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = None,
-                        fast: bool = True) -> ImplicitEqualities:
-    """The implicit equalities of an explicit Polytope and a relative-interior point (see module doc)."""
+                        fast: bool | str = "auto", exact: bool = False) -> ImplicitEqualities:
+    """The implicit equalities of an explicit Polytope (rows and bounds) and a relative-interior point.
+
+    ``tol``: Euclidean distance (x's units) below which a row's extent from its hyperplane counts as zero.
+    ``fast``: "auto", "dense-ipm", "backend-ipm" or "off" (True = "auto", False = "off"); see the module doc
+    for what each costs. ``exact=True`` also recomputes the answer in rational arithmetic (pycddlib, the
+    ``exact`` extra; inputs up to EXACT_MAX_DIM variables and EXACT_MAX_ROWS rows) into ``.exact``.
+    """
     if not isinstance(P, Polytope):
         raise TypeError(f"implicit_equalities needs a Polytope, got {type(P).__name__}")
     tol = _check_tol(tol)
+    fast = _check_fast(fast)
+    if exact:
+        _check_exact_size(P)
     backend = solvers.get(solver, "lp")
-    An, bn, Ae, be, keep = _normalised_rows(P, tol)
-    m, n = An.shape
+    sparse, path = _pick_path(P, fast)
+    S = _system(P, tol, sparse)
+    with single_thread_blas():
+        res = _implicit(S, P.dim, tol, backend, path)
+    res.tol = tol
+    res.fixed_explicit = S.fixed
+    if exact:
+        res.exact = _exact_check(P, res)
+    return res
+
+
+def _result(S: _System, eq: np.ndarray, x: np.ndarray, slack: float, method: str, n_solves: int,
+            widths: np.ndarray, certificate=None, info: dict | None = None) -> ImplicitEqualities:
+    """Split detected G rows ``eq`` into A rows / lower / upper bounds with their widths."""
+    eq = np.asarray(eq, dtype=int)
+    w = np.asarray(widths, dtype=float)
+    r, sd, v = S.row[eq], S.side[eq], S.var[eq]
+    o_r, o_l, o_u = (np.argsort(r[sd == 0], kind="stable"), np.argsort(v[sd < 0], kind="stable"),
+                     np.argsort(v[sd > 0], kind="stable"))
+    return ImplicitEqualities(
+        rows=r[sd == 0][o_r], interior_point=x, min_slack=slack, method=method, n_solves=n_solves,
+        certificate=None if certificate is None else np.asarray(certificate)[o_r], info=info or {},
+        lower=v[sd < 0][o_l], upper=v[sd > 0][o_u],
+        row_widths=w[sd == 0][o_r], lower_widths=w[sd < 0][o_l], upper_widths=w[sd > 0][o_u])
+
+
+def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqualities:
+    m = S.m
+    me = S.be.shape[0]
+    eq = (S.Ae, S.be) if me else (None, None)
     if m == 0:
-        x = solvers.solve_lp(np.zeros(n), None, None, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None,
-                             solver=backend.name).x
-        return ImplicitEqualities(np.zeros(0, dtype=int), x, np.inf, "lp", 1)
-    eq = (Ae, be) if Ae.shape[0] else (None, None)
+        x = solvers.solve_lp(np.zeros(n), None, None, *eq, solver=backend.name).x
+        return _result(S, np.zeros(0, dtype=int), x, np.inf, "lp", 1, np.zeros(0))
     n_solves = 0
     cand = np.arange(m)
     x_hat = None
     method = "frt"
-    if fast:
-        # 1) a central feasible point: the dense numpy IPM first (cheap), then the backend's interior-point
-        #    solve without crossover (only a backend that declares INTERIOR_SOLUTIONS: a first-order
-        #    method such as SCS gives no central points, so it is skipped)
-        sources = ["dense-ipm"] + ([backend.name] if backend.INTERIOR_SOLUTIONS else [])
+    if path in ("dense-ipm", "backend-ipm"):
+        # 1) a central feasible point: the dense numpy IPM (cheap on small dense data), then the backend's
+        #    interior-point solve without crossover (only a backend that declares INTERIOR_SOLUTIONS)
+        sources = (["dense-ipm"] if path == "dense-ipm" else []) + \
+            ([backend.name] if backend.INTERIOR_SOLUTIONS else [])
         for source in sources:
             if source == "dense-ipm":
-                cp = central_point(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)
+                G = S.G.toarray() if sp.issparse(S.G) else S.G
+                Ae = S.Ae.toarray() if sp.issparse(S.Ae) else S.Ae
+                cp = central_point(G, S.h, Ae if me else None, S.be if me else None)
                 if not np.all(np.isfinite(cp.x)):
                     continue
                 x_hat = cp.x
             else:
-                x_hat = solvers.solve_lp(np.zeros(n), An, bn, *eq, solver=backend.name, interior=True).x
+                x_hat = solvers.solve_lp(np.zeros(n), S.G, S.h, *eq, solver=backend.name, interior=True).x
                 n_solves += 1
             # 2) candidates by slack, certified by the small dual LP
-            done, cand, n_cert = _classify(An, bn, Ae, be, x_hat, tol, backend.name, keep, source)
+            done, cand, n_cert = _classify(S, x_hat, tol, backend.name, source)
             n_solves += n_cert
             if done is not None:
                 done.n_solves = n_solves
                 return done
-        method = f"{sources[-1]}+frt"
-        viol = np.inf if x_hat is None else max(float(np.max(An @ x_hat - bn, initial=0.0)),
-                                                float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
+        if sources:
+            method = f"{sources[-1]}+frt"
+        viol = np.inf if x_hat is None else max(float(np.max(S.G @ x_hat - S.h, initial=0.0)),
+                                                float(np.max(np.abs(S.Ae @ x_hat - S.be), initial=0.0)))
         if viol > tol:  # no trustworthy feasible point: the slack rows are not certified, use the full FRT
             cand, x_hat, method = np.arange(m), None, "frt"
-    # 3) Freund-Roundy-Todd LP with t only on the candidate rows
+    # 3) Freund-Roundy-Todd LP with t only on the candidate rows; its duals certify what it finds
     in_c = np.zeros(m, dtype=bool)
     in_c[cand] = True
     try:
-        t, x_frt = _frt(An, bn, Ae, be, in_c, tol, backend.name)
+        t, x_frt, s, lam, mu = _frt(S, in_c, tol, backend.name)
     except SolverError:
         # an inaccurate solver may stall on the homogenised LP of an empty body: say "empty" when it is
-        solvers.solve_lp(np.zeros(n), An, bn, *eq, solver=backend.name)
+        solvers.solve_lp(np.zeros(n), S.G, S.h, *eq, solver=backend.name)
         raise
     n_solves += 1
     eq_rows = cand[t < 0.5]
     x_ri = x_frt if x_hat is None else 0.5 * (x_frt + x_hat)
-    E = np.vstack([An[eq_rows], Ae])
-    x_ri = _project_to_flat(x_ri, E, np.concatenate([bn[eq_rows], be])) if E.shape[0] else x_ri
-    others = np.setdiff1d(np.arange(m), eq_rows)
-    slack = float(np.min(bn[others] - An[others] @ x_ri)) if others.size else np.inf
-    return ImplicitEqualities(keep[eq_rows], x_ri, slack, method, n_solves)
+    x_ri = _onto_equalities(S, x_ri, eq_rows)
+    slack = _min_slack(S, x_ri, eq_rows)
+    widths = _dual_widths(S, lam, mu, eq_rows, x_ri)
+    return _result(S, eq_rows, x_ri, slack, method, n_solves, widths, info={"frt_scale": s})
 
 
-def _classify(An, bn, Ae, be, x_hat, tol, solver, keep, source):
+def _min_slack(S: _System, x: np.ndarray, eq_rows: np.ndarray) -> float:
+    others = np.ones(S.m, dtype=bool)
+    others[eq_rows] = False
+    return float(np.min((S.h - S.G @ x)[others])) if others.any() else np.inf
+
+
+def _onto_equalities(S: _System, x: np.ndarray, eq_rows: np.ndarray) -> np.ndarray:
+    """Put x on the detected flat: dense, the orthogonal projection; sparse, implicit bounds are snapped
+    (x_j = bound) and the rest is left as the LP gave it (feasible to the LP's tolerance)."""
+    if not S.sparse:
+        E = np.vstack([S.G[eq_rows], S.Ae])
+        return _project_to_flat(x, E, np.concatenate([S.h[eq_rows], S.be])) if E.shape[0] else x
+    x = x.copy()
+    b = eq_rows[S.side[eq_rows] != 0]
+    x[S.var[b]] = S.side[b] * S.h[b]
+    if S.fixed.size:
+        x[S.fixed] = S.be[S.be.shape[0] - S.fixed.size:]
+    return x
+
+
+def _dual_widths(S: _System, lam, mu, eq_rows: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Width bounds from LP multipliers λ >= 0 (rows) and μ (equalities): for every body point y,
+    Σ λ_i (h_i - g_i y) = V - rᵀy with V = hᵀλ + b_eqᵀμ and r = Gᵀλ + A_eqᵀμ, so each detected row's extent is
+    at most (V + ‖r‖₁ (1 + ‖x‖∞)) / λ_i (r ~ 0: the residual is charged at the scale of the point found)."""
+    if eq_rows.size == 0:
+        return np.zeros(0)
+    if lam is None or lam.shape[0] != S.m:
+        return np.full(eq_rows.size, np.nan)
+    lam = np.maximum(lam, 0.0)
+    mu = np.zeros(S.be.shape[0]) if mu is None or mu.shape[0] != S.be.shape[0] else mu
+    r = S.G.T @ lam + (S.Ae.T @ mu if S.be.shape[0] else 0.0)
+    V = float(S.h @ lam + S.be @ mu)
+    bound = max(V, 0.0) + float(np.sum(np.abs(r))) * (1.0 + float(np.max(np.abs(x), initial=0.0)))
+    z = lam[eq_rows]
+    with np.errstate(divide="ignore"):
+        return np.where(z > 0, bound / np.where(z > 0, z, 1.0), np.nan)
+
+
+def _classify(S: _System, x_hat, tol, solver, source):
     """Candidates {slack <= θ} at x_hat; certified when the dual LP bounds their widths by tol and the
     projection of x_hat onto their flat keeps every other row slack. Returns (result or None, cand, n_lps)."""
-    m = An.shape[0]
-    s = bn - An @ x_hat
-    viol = max(0.0, float(-s.min()), float(np.max(np.abs(Ae @ x_hat - be), initial=0.0)))
-    scale = max(1.0, float(np.max(np.abs(x_hat))), float(np.max(np.abs(bn))))
+    m = S.m
+    s = S.h - S.G @ x_hat
+    viol = max(0.0, float(-s.min()), float(np.max(np.abs(S.Ae @ x_hat - S.be), initial=0.0)))
+    scale = max(1.0, float(np.max(np.abs(x_hat))), float(np.max(np.abs(S.h))))
     theta = 1e3 * max(tol, viol, 1e-9 * scale)
     cand = np.flatnonzero(s <= theta)
     if cand.size == 0:
         if viol <= tol:
-            return ImplicitEqualities(keep[cand], x_hat, float(s.min()), source, 0, info={"theta": theta}), cand, 0
+            return _result(S, cand, x_hat, float(s.min()), source, 0, np.zeros(0), info={"theta": theta}), cand, 0
         return None, cand, 0
-    z, v, ok = _certify(An[cand], bn[cand], Ae, be, x_hat, tol, solver)
+    z, v, ok = _certify(S, cand, x_hat, tol, solver)
     if not ok:
         return None, cand, 1
-    x_ri = _project_to_flat(x_hat, np.vstack([An[cand], Ae]), np.concatenate([bn[cand], be]))
-    others = np.setdiff1d(np.arange(m), cand)
-    slack = float(np.min(bn[others] - An[others] @ x_ri)) if others.size else np.inf
-    if others.size and slack <= 0.5 * theta:
+    x_ri = _onto_equalities(S, x_hat, cand)
+    slack = _min_slack(S, x_ri, cand)
+    if np.isfinite(slack) and slack <= 0.5 * theta:
         return None, cand, 1
-    return (ImplicitEqualities(keep[cand], x_ri, slack, f"{source}+certificate", 1, z,
-                               {"theta": theta, "certificate_value": v}), cand, 1)
+    cert = z if np.all(S.side[cand] == 0) else None
+    return (_result(S, cand, x_ri, slack, f"{source}+certificate", 1, v / z, cert,
+                    {"theta": theta, "certificate_value": v}), cand, 1)
 
 
-def _certify(AC, bC, Ae, be, x_hat, tol, solver):
-    """min b_Cᵀz + b_eqᵀμ s.t. A_Cᵀz + A_eqᵀμ = 0, z >= 1. Its value bounds the width of each row in C."""
-    k, n = AC.shape
-    me = Ae.shape[0]
-    M = np.hstack([AC.T, Ae.T])
-    c = np.concatenate([bC, be])
+def _certify(S: _System, cand: np.ndarray, x_hat, tol, solver):
+    """min h_Cᵀz + b_eqᵀμ s.t. G_Cᵀz + A_eqᵀμ = 0, z >= 1. Its value bounds the width of each row in C."""
+    k, n = cand.size, S.G.shape[1]
+    me = S.be.shape[0]
+    GC = S.G[cand]
+    if S.sparse:
+        M = sp.hstack([sp.csr_matrix(GC).T, sp.csr_matrix(S.Ae).T], format="csc")
+    else:
+        M = np.hstack([GC.T, S.Ae.T])
+    c = np.concatenate([S.h[cand], S.be])
     bounds = (np.concatenate([np.ones(k), np.full(me, -np.inf)]), None)
     try:
         sol = solvers.solve_lp(c, None, None, M, np.zeros(n), bounds, solver=solver)
@@ -182,23 +397,31 @@ def _certify(AC, bC, Ae, be, x_hat, tol, solver):
     return y[:k], bound, bound <= tol
 
 
-def _frt(An, bn, Ae, be, in_c, tol, solver):
-    """Freund-Roundy-Todd: max Σ t_C s.t. a_i x + t_i <= s b_i (i in C), a_i x <= s b_i (others),
-    A_eq x = s b_eq, 0 <= t <= 1, 1 <= s <= 1/tol. Returns (t on C, x/s)."""
-    m, n = An.shape
+def _frt(S: _System, in_c: np.ndarray, tol: float, solver: str):
+    """Freund-Roundy-Todd: max Σ t_C s.t. g_i x + t_i <= s h_i (i in C), g_i x <= s h_i (others),
+    A_eq x = s b_eq, 0 <= t <= 1, 1 <= s <= 1/tol. Returns (t on C, x/s, s, row multipliers, eq multipliers)."""
+    m, n = S.m, S.G.shape[1]
     C = np.flatnonzero(in_c)
     k = C.size
-    T = np.zeros((m, k))
-    T[C, np.arange(k)] = 1.0
-    A_ub = np.hstack([An, T, -bn[:, None]])
-    A_eq = np.hstack([Ae, np.zeros((Ae.shape[0], k)), -be[:, None]]) if Ae.shape[0] else None
+    me = S.be.shape[0]
+    if S.sparse:
+        T = sp.csr_matrix((np.ones(k), (C, np.arange(k))), shape=(m, k))
+        A_ub = sp.hstack([S.G, T, sp.csr_matrix(-S.h[:, None])], format="csr")
+        A_eq = sp.hstack([S.Ae, sp.csr_matrix((me, k)), sp.csr_matrix(-S.be[:, None])], format="csr") if me else None
+        options = solvers.get(solver, "lp").SPARSE_LP_OPTIONS or None
+    else:
+        T = np.zeros((m, k))
+        T[C, np.arange(k)] = 1.0
+        A_ub = np.hstack([S.G, T, -S.h[:, None]])
+        A_eq = np.hstack([S.Ae, np.zeros((me, k)), -S.be[:, None]]) if me else None
+        options = None
     c = np.concatenate([np.zeros(n), -np.ones(k), [0.0]])
     lo = np.concatenate([np.full(n, -np.inf), np.zeros(k), [1.0]])
     hi = np.concatenate([np.full(n, np.inf), np.ones(k), [1.0 / tol]])
-    sol = solvers.solve_lp(c, A_ub, np.zeros(m), A_eq, np.zeros(Ae.shape[0]) if A_eq is not None else None,
-                           (lo, hi), solver=solver)
+    sol = solvers.solve_lp(c, A_ub, np.zeros(m), A_eq, np.zeros(me) if A_eq is not None else None,
+                           (lo, hi), solver=solver, options=options)
     x, t, s = sol.x[:n], sol.x[n:n + k], sol.x[-1]
-    return t, x / s
+    return t, x / s, float(s), sol.dual_ub, sol.dual_eq
 
 
 def _project_to_flat(x: np.ndarray, E: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -217,21 +440,68 @@ def _flat_from_equations(point: np.ndarray, E: np.ndarray) -> AffineSubspace:
     return AffineSubspace(point, Vt[r:].T)
 
 
-def _hull_lp(P: Polytope, tol: float, solver: str | None) -> AffineSubspace:
-    res = implicit_equalities(P, tol=tol, solver=solver)
-    An, bn, Ae, be, keep = _normalised_rows(P, tol)
-    pos = np.searchsorted(keep, res.rows)
-    E = np.vstack([An[pos], Ae])
-    e = np.concatenate([bn[pos], be])
-    x = _project_to_flat(res.interior_point, E, e)
-    return _flat_from_equations(x, E)
+def _hull_lp(P: Polytope, tol: float, solver: str | None, fast: str) -> AffineSubspace:
+    res = implicit_equalities(P, tol=tol, solver=solver, fast=fast)
+    sparse, _ = _pick_path(P, fast)
+    x = res.interior_point
+    if not sparse and not P.has_bounds:
+        An, bn, Ae, be, keep = _normalised_rows(P, tol)
+        pos = np.searchsorted(keep, res.rows)
+        E = np.vstack([An[pos], Ae])
+        x = _project_to_flat(x, E, np.concatenate([bn[pos], be]))
+        hull = _flat_from_equations(x, E)
+    else:
+        # sparse: null space of [A_eq; implicit rows] with the pinned variables' columns removed
+        n = P.dim
+        pinned = np.zeros(n, dtype=bool)
+        pinned[res.fixed_variables] = True
+        An, _, Ae, _, keep = _normalised_rows(P, tol)
+        pos = np.searchsorted(keep, res.rows)
+        E = sp.vstack([sp.csr_matrix(Ae), sp.csr_matrix(An[pos] if res.rows.size else sp.csr_matrix((0, n)))],
+                      format="csr")
+        with single_thread_blas():
+            B = sparse_null_space(E, rank_tol=_RANK_TOL, fixed=pinned)
+        hull = AffineSubspace(x, B, orthonormal=True)
+    hull.interior_point = res.interior_point.copy()
+    hull.info = {"implicit_equalities": res}
+    return hull
+
+
+def _known_flat(body: ConvexBody) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a point, orthonormal basis) of the flat of a polytope's explicit equalities (and lb = ub), or None
+    when it has none: GLS and the ellipsoid then work inside it instead of rediscovering it."""
+    if not isinstance(body, Polytope):
+        return None
+    fixed = np.flatnonzero(body.lb == body.ub)
+    if body.A_eq.shape[0] == 0 and fixed.size == 0:
+        return None
+    n = body.dim
+    pinned = np.zeros(n, dtype=bool)
+    pinned[fixed] = True
+    E = sp.csr_matrix(body.A_eq) if body.A_eq.shape[0] else sp.csr_matrix((0, n))
+    with single_thread_blas():
+        B = sparse_null_space(E, rank_tol=_RANK_TOL, fixed=pinned)
+    # a point of the flat: least squares on the equalities with the fixed values substituted
+    p = np.zeros(n)
+    p[fixed] = body.lb[fixed]
+    if body.A_eq.shape[0]:
+        from scipy.sparse.linalg import lsqr
+
+        rhs = body.b_eq - E @ p
+        free = np.flatnonzero(~pinned)
+        p[free] = lsqr(E[:, free], rhs, atol=1e-14, btol=1e-14, iter_lim=20 * n)[0]
+    return p, B
 
 
 def _hull_directions(body: ConvexBody, tol: float, solver: str | None,
                      rng: np.random.Generator) -> AffineSubspace:
-    """GLS: grow point differences D and normals N until |D| + |N| = n; <= 2n+1 maximize calls."""
+    """GLS: grow point differences D and normals N until |D| + |N| = k; <= 2k+1 maximize calls, k the
+    dimension of the explicit equalities' flat (n when there are none)."""
     n = body.dim
     model = solvers.LPModel(body, solver=solver) if isinstance(body, Polytope) else None
+    known = _known_flat(body)
+    W = np.eye(n) if known is None else known[1]  # directions live in span(W)
+    k = W.shape[1]
 
     def maximize(c):
         try:
@@ -240,38 +510,49 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None,
             raise UnboundedError("affine_hull(method='directions') needs a bounded body; "
                                  "use method='lp' for an explicit Polytope") from e
 
-    _, p0 = maximize(rng.standard_normal(n))
-    D = np.zeros((n, 0))
-    N = np.zeros((n, 0))
-    while D.shape[1] + N.shape[1] < n:
-        c = rng.standard_normal(n)
+    _, p0 = maximize(W @ rng.standard_normal(k))
+    D = np.zeros((k, 0))
+    N = np.zeros((k, 0))
+    while D.shape[1] + N.shape[1] < k:
+        c = rng.standard_normal(k)
         Q = np.hstack([D, N])
         for _ in range(2):  # twice is enough (re-orthogonalisation)
             c -= Q @ (Q.T @ c)
         c /= np.linalg.norm(c)
-        vmax, xp = maximize(c)
-        vmin_neg, xm = maximize(-c)
+        cg = W @ c
+        vmax, xp = maximize(cg)
+        vmin_neg, xm = maximize(-cg)
         width = vmax + vmin_neg
         if width > tol * max(1.0, abs(vmax), abs(vmin_neg)):
-            x = xp if vmax - c @ p0 >= c @ p0 + vmin_neg else xm
-            d = x - p0
+            x = xp if vmax - cg @ p0 >= cg @ p0 + vmin_neg else xm
+            d = W.T @ (x - p0)
             for _ in range(2):
                 d -= D @ (D.T @ d)
             D = np.hstack([D, (d / np.linalg.norm(d))[:, None]])
         else:
             N = np.hstack([N, c[:, None]])
-    return AffineSubspace(p0, D)
+    hull = AffineSubspace(p0, W @ D, orthonormal=known is not None)
+    hull.interior_point = None
+    return hull
 
 
 def _bounding_ball(body: ConvexBody, solver: str | None) -> tuple[np.ndarray, float]:
-    """A ball containing the body from its bounding box (2n maximize calls)."""
+    """A ball containing the body from its bounding box (2n maximize calls; one kept LP model for a
+    polytope)."""
     n = body.dim
-    hi = np.array([body.maximize(e, solver=solver)[0] for e in np.eye(n)])
-    lo = -np.array([body.maximize(-e, solver=solver)[0] for e in np.eye(n)])
+    model = solvers.LPModel(body, solver=solver) if isinstance(body, Polytope) else None
+    mx = model.maximize if model is not None else (lambda c: body.maximize(c, solver=solver))
+    hi = np.array([mx(e)[0] for e in np.eye(n)])
+    lo = -np.array([mx(-e)[0] for e in np.eye(n)])
     return 0.5 * (hi + lo), max(0.5 * float(np.linalg.norm(hi - lo)) * 1.01, 1e-6)
 
 
-def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, radius) -> AffineSubspace:
+ELLIPSOID_MAX_CALLS = 200_000
+
+
+def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, radius,
+                    max_calls: int | None) -> AffineSubspace:
+    known = _known_flat(body)
     if radius is None:
         if isinstance(body, Ball):
             center, radius = body.center, body.radius * 1.01 + 1e-9
@@ -285,11 +566,27 @@ def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, ra
     if not np.isfinite(radius) or radius <= 0:
         raise ValueError(f"radius must be positive and finite, got {radius}")
     try:
-        from .hull_ellipsoid import affine_hull_by_ellipsoid
+        from .hull_ellipsoid import affine_hull_by_ellipsoid, predicted_calls
     except ImportError as e:
         raise ImportError(f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not "
                           f"available: {e}") from e
-    return affine_hull_by_ellipsoid(body, center, radius, tol=tol)
+    flat = None
+    k = body.dim
+    if known is not None:
+        p, B = known
+        p = p + B @ (B.T @ (center - p))  # the centre's projection onto the known flat
+        flat = (p, B)
+        k = B.shape[1]
+        # on that flat the equalities hold by construction: the oracle only needs the rows and bounds
+        body = Polytope(body.A, body.b, lb=body.lb, ub=body.ub, dim=body.dim)
+    budget = ELLIPSOID_MAX_CALLS if max_calls is None else int(max_calls)
+    need = predicted_calls(k, radius, tol)
+    if need > budget:
+        raise SolverError(f"affine_hull(method='ellipsoid') refused: in dimension {k} with radius/tol = "
+                          f"{radius / tol:.2g} the ellipsoid needs about {need:,} oracle calls (budget "
+                          f"{budget:,}, max_calls=); use method='lp' for an explicit polytope or "
+                          f"'directions' for a body with maximize", backend=None, status="refused")
+    return affine_hull_by_ellipsoid(body, center, radius, tol=tol, max_iter=budget, flat=flat)
 
 
 def _as_polytope(body: ConvexBody) -> Polytope | None:
@@ -301,14 +598,17 @@ def _as_polytope(body: ConvexBody) -> Polytope | None:
 
 
 def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | None = None,
-                center=None, radius: float | None = None, seed: int | np.random.Generator | None = 0
-                ) -> AffineSubspace:
-    """aff(K): the smallest flat containing the body.
+                center=None, radius: float | None = None, seed: int | np.random.Generator | None = 0,
+                fast: bool | str = "auto", max_calls: int | None = None) -> AffineSubspace:
+    """aff(K): the smallest flat containing the body; ``.interior_point`` is a point of K in its relative
+    interior when the method finds one ("lp"), else None.
 
     method: "auto" (explicit polytope -> "lp"; maximize oracle -> "directions"; separation only ->
-    "ellipsoid"), "lp", "directions" or "ellipsoid". ``tol``: extent (Euclidean) below which a direction
-    counts as flat. ``center``/``radius``: a ball containing the body, for "ellipsoid" (found by 2n LPs
-    when the body can maximize). ``seed``: the random directions of "directions". Empty -> EmptyBodyError.
+    "ellipsoid"), "lp", "directions" or "ellipsoid". ``tol``: extent (Euclidean, x's units) below which a
+    direction counts as flat. ``fast``: the "lp" path (``implicit_equalities``). ``center``/``radius``: a
+    ball containing the body, for "ellipsoid" (found by 2n LPs when the body can maximize); ``max_calls``:
+    its oracle-call budget (default ELLIPSOID_MAX_CALLS; a run predicted to need more is refused at once,
+    SolverError). ``seed``: the random directions of "directions". Empty -> EmptyBodyError.
     """
     if isinstance(body, AffineSubspace):
         return body
@@ -317,6 +617,7 @@ def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     tol = _check_tol(tol)
+    fast = _check_fast(fast)
     if solver is not None:
         solvers.get(solver, "lp")  # unknown -> ValueError, unusable -> SolverError, before any work
     poly = _as_polytope(body)
@@ -328,7 +629,7 @@ def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | 
         if poly is None:
             raise MissingOracleError(f"method='lp' needs an explicit Polytope, got {type(body).__name__}")
         with single_thread_blas():  # n x n SVDs: threaded LAPACK was measured 20x slower on shared cores
-            return _hull_lp(poly, tol, solver)
+            return _hull_lp(poly, tol, solver, fast)
     if method == "directions":
         if not body.has_maximize:
             raise MissingOracleError(f"method='directions' needs a maximize oracle; {type(body).__name__} has none")
@@ -336,7 +637,7 @@ def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | 
         return _hull_directions(poly if poly is not None else body, tol, solver, rng)
     if not body.has_separate:
         raise MissingOracleError(f"method='ellipsoid' needs a separation oracle; {type(body).__name__} has none")
-    return _hull_ellipsoid(body, tol, solver, center, radius)
+    return _hull_ellipsoid(poly if poly is not None else body, tol, solver, center, radius, max_calls)
 
 
 def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, method: str = "auto",
@@ -353,7 +654,11 @@ def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, me
         B, p = hull.basis, hull.point
         pn = float(np.linalg.norm(p))
         if pn > tol:
-            B = np.hstack([B, (p / pn)[:, None]])
+            q = p / pn
+            if B.shape[1]:
+                q = q - B @ (B.T @ q)  # point ⟂ basis already; once more against round-off
+                q /= np.linalg.norm(q)
+            B = np.hstack([B, q[:, None]])
         return B
     X = np.asarray(body_or_points, dtype=float)
     if X.ndim != 2:
@@ -370,4 +675,57 @@ def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, me
     return Vt[s > tol * s[0]].T
 
 
-__all__ = ["affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities"]
+# ------------------------------------------------------------------------------------- exact check
+def _check_exact_size(P: Polytope) -> None:
+    rows = P.A.shape[0] + P.A_eq.shape[0] + P.n_bounds
+    if P.dim > EXACT_MAX_DIM or rows > EXACT_MAX_ROWS:
+        raise ValueError(f"exact=True is for small inputs (at most {EXACT_MAX_DIM} variables and {EXACT_MAX_ROWS} "
+                         f"rows and bounds); this polytope has {P.dim} variables and {rows}")
+
+
+def _exact_check(P: Polytope, res: ImplicitEqualities) -> ExactCheck:
+    """cdd (gmp) on the exact rational values of the float data: which rows and bounds are implicit
+    equalities. The float answer ``res`` agrees when both give the same sets."""
+    import time
+    from fractions import Fraction
+
+    try:
+        import cdd
+        import cdd.gmp as cddgmp
+    except ImportError as e:
+        raise ImportError("exact=True needs pycddlib with its gmp module (pip install 'sculpt[exact]'; it builds "
+                          "against the system's cddlib and GMP, e.g. the Debian packages libcdd-dev and "
+                          f"libgmp-dev): {e}") from e
+    t0 = time.perf_counter()
+    A = P.A.toarray() if sp.issparse(P.A) else P.A
+    Ae = P.A_eq.toarray() if sp.issparse(P.A_eq) else P.A_eq
+    n = P.dim
+    rows: list[list[Fraction]] = []
+    for a, bi in zip(A, P.b):  # cdd's form: b - a x >= 0, row [b, -a]
+        rows.append([Fraction(float(bi))] + [Fraction(-float(v)) for v in a])
+    up = np.flatnonzero(np.isfinite(P.ub) & (P.lb < P.ub))
+    lo = np.flatnonzero(np.isfinite(P.lb) & (P.lb < P.ub))
+    for j in up:
+        rows.append([Fraction(float(P.ub[j]))] + [Fraction(-1 if i == j else 0) for i in range(n)])
+    for j in lo:
+        rows.append([Fraction(-float(P.lb[j]))] + [Fraction(1 if i == j else 0) for i in range(n)])
+    n_ineq = len(rows)
+    for a, bi in zip(Ae, P.b_eq):
+        rows.append([Fraction(float(bi))] + [Fraction(-float(v)) for v in a])
+    for j in np.flatnonzero(P.lb == P.ub):
+        rows.append([Fraction(float(P.lb[j]))] + [Fraction(-1 if i == j else 0) for i in range(n)])
+    if not rows:
+        return ExactCheck(np.zeros(0, dtype=int), np.zeros(0, dtype=int), np.zeros(0, dtype=int),
+                          res.rows.size == 0 and res.lower.size == 0 and res.upper.size == 0, 0.0)
+    mat = cddgmp.matrix_from_array(rows, lin_set=set(range(n_ineq, len(rows))), rep_type=cdd.RepType.INEQUALITY)
+    found = np.array(sorted(cddgmp.implicit_linearity_rows(mat)), dtype=int)
+    m = A.shape[0]
+    rows_x = found[found < m]
+    upper = up[found[(found >= m) & (found < m + up.size)] - m]
+    lower = lo[found[(found >= m + up.size) & (found < n_ineq)] - m - up.size]
+    agrees = (np.array_equal(np.sort(res.rows), rows_x) and np.array_equal(np.sort(res.upper), np.sort(upper))
+              and np.array_equal(np.sort(res.lower), np.sort(lower)))
+    return ExactCheck(rows_x, lower, upper, bool(agrees), time.perf_counter() - t0)
+
+
+__all__ = ["affine_hull", "linear_span", "implicit_equalities", "ImplicitEqualities", "ExactCheck"]

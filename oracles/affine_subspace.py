@@ -12,10 +12,13 @@ class AffineSubspace:
     """The flat p + span(basis), kept with orthonormal ``basis`` (n×r) and orthonormal ``equations``.
 
     ``point`` is the flat's min-norm point (orthogonal to the basis), so two descriptions of the same flat
-    give the same ``point``. ``equations = (A_eq, b_eq)`` has orthonormal rows spanning basis^⊥.
+    give the same ``point``; it need not lie in the body the flat came from. ``interior_point`` is a point
+    of that body in its relative interior when the engine found one (``affine_hull(..., method="lp")`` sets
+    it; None otherwise). ``equations = (A_eq, b_eq)`` has orthonormal rows spanning basis^⊥.
+    ``orthonormal=True`` promises that ``basis`` already has orthonormal columns (skips an n x r SVD).
     """
 
-    def __init__(self, point, basis, *, rank_tol: float = 1e-10):
+    def __init__(self, point, basis, *, rank_tol: float = 1e-10, orthonormal: bool = False):
         p = as_vector(point, "point")
         n = p.shape[0]
         B = np.asarray(basis, dtype=float)
@@ -24,13 +27,19 @@ class AffineSubspace:
         B = as_matrix(B, "basis") if B.shape[1] else B
         if B.shape[0] != n:
             raise ValueError(f"basis must have {n} rows to match point, got {B.shape[0]}")
-        if B.shape[1]:
+        if B.shape[1] and not orthonormal:
             U, s, _ = np.linalg.svd(B, full_matrices=False)
             B = U[:, s > rank_tol * max(1.0, s[0])]
         self.basis = B
         self.point = p - B @ (B.T @ p)
         self.dim = B.shape[1]
         self.ambient_dim = n
+        self.interior_point: np.ndarray | None = None
+        self.info: dict = {}
+
+    def fixed_coordinates(self, tol: float = 1e-9) -> np.ndarray:
+        """Coordinates j that are constant on the flat (‖basis row j‖ <= tol): x_j = point_j there."""
+        return np.flatnonzero(np.linalg.norm(self.basis, axis=1) <= tol) if self.dim else np.arange(self.ambient_dim)
 
     @classmethod
     def from_equations(cls, A_eq, b_eq, *, rank_tol: float = 1e-10) -> "AffineSubspace":

@@ -11,7 +11,9 @@ from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
+from ._sparse import as_csr, row_norms as sparse_row_norms
 from ._validate import (MAX_MAGNITUDE, RANGE_TEXT, as_matrix, as_rhs, as_vector, call_oracle, check_bool,
                         check_cut, check_maximize, norm, radius, row_norms)
 from .cuts import Cut
@@ -63,7 +65,12 @@ class ConvexBody(ABC):
 
 
 class Polytope(ConvexBody):
-    """P = {x : A x <= b, A_eq x = b_eq}. Rows are appended cheaply (amortised O(1) per row).
+    """P = {x : A x <= b, A_eq x = b_eq, lb <= x <= ub}.
+
+    ``A``/``A_eq``: dense arrays or scipy.sparse matrices; a sparse one keeps the polytope sparse end to end
+    (``A`` and ``A_eq`` are then CSR matrices, and every algorithm works on them without densifying).
+    ``lb``/``ub``: variable bounds (scalars or length-dim arrays, ±inf allowed; default free), kept as bounds,
+    as the LP backends take them, not as 2n rows. Dense rows are appended cheaply (amortised O(1) per row).
 
     Rows of any finite scale are accepted: a row (a_i, b_i) with ‖a_i‖ outside [2⁻²⁰, 2²⁰] is stored rescaled by
     a power of two (exact in floating point, the same half-space), so membership, cuts and LPs never square
@@ -71,27 +78,44 @@ class Polytope(ConvexBody):
     origin (|b_i|/‖a_i‖) is outside the engine's range: ValueError.
     """
 
-    def __init__(self, A, b, A_eq=None, b_eq=None, *, dim: int | None = None):
-        A_arr = np.asarray(A, dtype=float)
-        if A_arr.ndim == 2:
-            n = A_arr.shape[1]
-        elif dim is not None:
+    def __init__(self, A=None, b=None, A_eq=None, b_eq=None, *, lb=None, ub=None, dim: int | None = None):
+        sparse = sp.issparse(A) or sp.issparse(A_eq)
+        n = None
+        A_arr = None
+        if A is not None:
+            A_arr = A if sp.issparse(A) else np.asarray(A, dtype=float)
+            if A_arr.ndim == 2:
+                n = A_arr.shape[1]
+        elif b is not None:
+            raise ValueError("b given without A")
+        if n is None and A_eq is not None and np.ndim(A_eq) == 2:
+            n = np.shape(A_eq)[1]
+        if n is None and dim is not None:
             n = int(dim)
-        else:
-            raise ValueError(f"A must be a 2-D array (rows, dim), got shape {A_arr.shape}")
+        for v in (lb, ub):
+            if n is None and v is not None and np.ndim(v) == 1:
+                n = len(v)
+        if n is None:
+            raise ValueError(f"A must be a 2-D array (rows, dim), got shape {np.shape(A)}")
         if dim is not None and int(dim) != n:
             raise ValueError(f"A has {n} columns but dim={dim}")
         if n < 1:
             raise ValueError("Polytope needs dim >= 1")
         self.dim = n
-        self._A = np.empty((0, n))
+        self._sparse = bool(sparse)
+        self._A = sp.csr_matrix((0, n)) if sparse else np.empty((0, n))
         self._b = np.empty(0)
         self._m = 0
-        self._Aeq = np.empty((0, n))
+        self._Aeq = sp.csr_matrix((0, n)) if sparse else np.empty((0, n))
         self._beq = np.empty(0)
         self._meq = 0
-        A_arr = A_arr.reshape(-1, n) if A_arr.size == 0 else A_arr
-        self.add_halfspaces(A_arr, b)
+        self.lb, self.ub = _bounds(lb, ub, n)
+        if A_arr is not None:
+            if b is None:
+                raise ValueError("A and b must be given together")
+            if not sp.issparse(A_arr):
+                A_arr = A_arr.reshape(-1, n) if A_arr.size == 0 else A_arr
+            self.add_halfspaces(A_arr, b)
         if A_eq is not None or b_eq is not None:
             if A_eq is None or b_eq is None:
                 raise ValueError("A_eq and b_eq must be given together")
@@ -112,51 +136,102 @@ class Polytope(ConvexBody):
         rhs[used:need] = vals
         return buf, rhs, need
 
+    def _checked_rows(self, A, b, a_name: str, b_name: str):
+        """Validated, range-checked rows in this polytope's storage (dense array or CSR)."""
+        if self._sparse:
+            M = as_csr(A, a_name, self.dim)
+            return _rescale_sparse_rows(M, as_rhs(b, b_name, M.shape[0], limit=None), a_name, b_name)
+        if sp.issparse(A):
+            A = A.toarray()
+        A = as_matrix(np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, a_name, self.dim,
+                      limit=None)
+        return _rescale_rows(A, as_rhs(b, b_name, A.shape[0], limit=None), a_name, b_name)
+
     def add_halfspaces(self, A, b) -> "Polytope":
         """Append rows A x <= b."""
-        A = as_matrix(np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, "A", self.dim,
-                      limit=None)
-        A, b = _rescale_rows(A, as_rhs(b, "b", A.shape[0], limit=None), "A", "b")
-        self._A, self._b, self._m = self._append(self._A, self._b, self._m, A, b)
+        A, b = self._checked_rows(A, b, "A", "b")
+        if self._sparse:
+            self._A = sp.vstack([self._A, A], format="csr") if self._m else A
+            self._b = np.concatenate([self._b[: self._m], b])
+            self._m += A.shape[0]
+        else:
+            self._A, self._b, self._m = self._append(self._A, self._b, self._m, A, b)
         return self
 
     def add_equalities(self, A, b) -> "Polytope":
         """Append rows A x = b."""
-        A = as_matrix(A, "A", self.dim, limit=None)
-        A, b = _rescale_rows(A, as_rhs(b, "b", A.shape[0], limit=None), "A", "b")
-        self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
+        A, b = self._checked_rows(A, b, "A", "b")
+        if self._sparse:
+            self._Aeq = sp.vstack([self._Aeq, A], format="csr") if self._meq else A
+            self._beq = np.concatenate([self._beq[: self._meq], b])
+            self._meq += A.shape[0]
+        else:
+            self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
         return self
 
     def add_slabs(self, A, c, eta) -> "Polytope":
         """Append |A x - c| <= eta row-wise, as the two half-spaces A x <= c + eta and -A x <= eta - c."""
-        A = as_matrix(A, "A", self.dim, limit=None)
+        if sp.issparse(A) or self._sparse:
+            A = as_csr(A, "A", self.dim)
+        else:
+            A = as_matrix(A, "A", self.dim, limit=None)
         c = as_rhs(c, "c", A.shape[0], limit=None)
         eta = as_rhs(eta, "eta", A.shape[0], limit=None)
         if np.any(eta < 0):
             raise ValueError("eta must be non-negative")
-        return self.add_halfspaces(np.vstack([A, -A]), np.concatenate([c + eta, eta - c]))
+        both = sp.vstack([A, -A], format="csr") if sp.issparse(A) else np.vstack([A, -A])
+        return self.add_halfspaces(both, np.concatenate([c + eta, eta - c]))
 
     # -- views ------------------------------------------------------------------------------------
     @property
-    def A(self) -> np.ndarray:
-        return self._A[: self._m]
+    def A(self):
+        """The inequality rows: a dense array, or a CSR matrix for a sparse polytope."""
+        return self._A if self._sparse else self._A[: self._m]
 
     @property
     def b(self) -> np.ndarray:
         return self._b[: self._m]
 
     @property
-    def A_eq(self) -> np.ndarray:
-        return self._Aeq[: self._meq]
+    def A_eq(self):
+        """The equality rows: a dense array, or a CSR matrix for a sparse polytope."""
+        return self._Aeq if self._sparse else self._Aeq[: self._meq]
 
     @property
     def b_eq(self) -> np.ndarray:
         return self._beq[: self._meq]
 
     @property
+    def is_sparse(self) -> bool:
+        """True when A and A_eq are kept as scipy.sparse (CSR) matrices."""
+        return self._sparse
+
+    @property
+    def has_bounds(self) -> bool:
+        """True when some variable bound is finite."""
+        return bool(np.any(np.isfinite(self.lb)) or np.any(np.isfinite(self.ub)))
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lb, ub), as the LP backends take them."""
+        return self.lb, self.ub
+
+    @property
     def n_constraints(self) -> int:
-        """Number of inequality rows plus equality rows."""
+        """Number of inequality rows plus equality rows (finite bounds are counted by ``n_bounds``)."""
         return self._m + self._meq
+
+    @property
+    def n_bounds(self) -> int:
+        """Number of finite variable bounds."""
+        return int(np.count_nonzero(np.isfinite(self.lb)) + np.count_nonzero(np.isfinite(self.ub)))
+
+    @property
+    def nnz(self) -> int:
+        """Non-zero entries of A and A_eq."""
+        if self._sparse:
+            return int(self.A.nnz + self.A_eq.nnz)
+        return int(np.count_nonzero(self.A) + np.count_nonzero(self.A_eq))
 
     @property
     def is_explicit(self) -> bool:
@@ -168,39 +243,73 @@ class Polytope(ConvexBody):
 
     def copy(self) -> "Polytope":
         return Polytope(self.A.copy(), self.b.copy(), self.A_eq.copy() if self._meq else None,
-                        self.b_eq.copy() if self._meq else None, dim=self.dim)
+                        self.b_eq.copy() if self._meq else None, lb=self.lb.copy(), ub=self.ub.copy(), dim=self.dim)
+
+    def bound_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
+        """The finite bounds as rows G x <= h (x_j <= ub_j for each finite ub, then -x_j <= -lb_j): returns
+        (G as CSR, h, column index, sign: +1 upper, -1 lower)."""
+        up = np.flatnonzero(np.isfinite(self.ub))
+        lo = np.flatnonzero(np.isfinite(self.lb))
+        cols = np.concatenate([up, lo]).astype(int)
+        sign = np.concatenate([np.ones(up.size), -np.ones(lo.size)])
+        G = sp.csr_matrix((sign, (np.arange(cols.size), cols)), shape=(cols.size, self.dim))
+        return G, np.concatenate([self.ub[up], -self.lb[lo]]), cols, sign
+
+    def dense_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every inequality as one dense system [A; bound rows] x <= [b; h] (for row-only dense algorithms)."""
+        A = self.A.toarray() if self._sparse else self.A
+        if not self.has_bounds:
+            return A, self.b
+        G, h, _, _ = self.bound_rows()
+        return np.vstack([A, G.toarray()]), np.concatenate([self.b, h])
 
     def __repr__(self) -> str:
-        return f"Polytope(dim={self.dim}, inequalities={self._m}, equalities={self._meq})"
+        extra = f", bounds={self.n_bounds}" if self.has_bounds else ""
+        extra += f", sparse (nnz={self.nnz})" if self._sparse else ""
+        return f"Polytope(dim={self.dim}, inequalities={self._m}, equalities={self._meq}{extra})"
 
     # -- oracles ----------------------------------------------------------------------------------
     def violations(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Normalised violations (a_i x - b_i)/‖a_i‖ of inequality rows and |a x - b|/‖a‖ of equalities."""
+        """Normalised violations (a_i x - b_i)/‖a_i‖ of inequality rows and |a x - b|/‖a‖ of equalities
+        (the bounds' are ``bound_violations``)."""
         x = self._check_point(x)
         return _normalised(self.A, self.b, x), np.abs(_normalised(self.A_eq, self.b_eq, x))
 
+    def bound_violations(self, x: np.ndarray) -> np.ndarray:
+        """max(lb_j - x_j, x_j - ub_j) for each variable (<= 0 within the bounds)."""
+        x = self._check_point(x)
+        return np.maximum(self.lb - x, x - self.ub)
+
     def separate(self, x, tol: float = 1e-9) -> Cut | None:
-        """The most violated row, normalised to a unit normal; None if every row holds within tol."""
+        """The most violated row or bound, normalised to a unit normal; None if every one holds within tol."""
         x = self._check_point(x)
         best, cut = tol, None
         if self._m:
             v = _normalised(self.A, self.b, x)
             i = int(np.argmax(v))
             if v[i] > best:
-                best, cut = v[i], _unit_cut(self.A[i], self.b[i])
+                best, cut = v[i], _unit_cut(_row(self.A, i), self.b[i])
         if self._meq:
             r = _normalised(self.A_eq, self.b_eq, x)
             i = int(np.argmax(np.abs(r)))
             if abs(r[i]) > best:
                 s = 1.0 if r[i] > 0 else -1.0
-                cut = _unit_cut(s * self.A_eq[i], s * self.b_eq[i])
+                best, cut = abs(r[i]), _unit_cut(s * _row(self.A_eq, i), s * self.b_eq[i])
+        if self.has_bounds:
+            up, lo = x - self.ub, self.lb - x
+            j = int(np.argmax(np.maximum(up, lo)))
+            if max(up[j], lo[j]) > best:
+                e = np.zeros(self.dim)
+                e[j] = 1.0 if up[j] >= lo[j] else -1.0
+                cut = Cut(e, float(self.ub[j]) if up[j] >= lo[j] else -float(self.lb[j]))
         return cut
 
     def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         from . import solvers
 
         c = as_vector(c, "c", self.dim)
-        sol = solvers.solve_lp(-c, self.A, self.b, self.A_eq, self.b_eq, solver=solver)
+        sol = solvers.solve_lp(-c, self.A, self.b, self.A_eq, self.b_eq, self.bounds if self.has_bounds else None,
+                               solver=solver)
         return -sol.value, sol.x
 
     def cvxpy_constraints(self, x) -> list:
@@ -209,7 +318,70 @@ class Polytope(ConvexBody):
             cons.append(self.A @ x <= self.b)
         if self._meq:
             cons.append(self.A_eq @ x == self.b_eq)
+        up, lo = np.flatnonzero(np.isfinite(self.ub)), np.flatnonzero(np.isfinite(self.lb))
+        if up.size:
+            cons.append(x[up] <= self.ub[up])
+        if lo.size:
+            cons.append(x[lo] >= self.lb[lo])
         return cons
+
+
+def _bounds(lb, ub, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-variable bounds from None, scalars or length-n arrays: no NaN, lb < +inf, ub > -inf, lb <= ub,
+    finite ones within the engine's range."""
+    out = []
+    for v, name, default in ((lb, "lb", -np.inf), (ub, "ub", np.inf)):
+        if v is None:
+            out.append(np.full(n, default))
+            continue
+        if np.iscomplexobj(v):
+            raise TypeError(f"{name} must be real, got complex values")
+        arr = np.asarray(v, dtype=float)
+        if arr.ndim == 0:
+            arr = np.full(n, float(arr))
+        if arr.shape != (n,):
+            raise ValueError(f"{name} must be a scalar or have shape ({n},), got {arr.shape}")
+        if np.any(np.isnan(arr)):
+            raise ValueError(f"{name} contains NaN")
+        fin = arr[np.isfinite(arr)]
+        if fin.size and float(np.max(np.abs(fin))) > MAX_MAGNITUDE:
+            raise ValueError(f"{name} has a finite entry beyond the engine's range ({RANGE_TEXT}); use ±inf")
+        out.append(arr.copy())
+    lo, hi = out
+    if np.any(lo == np.inf) or np.any(hi == -np.inf):
+        raise ValueError("lb contains +inf or ub contains -inf")
+    bad = np.flatnonzero(lo > hi)
+    if bad.size:
+        raise ValueError(f"lb > ub for {bad.size} variable(s), e.g. x[{bad[0]}]: {lo[bad[0]]} > {hi[bad[0]]}")
+    return lo, hi
+
+
+def _row(A, i: int) -> np.ndarray:
+    """Row i of a dense array or a sparse matrix, as a dense vector."""
+    return A[i].toarray().ravel() if sp.issparse(A) else A[i]
+
+
+def _rescale_sparse_rows(A: sp.csr_matrix, b: np.ndarray, a_name: str, b_name: str):
+    """``_rescale_rows`` for a CSR matrix (only the out-of-band rows are touched)."""
+    if A.shape[0] == 0:
+        return A, b
+    norms = sparse_row_norms(A)
+    out = (norms > _ROW_BAND[1]) | ((norms > 0) & (norms < _ROW_BAND[0]))
+    if np.any(out):
+        _, e = np.frexp(norms[out])
+        f = np.ones(A.shape[0])
+        f[out] = np.ldexp(1.0, -e)
+        A = sp.csr_matrix(sp.diags(f) @ A)
+        b = b * f
+        norms = norms * f
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        dist = np.abs(b) / np.where(norms > 0, norms, 1.0)
+    bad = np.flatnonzero(~(dist <= MAX_MAGNITUDE))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"row {i} of ({a_name}, {b_name}): its hyperplane lies {float(dist[i]):.3g} from the "
+                         f"origin (|{b_name}_i|/‖{a_name}_i‖); the engine accepts {RANGE_TEXT}")
+    return A, b
 
 
 _ROW_BAND = (2.0 ** -20, 2.0 ** 20)
@@ -239,10 +411,10 @@ def _rescale_rows(A: np.ndarray, b: np.ndarray, a_name: str, b_name: str) -> tup
     return A, b
 
 
-def _normalised(A: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _normalised(A, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     if A.shape[0] == 0:
         return np.empty(0)
-    norms = row_norms(A)
+    norms = sparse_row_norms(A) if sp.issparse(A) else row_norms(A)
     raw = A @ x - b
     safe = np.where(norms > 0, norms, 1.0)
     return raw / safe
@@ -452,12 +624,24 @@ class NormEpigraph(ConvexBody):
 
 
 def _merge_polytopes(polys: Sequence[Polytope]) -> Polytope:
+    """One Polytope for an intersection of polytopes (sparse if any part is; bounds intersected). Bounds that
+    cross (lb > ub) make the intersection empty: EmptyBodyError."""
+    from .errors import EmptyBodyError
+
     n = polys[0].dim
-    A = np.vstack([p.A for p in polys]) if polys else np.empty((0, n))
+    lb = np.max([p.lb for p in polys], axis=0)
+    ub = np.min([p.ub for p in polys], axis=0)
+    if np.any(lb > ub):
+        raise EmptyBodyError("the parts' variable bounds cross (lb > ub): the intersection is empty")
     b = np.concatenate([p.b for p in polys])
-    A_eq = np.vstack([p.A_eq for p in polys])
     b_eq = np.concatenate([p.b_eq for p in polys])
-    return Polytope(A.reshape(-1, n), b, A_eq if len(b_eq) else None, b_eq if len(b_eq) else None, dim=n)
+    if any(p.is_sparse for p in polys):
+        A = sp.vstack([sp.csr_matrix(p.A) for p in polys], format="csr")
+        A_eq = sp.vstack([sp.csr_matrix(p.A_eq) for p in polys], format="csr")
+    else:
+        A = np.vstack([p.A for p in polys]).reshape(-1, n)
+        A_eq = np.vstack([p.A_eq for p in polys])
+    return Polytope(A, b, A_eq if len(b_eq) else None, b_eq if len(b_eq) else None, lb=lb, ub=ub, dim=n)
 
 
 def _ball_radius(value) -> float:

@@ -22,8 +22,16 @@ from .errors import EmptyBodyError, SolverError
 __all__ = ["affine_hull_by_ellipsoid"]
 
 
+def predicted_calls(k: int, radius: float, tol: float) -> int:
+    """Oracle calls the run needs, roughly, in dimension k: every central cut shrinks the ellipsoid's volume by
+    at least exp(-1/(2(k+1))), and the flat axes must shrink from ``radius`` to ``tol``, so about
+    2(k+1)·k·ln(radius/tol) calls when most directions are flat (measured within 2x on flux polytopes)."""
+    return int(2 * (k + 1) * k * max(np.log(max(radius, tol) / tol), 1.0)) + 1
+
+
 def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: float = 1e-7,
-                             max_iter: int | None = None, oracle_tol: float | None = None) -> AffineSubspace:
+                             max_iter: int | None = None, oracle_tol: float | None = None,
+                             flat: tuple[np.ndarray, np.ndarray] | None = None) -> AffineSubspace:
     """aff(K) for K ⊆ B(center, radius) from ``body.separate`` only.
 
     tol: absolute half-width below which a direction counts as flat; every equation uᵀx = uᵀc of the
@@ -33,7 +41,10 @@ def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: fl
     of nearly dependent hidden equalities, so t/σ_min must stay below tol). The returned flat contains a
     point within t of K; on random flat polytopes (n <= 20) its normals match the true ones to ~1e-15
     and the equations hold on K to ~t.
-    max_iter: the oracle-call budget (default 400·n² + 2000); exceeding it raises SolverError.
+    max_iter: the oracle-call budget (default 400·k² + 2000, k the starting dimension); exceeding it raises
+    SolverError.
+    flat: (p, B) with B orthonormal (n x k): a flat known to contain K (e.g. a polytope's explicit equalities);
+    the run starts inside it, in k dimensions, instead of rediscovering it.
     Raises EmptyBodyError when K has no point in the ball (a cut missed the ellipsoid, or it got thinner
     than t/2 before a point was found).
     """
@@ -45,11 +56,21 @@ def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: fl
     t = 1e-3 * tol if oracle_tol is None else positive(oracle_tol, "oracle_tol")
     if t >= tol:
         raise ValueError(f"oracle_tol must be below tol, got oracle_tol={t}, tol={tol}")
+    if flat is not None:
+        p0, B0 = as_vector(flat[0], "flat point", n), np.asarray(flat[1], dtype=float)
+        if B0.ndim != 2 or B0.shape[0] != n:
+            raise ValueError(f"flat basis must have shape ({n}, k), got {B0.shape}")
+    k = n if flat is None else B0.shape[1]
     if max_iter is None:
-        max_iter = 400 * n * n + 2000
+        max_iter = 400 * k * k + 2000
     if int(max_iter) != max_iter or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
     run = _HullRun(body, c0, R, tol, t)
+    if flat is not None:
+        run.p, run.B = p0.copy(), B0.copy()
+        run.E = Ellipsoid.ball(np.zeros(k), R) if k else run.E
+        if k == 0:
+            run.point = p0.copy()
     return run.solve(int(max_iter))
 
 

@@ -145,7 +145,8 @@ def maximize_explicit(body, c, *, solver: str | None = None) -> tuple[float, np.
 class LPModel:
     """Many LPs over one fixed feasible set that differ only in the objective (Clarabel.py-style object).
 
-    ``LPModel(polytope)`` or ``LPModel(A_ub, b_ub, A_eq, b_eq, bounds)``; then ``minimize(c)`` /
+    ``LPModel(polytope)`` (its rows, equalities and bounds; sparse stays sparse) or
+    ``LPModel(A_ub, b_ub, A_eq, b_eq, bounds)``; then ``minimize(c)`` /
     ``maximize(c)``, ``update(c=...)`` + ``solve()``, and ``add_halfspaces(A, b)`` as the body grows.
     A backend that declares ``WARM_START`` (HiGHS) builds the model once and only the costs change
     (``algorithm="ipm"``: IPM + crossover, measured fastest for unrelated objectives; ``"simplex"``
@@ -156,13 +157,19 @@ class LPModel:
                  algorithm: str = "ipm", options: dict | None = None):
         from ..bodies import Polytope
 
+        poly = None
         if isinstance(A_ub, Polytope):
             poly = A_ub
-            A_ub, b_ub = poly.A, poly.b
+            A_ub, b_ub = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
             A_eq, b_eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
-        if A_ub is None and A_eq is None:
+            if bounds is None and poly.has_bounds:
+                bounds = poly.bounds
+        if isinstance(poly, Polytope):
+            n = poly.dim
+        elif A_ub is None and A_eq is None:
             raise ValueError("LPModel needs a Polytope or constraint matrices A_ub/A_eq")
-        n = (A_ub if A_ub is not None else A_eq).shape[1]
+        else:
+            n = (A_ub if A_ub is not None else A_eq).shape[1]
         if algorithm not in ("ipm", "simplex"):
             raise ValueError(f"algorithm must be 'ipm' or 'simplex', got {algorithm!r}")
         self.data: ProblemData = prepare(np.zeros(n), A_ub, b_ub, A_eq, b_eq, bounds)

@@ -189,6 +189,8 @@ class Backend(ABC):
     * ``FIRST_ORDER_LP``: ``first_order_options(max_iter)`` turns an LP solve into a capped first-order run
       (cheap, approximate points that a caller must check).
     * ``SMALL_LP_OPTIONS``: options measured best for many small dense LPs re-solved in a row.
+    * ``SPARSE_LP_OPTIONS``: options measured best for one large sparse LP (the affine hull's FRT LP on flux
+      polytopes).
     """
 
     name: str = ""
@@ -201,6 +203,7 @@ class Backend(ABC):
     WARM_START: bool = False
     FIRST_ORDER_LP: bool = False
     SMALL_LP_OPTIONS: dict = {}
+    SPARSE_LP_OPTIONS: dict = {}
 
     @property
     def kinds(self) -> frozenset:
