@@ -91,9 +91,17 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"sculpt bench: {exc}", file=sys.stderr)
         return 2
     if args.seeds:
-        grid = grid.with_seeds(args.seeds)
+        try:
+            grid = grid.with_seeds(args.seeds)
+        except ValueError as exc:
+            print(f"sculpt bench: {exc}", file=sys.stderr)
+            return 2
     out = Path(args.out or ("results/bench-quick" if args.quick and not args.grid else "results/bench"))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"sculpt bench: --out: cannot create directory {str(out)!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     write_json(out / "grid.json", {"grid": grid.source, "overrides": {
         "seeds": args.seeds, "methods": args.methods, "only": args.only}})
     if args.plots:

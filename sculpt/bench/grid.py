@@ -53,6 +53,8 @@ _CELL_FIELDS = ("regime", "d", "k", "m", "N", "n_factor", "scale", "distribution
                 "separation")
 _BLOCK_ONLY = ("seeds", "methods", "threshold", "test_samples", "method_options")
 _TOP_LEVEL = ("name", "description") + _BLOCK_ONLY + ("cells",)
+MAX_CELLS = 100_000  # cells one grid may expand to (the product of a block's lists)
+MAX_SEEDS = 100_000  # seeds per cell
 
 
 def _fmt(x: Any) -> str:
@@ -188,7 +190,9 @@ class Grid:
         return out
 
     def with_seeds(self, n: int) -> "Grid":
-        """A copy running seeds 0..n-1 in every cell."""
+        """A copy running seeds 0..n-1 in every cell (1 <= n <= MAX_SEEDS, else ValueError)."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
+            raise ValueError(f"--seeds must be an integer in [1, {MAX_SEEDS}], got {n!r}")
         g = copy.deepcopy(self)
         g.seeds = {key: list(range(n)) for key in g.seeds}
         return g
@@ -202,8 +206,8 @@ def _seeds(value: Any, where: str) -> list[int]:
     if isinstance(value, bool):
         raise TypeError(f"{where}: seeds must be an int or a list of ints")
     if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"{where}: seeds = {value} must be >= 1")
+        if not 1 <= value <= MAX_SEEDS:
+            raise ValueError(f"{where}: seeds = {value} must lie in [1, {MAX_SEEDS}]")
         return list(range(value))
     seeds = _as_list(value)
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
@@ -211,20 +215,26 @@ def _seeds(value: Any, where: str) -> list[int]:
     return seeds
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _check_cell(c: Cell, where: str) -> None:
+    if not isinstance(c.regime, str):
+        raise ValueError(f"{where}: regime must be a string, got {c.regime!r}")
     for name in ("d", "k", "m", "N"):
         v = getattr(c, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{where}: {name} must be an integer >= 1, got {v!r}")
-    if c.distribution not in ("boolean", "gaussian"):
+    if not isinstance(c.distribution, str) or c.distribution not in ("boolean", "gaussian"):
         raise ValueError(f"{where}: distribution must be 'boolean' or 'gaussian', got {c.distribution!r}")
-    if not (isinstance(c.scale, (int, float)) and c.scale > 0):
+    if not (_is_number(c.scale) and c.scale > 0):
         raise ValueError(f"{where}: scale must be a positive number, got {c.scale!r}")
-    if not (isinstance(c.noise, (int, float)) and c.noise >= 0):
+    if not (_is_number(c.noise) and c.noise >= 0):
         raise ValueError(f"{where}: noise must be a number >= 0, got {c.noise!r}")
     for name in ("weak_head", "separation"):
         v = getattr(c, name)
-        if v is not None and not (isinstance(v, (int, float)) and v > 0):
+        if v is not None and not (_is_number(v) and v > 0):
             raise ValueError(f"{where}: {name} must be a positive number or absent, got {v!r}")
 
 
@@ -239,6 +249,9 @@ def _expand_block(block: Mapping[str, Any], where: str) -> list[Cell]:
     if ("N" in block) == ("n_factor" in block):
         raise ValueError(f"{where}: give exactly one of 'N' and 'n_factor'")
     names = [n for n in _CELL_FIELDS if n in block]
+    count = math.prod(len(_as_list(block[n])) for n in names)
+    if count > MAX_CELLS:
+        raise ValueError(f"{where}: its lists expand to {count} cells, above the limit of {MAX_CELLS}")
     cells = []
     for values in itertools.product(*(_as_list(block[n]) for n in names)):
         kw = dict(zip(names, values))
@@ -246,9 +259,13 @@ def _expand_block(block: Mapping[str, Any], where: str) -> list[Cell]:
         for name in ("scale", "noise", "weak_head", "separation", "n_factor"):
             if isinstance(kw.get(name), int) and not isinstance(kw.get(name), bool):
                 kw[name] = float(kw[name])
+        for name in ("d", "k", "m"):
+            v = kw[name]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{where}: {name} must be an integer >= 1, got {v!r}")
         if "n_factor" in kw:
             f = kw["n_factor"]
-            if not (isinstance(f, float) and f > 0):
+            if not (isinstance(f, float) and math.isfinite(f) and f > 0):
                 raise ValueError(f"{where}: n_factor must be a positive number, got {f!r}")
             kw["N"] = math.ceil(f * 2 * kw["m"] * kw["d"] / kw["k"] - 1e-9)
         cell = Cell(**kw)
@@ -267,8 +284,11 @@ def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
     blocks = spec.get("cells")
     if not isinstance(blocks, list) or not blocks:
         raise ValueError("grid: 'cells' must be a non-empty list of cell blocks")
-    default_methods = _as_list(spec.get("methods", list(ALL_METHODS)))
-    default_opts = spec.get("method_options", {})
+    for key in ("name", "description"):
+        if key in spec and not isinstance(spec[key], str):
+            raise ValueError(f"grid: {key} must be a string, got {spec[key]!r}")
+    default_methods = _methods(spec.get("methods", list(ALL_METHODS)), "grid")
+    default_opts = _method_options(spec.get("method_options", {}), "grid")
     grid = Grid(name=name or str(spec.get("name", "grid")), cells=[], seeds={}, methods={}, method_options={},
                 threshold={}, test_samples={}, description=str(spec.get("description", "")), source=dict(spec))
     for i, block in enumerate(blocks):
@@ -276,18 +296,18 @@ def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
         if not isinstance(block, Mapping):
             raise TypeError(f"{where} must be a table/mapping, got {type(block).__name__}")
         seeds = _seeds(block.get("seeds", spec.get("seeds", [0])), where)
-        methods = _as_list(block.get("methods", default_methods))
+        methods = _methods(block.get("methods", default_methods), where)
         known = set(ALL_METHODS) | set(registered())
-        bad = [m for m in methods if m not in known]
-        if bad:
-            raise ValueError(f"{where}: unknown method(s) {bad}; choose from {sorted(known)}")
         opts = {m: dict(default_opts.get(m, {})) for m in known}
-        for m, o in block.get("method_options", {}).items():
+        for m, o in _method_options(block.get("method_options", {}), where).items():
             opts.setdefault(m, {}).update(o)
-        threshold = float(block.get("threshold", spec.get("threshold", 1e-12)))
-        test_samples = int(block.get("test_samples", spec.get("test_samples", 2000)))
-        if not threshold > 0 or test_samples < 1:
-            raise ValueError(f"{where}: threshold must be > 0 and test_samples >= 1")
+        threshold = block.get("threshold", spec.get("threshold", 1e-12))
+        test_samples = block.get("test_samples", spec.get("test_samples", 2000))
+        if not (_is_number(threshold) and threshold > 0):
+            raise ValueError(f"{where}: threshold must be a number > 0, got {threshold!r}")
+        if isinstance(test_samples, bool) or not isinstance(test_samples, int) or test_samples < 1:
+            raise ValueError(f"{where}: test_samples must be an integer >= 1, got {test_samples!r}")
+        threshold = float(threshold)
         for cell in _expand_block(block, where):
             if cell.key in grid.seeds:
                 raise ValueError(f"{where}: cell {cell.key} appears twice in the grid")
@@ -300,30 +320,71 @@ def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
     return grid
 
 
+def _methods(value: Any, where: str) -> list[str]:
+    methods = _as_list(value)
+    known = set(ALL_METHODS) | set(registered())
+    bad = [m for m in methods if not isinstance(m, str) or m not in known]
+    if bad or not methods:
+        raise ValueError(f"{where}: unknown method(s) {bad}; choose from {sorted(known)}")
+    return methods
+
+
+def _method_options(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``method_options``: a table of method name -> table of keyword options."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: method_options must be a table of method -> options, got {value!r}")
+    for method, options in value.items():
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise ValueError(f"{where}: method_options.{method} must be a table of options, got {options!r}")
+    return {str(m): dict(o) for m, o in value.items()}
+
+
 def _parse(text: str, suffix: str, where: str) -> dict[str, Any]:
     """The grid structure from the text of a ``.toml`` (tomllib; tomli on 3.10) or ``.json`` file."""
-    if suffix == ".json":
-        spec = json.loads(text)
-    elif suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10 (tomli is a dependency there)
-            import tomli as tomllib
-        spec = tomllib.loads(text)
-    else:
+    from .._checks import MAX_JSON_DEPTH, json_depth
+
+    if suffix not in (".json", ".toml"):
         raise ValueError(f"grid file {where} must end in .toml or .json")
+    if suffix == ".json" and json_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"grid file {where}: nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        if suffix == ".json":
+            spec = json.loads(text)
+        else:
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:  # pragma: no cover - Python 3.10 (tomli is a dependency there)
+                import tomli as tomllib
+            spec = tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+        raise ValueError(f"grid file {where}: {exc}") from None
     if not isinstance(spec, dict):
-        raise TypeError(f"grid file {where} must hold a table/object, got {type(spec).__name__}")
+        raise ValueError(f"grid file {where} must hold a table/object, got {type(spec).__name__}")
     return spec
 
 
 def load_grid(path: str | Path) -> Grid:
     """Read a grid file: ``.toml`` or ``.json`` with the same structure."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ValueError(f"grid file {p} does not exist")
-    spec = _parse(p.read_text(encoding="utf-8"), p.suffix.lower(), str(p))
-    return grid_from_dict(spec, name=spec.get("name", p.stem))
+    if not p.is_file():
+        raise ValueError(f"grid file {p} is not a file")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"grid file {p}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > 16 * 2**20:
+        raise ValueError(f"grid file {p}: {len(raw)} bytes, above the limit of 16 MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"grid file {p}: not UTF-8 text (byte {raw[exc.start]:#04x} at position {exc.start})") from None
+    spec = _parse(text, p.suffix.lower(), str(p))
+    try:
+        return grid_from_dict(spec, name=spec.get("name", p.stem))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"grid file {p}: {exc}") from None
 
 
 def builtin_grids() -> list[str]:
