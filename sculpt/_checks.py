@@ -11,7 +11,18 @@ from typing import Any
 import numpy as np
 
 __all__ = ["check_inputs", "check_outputs", "check_data", "check_m", "check_positive_int", "check_params",
-           "check_positive", "as_generator"]
+           "check_positive", "as_generator", "MAX_INPUT", "MAX_VALUE"]
+
+#: Ranges float64 can carry through the layer: the logits x_aᵀ Θ x_b are quadratic in the tokens, the
+#: relative MSE squares labels and outputs. Larger entries are a ValueError naming the range.
+MAX_INPUT = 1e100   # |X| (token entries)
+MAX_VALUE = 1e150   # |Y|, |Θ|, |W|
+
+
+def _check_range(arr: np.ndarray, name: str, limit: float) -> None:
+    if arr.size and float(np.max(np.abs(arr))) > limit:
+        raise ValueError(f"{name} has an entry of magnitude {float(np.max(np.abs(arr))):.3g}; entries must lie "
+                         f"within ±{limit:.0e} (float64 squares them)")
 
 
 def _as_float_array(value: Any, name: str) -> np.ndarray:
@@ -48,6 +59,7 @@ def check_inputs(X: Any, name: str = "X", *, d: int | None = None, k: int | None
         raise ValueError(f"{name} has {arr.shape[1]} tokens per sequence, expected k = {k}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
+    _check_range(arr, name, MAX_INPUT)
     if boolean and not np.all(np.abs(arr) == 1.0):
         raise ValueError(f"{name} must have entries in {{-1, +1}}")
     return arr, single
@@ -62,6 +74,7 @@ def check_outputs(Y: Any, X: np.ndarray, name: str = "Y") -> np.ndarray:
         raise ValueError(f"{name} must have the shape of X {X.shape}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
+    _check_range(arr, name, MAX_VALUE)
     return arr
 
 
@@ -106,6 +119,7 @@ def check_params(thetas: Any, ws: Any) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"{name} must have shape (m, d, d) with m, d >= 1, got {np.shape(value)}")
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} contains NaN or inf")
+        _check_range(arr, name, MAX_VALUE)
         out.append(np.array(arr, dtype=np.float64, copy=True))
     if out[0].shape != out[1].shape:
         raise ValueError(f"thetas and ws must have the same shape, got {out[0].shape} and {out[1].shape}")

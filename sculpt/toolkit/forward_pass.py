@@ -158,10 +158,18 @@ def relative_mse(Y_hat: Any, Y: Any) -> float:
     Y = np.asarray(Y, dtype=np.float64)
     if Y_hat.shape != Y.shape:
         raise ValueError(f"prediction and target shapes differ: {Y_hat.shape} vs {Y.shape}")
+    if not np.all(np.isfinite(Y_hat)):
+        return math.inf
     R = Y - Y_hat
     num, den = float(np.vdot(R, R)), float(np.vdot(Y, Y))
-    if not math.isfinite(num):
-        return math.inf
+    if not (math.isfinite(num) and math.isfinite(den)):
+        # entries near 1e150 and above: the ratio is scale-free, so divide both by one power of two (exact)
+        top = max(float(np.max(np.abs(R), initial=0.0)), float(np.max(np.abs(Y), initial=0.0)))
+        if not math.isfinite(top):
+            return math.inf
+        e = int(np.frexp(top)[1])
+        Rs, Ys = np.ldexp(R, -e), np.ldexp(Y, -e)
+        num, den = float(np.vdot(Rs, Rs)), float(np.vdot(Ys, Ys))
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return num / den
