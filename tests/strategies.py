@@ -28,6 +28,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+
 def _int(draw: Any, spec: Any) -> int:
     """An int given as an int, an inclusive (lo, hi) range or a strategy."""
     if isinstance(spec, (int, np.integer)):

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import balls, gaussian_like, nonzero_vectors, polytopes
 
 from _problems import sample_polytope
 from oracles import Ball, Cut, Intersection, MissingOracleError, OracleBody, OracleError, Polytope
-from strategies import balls, gaussian_like, nonzero_vectors, polytopes
 
 
 def ball_points(center: np.ndarray, radius: float, rng: np.random.Generator, k: int = 200) -> np.ndarray:

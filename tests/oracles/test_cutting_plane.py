@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from strategies import nonzero_vectors, polytopes
 
 from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope
 from oracles import Ball, MissingOracleError, OracleBody, Polytope
 from oracles.cutting_plane import _Localisation, cutting_plane
-from strategies import nonzero_vectors, polytopes
 
 
 def radius_for(x0: np.ndarray, n: int, box: float = 2.0) -> float:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from strategies import gaussian_like, orthonormal, unit_vectors, well_conditioned
 
 from oracles.flats import fit_flat, singular_gap_dimension
-from strategies import gaussian_like, orthonormal, unit_vectors, well_conditioned
 
 
 def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from strategies import flat_polytopes
 
 from oracles import Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, SolverError
 from oracles.hull_ellipsoid import affine_hull_by_ellipsoid
-from strategies import flat_polytopes
 
 
 def radius_for(case, box: float = 5.0) -> float:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from strategies import gaussian_like, grid_arrays
 
 from oracles import BoundResult, Polytope, WorkingSetMinimizer, min_norm_point, solvers
-from strategies import gaussian_like, grid_arrays
 
 
 def _random_body(seed: int, n: int, p: int):

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import least_squares
+from strategies import gaussian_like, independent_tokens, inputs, well_conditioned
 
 from oracles import Polytope
 from sculpt import Certificate, MultiHeadAttention, certify, plant, sample_inputs
 from sculpt.certify import body_widths, normal_equations
 from sculpt.gradients import jacobian, residuals, vjp
-from strategies import gaussian_like, independent_tokens, inputs, well_conditioned
 
 SETTINGS = settings(max_examples=15, deadline=None)
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import gaussian_like, well_conditioned
 
 from sculpt import MultiHeadAttention, nondegeneracy, plant, sample_inputs
 from sculpt.data import DEFAULT_THRESHOLDS
-from strategies import gaussian_like, well_conditioned
 
 SETTINGS = settings(max_examples=15, deadline=None)
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import attention_layers, gaussian_like, inputs, well_conditioned
 
 from sculpt import MultiHeadAttention, plant, sample_inputs
 from sculpt.exact import _streaming_lstsq, exact_equation_counts, exact_sample_size, exact_single_head
-from strategies import attention_layers, gaussian_like, inputs, well_conditioned
 
 
 def _check_recovered(res, truth: MultiHeadAttention, k: int, distribution: str, rng: np.random.Generator) -> None:

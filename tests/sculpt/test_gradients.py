@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import least_squares
+from strategies import gaussian_like, inputs, shapes
 
 import sculpt.toolkit.forward_pass as model_mod  # the kernels behind sculpt.model
 from sculpt import MultiHeadAttention, plant, sample_inputs
 from sculpt.gradients import (jacobian, jacobian_operator, jvp, loss_and_grad, loss_and_grad_flat, pack,
                               residuals, unpack, vjp)
-from strategies import gaussian_like, inputs, shapes
 
 SETTINGS = settings(max_examples=20, deadline=None)
 

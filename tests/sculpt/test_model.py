@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import softmax
+from strategies import gaussian_like, layers_with_inputs, shapes
 
 import sculpt.toolkit.forward_pass as model_mod  # the kernels behind sculpt.model
 from sculpt import MultiHeadAttention, sample_inputs
 from sculpt.model import softmax_axis1
-from strategies import gaussian_like, layers_with_inputs, shapes
 
 SETTINGS = settings(max_examples=25, deadline=None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from strategies import gaussian_like
 
 from oracles.affine_subspace import AffineSubspace
 from sculpt import plant, sample_inputs
@@ -12,7 +13,6 @@ from sculpt.phases.heads import candidate_heads, flat_grid
 from sculpt.phases.polish import polish
 from sculpt.phases.projections import attention, fit_projections, head_errors, predict, solve_projections
 from sculpt.phases.span import SpanEstimate
-from strategies import gaussian_like
 
 
 def _data(d: int, k: int, m: int, n: int, seed: int, distribution: str = "boolean"):

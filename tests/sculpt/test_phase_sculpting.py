@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.optimize import minimize
+from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
 from oracles import Polytope
 from sculpt.data import plant, sample_inputs
 from sculpt.phases._simplex import simplex_lstsq, token_distances
 from sculpt.phases.sculpting import SculptedBody, sculpt
-from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
 
 def _affine_reference(B: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from strategies import gaussian_like
 
 from sculpt.data import plant, sample_inputs
 from sculpt.model import MultiHeadAttention
 from sculpt.phases.sum_w import crude_sum_w, estimate_sum_w, single_token_residuals
-from strategies import gaussian_like
 
 
 @settings(max_examples=15, deadline=None)

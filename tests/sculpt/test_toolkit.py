@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import gaussian_like, pm_one
 
 import sculpt.toolkit.forward_pass as fp
 from sculpt.toolkit import (Progress, ProgressBar, attention, attention_patterns, dumps, features, forward,
                             relative_mse, to_jsonable, versions, write_json)
-from strategies import gaussian_like, pm_one
 
 ROOT = Path(__file__).resolve().parents[2]
 
