@@ -249,7 +249,8 @@ def gradient_descent(X: Any, Y: Any, m: int, *, method: str = "lbfgs", seed: Any
     return LearnResult(
         model=model, method=method, train_error=float(best_f), converged=converged,
         time=time.perf_counter() - t0, iterations=total_iter, samples_used=N,
-        reason=f"restart {best_run}: {runs[best_run]['stop']}",
+        reason=(f"restart {best_run}: {runs[best_run]['stop']} (training relative MSE {best_f:.2e} "
+                f"{'<=' if converged else '>'} tol {tol:.0e})"),
         info={"restarts": runs, "best_restart": best_run, "tol": tol, "max_iter": max_iter,
               "history": history if method == "lbfgs" else None,
               "lr": lr if method == "adam" else None, "batch_size": batch_size if method == "adam" else None,

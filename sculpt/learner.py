@@ -29,6 +29,7 @@ from .toolkit import Progress
 __all__ = ["learn", "METHODS", "min_examples"]
 
 METHODS = ("sculpt", "exact", "gradient", "auto")
+_SCULPT_NEED_PER_D2 = {1: 2, 2: 13, 3: 24}  # phases 1–4's examples per d² (min_examples' docstring)
 _COND_HINT = 100.0  # phase 1's cond(Σ̂W) above which a later phase failure mentions a possibly singular Σ W
 
 
@@ -38,8 +39,10 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
     gradient: the parameter count 2md²/(kd) plus a validation example; exact: the exact route's own
     recommendation ``exact_sample_size(d, k)`` = max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉) + 3, i.e. ⌈d²/(k(k−1))⌉ + 3
     when k <= (d + 2)/2 (its systems are overdetermined, so with no example to spare the
-    validation error is measured on the training examples and the record says so); sculpt: 20·d² (phases 2–3 keep only the rare rows where all heads agree; the
-    targets were met with 20,000 at d = 8)."""
+    validation error is measured on the training examples and the record says so); sculpt: what phases 1–4 need
+    to pin the span, c(m)·d² with c = 2 (m = 1), 13 (m = 2), 24 (m >= 3), at least 100, plus the validation
+    split (measured at d = 8, 4 seeds: m = 1 exact from 100 examples; m = 2 4/4 from 800, 2/4 at 500; m = 3
+    4/4 from 1,500, 1/4 at 1,000 — below that phase 4 has too few equality rows)."""
     if method == "gradient":
         return math.ceil(2 * m * d * d / (k * d)) + 1
     if method == "exact":
@@ -47,7 +50,8 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
 
         return exact_sample_size(d, k)
     if method == "sculpt":
-        return max(1000, 20 * d * d)
+        return _SCULPT_NEED_PER_D2[min(m, 3)] * d * d + min(2000, max(1, _SCULPT_NEED_PER_D2[min(m, 3)] * d * d
+                                                                      // 9))
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
@@ -102,8 +106,17 @@ class _Run:
         return {"train_examples": int(self.Xtr.shape[0]), "validation_examples": int(self.n_val), "tol": self.tol}
 
 
-def _failure_reason(failure: Any, records: list[PhaseRecord]) -> str:
+def _failure_reason(failure: Any, records: list[PhaseRecord], examples: int | None = None,
+                    kd: tuple[int, int] | None = None) -> str:
     why = f"phase {failure.phase} failed: {failure.reason}"
+    if failure.phase == "1-sum-w" and examples is not None and kd is not None and examples * kd[0] < 3 * kd[1]:
+        # the crude estimate (1/kN) Σ s tᵀ has rank <= N·k: with fewer rows than d it is singular whatever
+        # the layer (one training example gave "degenerate instance, condition number 1.3e49")
+        k, d = kd
+        return (f"phase 1-sum-w failed: too few training examples: {examples} example(s) give {examples * k} "
+                f"single-token rows for the {d}×{d} matrix Σ W_i (phase 1 needs at least 3d = {3 * d}), so its "
+                f"estimate is singular; this says nothing about the layer (give more examples, or a smaller "
+                f"validation_size) [{failure.reason}]")
     first = records[0] if records else None
     cond = first.figures.get("cond", 0.0) if first is not None and first.name == "1-sum-w" else 0.0
     if failure.phase != "1-sum-w" and cond > _COND_HINT:
@@ -154,7 +167,7 @@ def _sculpt_route(run: _Run) -> LearnResult:
     model = state.model
     tol = run.tol
     if failure is not None:
-        reason = _failure_reason(failure, records)
+        reason = _failure_reason(failure, records, int(n), (run.Xtr.shape[1], run.Xtr.shape[2]))
         if model is not None:
             reason += " (model: phase 6's, unpolished)"
         converged, val = False, (relative_mse(model.thetas, model.ws, run.Xva, run.Yva) if model is not None
@@ -229,6 +242,10 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
             res.train_error = relative_mse(pol.thetas, pol.ws, run.Xtr, run.Ytr)
     res.validation_error = val
     res.converged = bool(val <= tol)
+    # the route's own reason speaks of its training fit ("tol reached" is the training loss); say what decided
+    verdict = f"validation relative MSE {val:.2e} {'<=' if res.converged else '>'} tol {tol:.0e}"
+    res.reason = (f"{res.reason}; {verdict}" if res.converged else
+                  f"not converged: {verdict} ({res.reason})" if res.reason else f"not converged: {verdict}")
     res.info["truth"] = _truth_summary(res.model, run.truth)
     return res
 

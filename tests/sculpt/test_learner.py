@@ -145,7 +145,7 @@ def test_bad_input() -> None:
         learn(X, Y, 0)
     with pytest.raises(ValueError, match="method"):
         learn(X, Y, 1, method="magic")
-    with pytest.raises(ValueError, match=r"too few examples for method='sculpt'.*need at least 1000"):
+    with pytest.raises(ValueError, match=r"too few examples for method='sculpt'.*need at least 80 "):
         learn(X, Y, 1, method="sculpt")
     with pytest.raises(ValueError, match="learns one head"):
         learn(X, Y, 2, method="exact")
@@ -171,7 +171,10 @@ def test_bad_input() -> None:
 
 
 def test_min_examples() -> None:
-    assert min_examples("sculpt", 8, 4, 2) == 1280
+    # what phases 1–4 need, c(m)·d² (c = 2, 13, 24 for m = 1, 2, >= 3), plus the validation split (N/10)
+    assert min_examples("sculpt", 8, 4, 2) == 13 * 64 + 13 * 64 // 9
+    assert min_examples("sculpt", 8, 4, 1) < min_examples("sculpt", 8, 4, 2) < min_examples("sculpt", 8, 4, 3)
+    assert min_examples("sculpt", 8, 4, 4) == min_examples("sculpt", 8, 4, 3)
     assert min_examples("gradient", 8, 4, 2) == 9
     assert min_examples("exact", 8, 4, 1) == 9  # ⌈d²/(k(k−1))⌉ + 3 (k <= (d+2)/2), the budget
     with pytest.raises(ValueError):
