@@ -56,22 +56,28 @@ def _csteps(X: np.ndarray, Y: np.ndarray, W: np.ndarray, h: int, max_cond: float
     singular in every peaked seed tried)."""
     N, k, d = X.shape
     Yf = Y.reshape(-1, d)
-    prev = None
     for _ in range(iters):
         j, rel = _best_token(X, Y, W)
         r = rel.reshape(-1)
-        order = np.argsort(r, kind="stable")
-        Z = np.take_along_axis(X, j[..., None], 1).reshape(-1, d)[order]
-        G = np.cumsum(np.einsum("np,nq->npq", Z, Z), axis=0)
-        ns = np.unique(np.geomspace(h, r.size, 30).astype(int))
-        ev = np.linalg.eigvalsh(G[ns - 1])
-        good = (ev[:, 0] > 0) & (ev[:, -1] <= max_cond ** 2 * np.maximum(ev[:, 0], 1e-300))
-        n = int(ns[np.argmax(good)]) if good.any() else r.size
-        sel = np.sort(order[:n])
-        if prev is not None and np.array_equal(sel, prev):
+        order = np.argpartition(r, h - 1)
+        Z = np.take_along_axis(X, j[..., None], 1).reshape(-1, d)
+        ev = np.linalg.eigvalsh(Z[order[:h]].T @ Z[order[:h]])
+        if not (ev[0] > 0 and ev[-1] <= max_cond ** 2 * ev[0]):   # crowded: grow the prefix until it is not
+            order = np.argsort(r, kind="stable")
+            Zo = Z[order]
+            ns = np.unique(np.geomspace(h, r.size, 12).astype(int))
+            G = np.cumsum(np.einsum("np,nq->npq", Zo, Zo), axis=0)[ns - 1]
+            ev = np.linalg.eigvalsh(G)
+            good = (ev[:, 0] > 0) & (ev[:, -1] <= max_cond ** 2 * np.maximum(ev[:, 0], 1e-300))
+            n = int(ns[np.argmax(good)]) if good.any() else r.size
+        else:
+            n = h
+        sel = order[:n]
+        W_new = _normal_solve(Z[sel], Yf[sel])
+        done = np.linalg.norm(W_new - W) <= 1e-13 * max(np.linalg.norm(W), 1e-300)
+        W = W_new
+        if done:
             break
-        prev = sel
-        W = _normal_solve(Z[:n], Yf[order[:n]])
     return W
 
 
