@@ -42,7 +42,8 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
     validation error is measured on the training examples and the record says so); sculpt: what phases 1–4 need
     to pin the span, c(m)·d² with c = 2 (m = 1), 13 (m = 2), 24 (m >= 3), at least 100, plus the validation
     split (measured at d = 8, 4 seeds: m = 1 exact from 100 examples; m = 2 4/4 from 800, 2/4 at 500; m = 3
-    4/4 from 1,500, 1/4 at 1,000 — below that phase 4 has too few equality rows)."""
+    4/4 from 1,500, 1/4 at 1,000 — below that phase 4 has too few equality rows; at d = 16, m = 2 was 4/4 from
+    2,000 = 7.8 d², 3/4 at 1,000, so the rule is conservative there)."""
     if method == "gradient":
         return math.ceil(2 * m * d * d / (k * d)) + 1
     if method == "exact":
