@@ -108,7 +108,7 @@ class _Run:
 
 
 def _failure_reason(failure: Any, records: list[PhaseRecord], examples: int | None = None,
-                    kd: tuple[int, int] | None = None) -> str:
+                    kd: tuple[int, int] | None = None, m: int | None = None) -> str:
     why = f"phase {failure.phase} failed: {failure.reason}"
     if failure.phase == "1-sum-w" and examples is not None and kd is not None and examples * kd[0] < 3 * kd[1]:
         # the crude estimate (1/kN) Σ s tᵀ has rank <= N·k: with fewer rows than d it is singular whatever
@@ -118,6 +118,11 @@ def _failure_reason(failure: Any, records: list[PhaseRecord], examples: int | No
                 f"single-token rows for the {d}×{d} matrix Σ W_i (phase 1 needs at least 3d = {3 * d}), so its "
                 f"estimate is singular; this says nothing about the layer (give more examples, or a smaller "
                 f"validation_size) [{failure.reason}]")
+    if failure.phase == "1-sum-w" and examples is not None and kd is not None:
+        need = min_examples("sculpt", kd[1], kd[0], m) if m is not None else 0
+        if examples < need:
+            why += (f" (on {examples} training examples, below the {need} method='sculpt' asks for: phase 1's "
+                    "estimate is mostly noise, which need not be a property of the layer)")
     first = records[0] if records else None
     cond = first.figures.get("cond", 0.0) if first is not None and first.name == "1-sum-w" else 0.0
     if failure.phase != "1-sum-w" and cond > _COND_HINT:
@@ -168,7 +173,7 @@ def _sculpt_route(run: _Run) -> LearnResult:
     model = state.model
     tol = run.tol
     if failure is not None:
-        reason = _failure_reason(failure, records, int(n), (run.Xtr.shape[1], run.Xtr.shape[2]))
+        reason = _failure_reason(failure, records, int(n), (run.Xtr.shape[1], run.Xtr.shape[2]), run.m)
         if model is not None:
             reason += " (model: phase 6's, unpolished)"
         converged, val = False, (relative_mse(model.thetas, model.ws, run.Xva, run.Yva) if model is not None
