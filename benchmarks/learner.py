@@ -9,9 +9,9 @@ off, its own initialisation, heads of rank d/m, through ``from_torch``), draws N
 same data, back to back in one process with one BLAS thread:
 - ``sculpt``: ``learn(method="sculpt")`` (adaptive samples), with every phase's figures;
 - ``auto``: ``learn(method="auto")``;
-- ``peer``: ``lbfgs_growing`` (L-BFGS on 1,000, 2,000, … examples until exact on held-out data, 3 random
-  restarts per size) — the strongest gradient peer;
-- ``lbfgs``: ``gradient_descent(method="lbfgs")`` on all N (one start, 60 s limit).
+- ``peer``: ``lbfgs_growing`` (L-BFGS on 1,000, 2,000, … examples until exact on held-out data, 3 starts
+  per size) — the strongest gradient peer (``--peer-time-limit``, 120 s);
+- ``lbfgs``: ``gradient_descent(method="lbfgs")`` on all N (one start, ``--lbfgs-time-limit``, 60 s).
 "exact" = test relative MSE <= 1e-12 on 5,000 fresh inputs and head-matched parameter errors <= 1e-6.
 Prints one Markdown table (success, median time, ratio of medians to the peer) and one of sculpt's phase
 figures (span angle, m estimate, Θ error before the polish, examples used); writes every run to ``--out``.
@@ -60,10 +60,13 @@ class Row:
 
 ROWS = {r.name: r for r in [
     Row("generic-841-20k", 8, 4, 1, 20_000),
+    Row("gaussian-841-20k", 8, 4, 1, 20_000, dist="gaussian"),
     Row("generic-842-2k", 8, 4, 2, 2_000),
+    Row("gaussian-842-2k", 8, 4, 2, 2_000, dist="gaussian"),
     Row("generic-842-20k", 8, 4, 2, 20_000),
     Row("gaussian-842-20k", 8, 4, 2, 20_000, dist="gaussian"),
     Row("generic-1642-20k", 16, 4, 2, 20_000),
+    Row("gaussian-1642-20k", 16, 4, 2, 20_000, dist="gaussian"),
     Row("generic-843-20k", 8, 4, 3, 20_000),
     Row("gaussian-843-20k", 8, 4, 3, 20_000, dist="gaussian"),
     Row("generic-1643-20k", 16, 4, 3, 20_000),
@@ -122,17 +125,18 @@ def _phase_figures(res: Any) -> dict[str, Any]:
     return out
 
 
-def _runners(row: Row, seed: int, truth: MultiHeadAttention) -> dict[str, Callable[[np.ndarray, np.ndarray], Any]]:
+def _runners(row: Row, seed: int, truth: MultiHeadAttention,
+             limits: dict[str, float]) -> dict[str, Callable[[np.ndarray, np.ndarray], Any]]:
     m = row.m
     return {
         "sculpt": lambda X, Y: learn(X, Y, m, method="sculpt", seed=seed, truth=truth),
         "auto": lambda X, Y: learn(X, Y, m, method="auto", seed=seed),
-        "peer": lambda X, Y: lbfgs_growing(X, Y, m, seed=seed, restarts=3, time_limit=120),
-        "lbfgs": lambda X, Y: gradient_descent(X, Y, m, method="lbfgs", seed=seed, time_limit=60),
+        "peer": lambda X, Y: lbfgs_growing(X, Y, m, seed=seed, restarts=3, time_limit=limits["peer"]),
+        "lbfgs": lambda X, Y: gradient_descent(X, Y, m, method="lbfgs", seed=seed, time_limit=limits["lbfgs"]),
     }
 
 
-def run_one(row: Row, seed: int, methods: list[str]) -> dict[str, Any]:
+def run_one(row: Row, seed: int, methods: list[str], limits: dict[str, float] | None = None) -> dict[str, Any]:
     truth = make_instance(row, seed)
     gen = np.random.default_rng([seed, row.d, row.k, row.m, 0 if row.dist == "boolean" else 1])
     X = sample_inputs(row.n, row.k, row.d, rng=gen, distribution=row.dist)
@@ -140,7 +144,7 @@ def run_one(row: Row, seed: int, methods: list[str]) -> dict[str, Any]:
     Xt = sample_inputs(N_TEST, row.k, row.d, rng=gen, distribution=row.dist)
     out: dict[str, Any] = {"row": row.name, "d": row.d, "k": row.k, "m": row.m, "n": row.n, "dist": row.dist,
                            "seed": seed}
-    runners = _runners(row, seed, truth)
+    runners = _runners(row, seed, truth, limits or {"peer": 120.0, "lbfgs": 60.0})
     for name in methods:
         t = time.perf_counter()
         try:
@@ -213,14 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 per row")
     ap.add_argument("--seed-start", type=int, default=0, help="first seed")
+    ap.add_argument("--peer-time-limit", type=float, default=120.0, help="seconds for one peer run")
+    ap.add_argument("--lbfgs-time-limit", type=float, default=60.0, help="seconds for one L-BFGS-on-all-N run")
     args = ap.parse_args(argv)
+    limits = {"peer": args.peer_time_limit, "lbfgs": args.lbfgs_time_limit}
     names = args.rows or (QUICK if args.quick else list(ROWS))
     seeds = 2 if args.quick else args.seeds
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for name in names:
         for seed in range(args.seed_start, args.seed_start + seeds):
-            r = run_one(ROWS[name], seed, args.methods)
+            r = run_one(ROWS[name], seed, args.methods, limits)
             rows.append(r)
             print(f"{name} seed {seed}: " + "; ".join(
                 f"{mth} {r[mth]['time']:.2f} s exact={r[mth].get('exact')}" for mth in args.methods),
