@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import solvers
 from ._validate import as_matrix, as_vector
-from .affine import _as_polytope, _check_tol, _normalised_rows, affine_hull
+from ._sparse import row_norms
+from .affine import _as_polytope, _check_tol, _normalised_rows, _system, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
@@ -41,10 +43,11 @@ def _min_norm_method(body, poly, method: str, solver: str | None) -> str:
         if closed:
             return "closed_form"
         if poly is not None:
-            return "ipm" if solver is None and poly.A.shape[0] else "qp"
+            return "ipm" if solver is None and not poly.is_sparse and (poly.A.shape[0] or poly.has_bounds) else "qp"
         return "conic" if body.is_explicit else "ellipsoid"
-    fits = {"closed_form": closed, "ipm": poly is not None, "qp": poly is not None,
-            "working_set": poly is not None, "conic": isinstance(body, ConvexBody) and body.is_explicit,
+    dense_poly = poly is not None and not poly.is_sparse
+    fits = {"closed_form": closed, "ipm": dense_poly, "qp": poly is not None,
+            "working_set": dense_poly, "conic": isinstance(body, ConvexBody) and body.is_explicit,
             "ellipsoid": isinstance(body, ConvexBody)}
     if not fits[method]:
         ok = [m for m in MIN_NORM_METHODS[1:] if fits[m]]
@@ -102,14 +105,20 @@ def min_norm_point(body, *, method: str = "auto", solver: str | None = None, cen
         return np.asarray(x.value, dtype=float)
     assert poly is not None
     if method == "working_set":
-        return _min_norm_working_set(poly.A, poly.b, poly.A_eq, poly.b_eq, solver=solver, **opts)[0]
+        A_all, b_all = poly.dense_rows()
+        return _min_norm_working_set(A_all, b_all, poly.A_eq, poly.b_eq, solver=solver, **opts)[0]
     n = poly.dim
     eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
-    A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
+    if poly.is_sparse:  # the QP as it is (sparse, bounds as bounds); the KKT polish below is dense
+        A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
+        return solvers.solve_qp(sp.identity(n, format="csc"), np.zeros(n), A, b, *eq,
+                                poly.bounds if poly.has_bounds else None, solver=solver).x
+    A_all, b_all = poly.dense_rows()
+    A, b = (A_all, b_all) if A_all.shape[0] else (None, None)
     if method == "ipm" and A is not None:
         # a dense numpy IPM guess, kept only if its polished form passes the exact KKT test
-        An, bn, Ae, be, _ = _normalised_rows(poly, 1e-12)
-        guess = min_norm_ipm(An, bn, Ae if Ae.shape[0] else None, be if Ae.shape[0] else None)
+        S = _system(poly, 1e-12, sparse=False)
+        guess = min_norm_ipm(S.G, S.h, S.Ae if S.be.shape[0] else None, S.be if S.be.shape[0] else None)
         if np.all(np.isfinite(guess.x)):
             x, ok = _polish_min_norm(poly, guess.x)
             if ok:
@@ -138,7 +147,8 @@ def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
     solution of their equations, and keep it only if it passes the full KKT test (feasible, x = -Aᵀλ with
     λ >= 0 on the active inequality rows, found by non-negative least squares).
     Returns (point, True) when the KKT test passed, else (x, False)."""
-    A, b, Ae, be = P.A, P.b, P.A_eq, P.b_eq
+    A, b = P.dense_rows()
+    Ae, be = P.A_eq, P.b_eq
     na = np.linalg.norm(A, axis=1)
     safe = np.where(na > 0, na, 1.0)
     slack = (b - A @ x) / safe
@@ -199,6 +209,8 @@ def chebyshev_center(body, *, solver: str | None = None, tol: float = 1e-9,
     if isinstance(body, Ball):
         return body.center.copy(), body.radius
     poly = _as_polytope(body)
+    if poly is not None and (poly.is_sparse or poly.has_bounds):
+        return _cheb_sparse(poly, solver, tol, relative)
     if poly is not None:
         An, bn, Ae, be, _ = _normalised_rows(poly, tol)
         if An.shape[0] == 0:
@@ -221,6 +233,40 @@ def chebyshev_center(body, *, solver: str | None = None, tol: float = 1e-9,
     raise MissingOracleError(f"chebyshev_center needs an explicit body; got {type(body).__name__}")
 
 
+def _cheb_sparse(poly: Polytope, solver: str | None, tol: float, relative: bool) -> tuple[np.ndarray, float]:
+    """Rows and bounds as unit rows g_i x <= h_i (sparse): max r s.t. g_i x + r π_i <= h_i, A_eq x = b_eq, with
+    π_i = 1 (full-dimensional test), then, when r ~ 0, π_i = ‖Bᵀg_i‖ for the hull's basis B: the largest ball
+    inside K within aff(K) (rows constant on the hull get π_i = 0; x in K keeps x in aff(K))."""
+    S = _system(poly, tol, sparse=True)
+    if S.m == 0:
+        raise UnboundedError("a polytope without inequality rows or bounds contains arbitrarily large balls")
+    x, r = _cheb_rows(S, np.ones(S.m), solver)
+    if r > tol * max(1.0, float(np.max(np.abs(x)))):
+        return x, r
+    hull = affine_hull(poly, solver=solver)
+    if hull.dim == 0:
+        return hull.point.copy(), 0.0
+    pi = np.linalg.norm(S.G @ hull.basis, axis=1)
+    pi[pi <= 1e-9] = 0.0
+    x, rr = _cheb_rows(S, pi, solver)
+    return x, (rr if relative else 0.0)
+
+
+def _cheb_rows(S, pi: np.ndarray, solver: str | None) -> tuple[np.ndarray, float]:
+    n = S.G.shape[1]
+    A_ub = sp.hstack([S.G, sp.csr_matrix(pi[:, None])], format="csr")
+    me = S.be.shape[0]
+    A_eq = sp.hstack([S.Ae, sp.csr_matrix((me, 1))], format="csr") if me else None
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    lo = np.concatenate([np.full(n, -np.inf), [0.0]])
+    try:
+        sol = solvers.solve_lp(c, A_ub, S.h, A_eq, S.be if me else None, (lo, None), solver=solver)
+    except UnboundedError as e:
+        raise UnboundedError("the body contains balls of every radius (no Chebyshev centre)") from e
+    return sol.x[:n], float(sol.x[n])
+
+
 def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, float]:
     import cvxpy as cp
 
@@ -229,9 +275,14 @@ def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, flo
     for p in body.parts:
         if isinstance(p, Polytope):
             if p.A.shape[0]:
-                cons.append(p.A @ x + r * np.linalg.norm(p.A, axis=1) <= p.b)
+                cons.append(p.A @ x + r * row_norms(p.A) <= p.b)
             if p.A_eq.shape[0]:
                 cons.append(p.A_eq @ x == p.b_eq)
+            up, lo = np.flatnonzero(np.isfinite(p.ub)), np.flatnonzero(np.isfinite(p.lb))
+            if up.size:
+                cons.append(x[up] + r <= p.ub[up])
+            if lo.size:
+                cons.append(x[lo] - r >= p.lb[lo])
         else:  # Ball
             cons.append(cp.norm(x - p.center, 2) + r <= p.radius)
     solvers.solve_cvxpy(cp.Problem(cp.Maximize(r), cons), solver=solver)
@@ -259,18 +310,27 @@ def width(body, u, *, solver: str | None = None, center=None, radius: float | No
 
 def widths(body, U, *, solver: str | None = None, center=None, radius: float | None = None,
            tol: float = 1e-8) -> np.ndarray:
-    """width(body, u) for every row u of U (one kept LP model for a Polytope; ``center``/``radius``/``tol``
-    as in ``width`` for a body with only a separation oracle)."""
+    """width(body, u) for every row u of U (dense, or scipy.sparse for a polytope: ``widths(P, I)`` is flux
+    variability analysis, max x_j - min x_j). A Polytope uses one kept LP model (2 LPs per row; warm-started
+    simplex when it is sparse); ``center``/``radius``/``tol`` as in ``width`` for a separation-only body."""
     _check_body(body)
     if isinstance(body, AffineSubspace):
         U = as_matrix(U, "U", body.ambient_dim)
         return np.array([width(body, u) for u in U])
-    U = as_matrix(U, "U", body.dim)
     poly = _as_polytope(body)
+    if sp.issparse(U) and poly is not None:  # e.g. the identity for flux variability analysis
+        U = sp.csr_matrix(U, dtype=float)
+        if U.shape[1] != body.dim or not np.all(np.isfinite(U.data)):
+            raise ValueError(f"U must have {body.dim} columns and finite entries, got shape {U.shape}")
+        rows = (U[i].toarray().ravel() for i in range(U.shape[0]))
+    else:
+        U = as_matrix(U.toarray() if sp.issparse(U) else U, "U", body.dim)
+        rows = iter(U)
     if poly is None:
-        return np.array([width(body, u, solver=solver, center=center, radius=radius, tol=tol) for u in U])
-    model = solvers.LPModel(poly, solver=solver)
-    return np.array([max(model.maximize(u)[0] + model.maximize(-u)[0], 0.0) for u in U])
+        return np.array([width(body, u, solver=solver, center=center, radius=radius, tol=tol) for u in rows])
+    # coordinate-like directions on a sparse body: warm-started simplex (neighbouring optima); otherwise IPM
+    model = solvers.LPModel(poly, solver=solver, algorithm="simplex" if poly.is_sparse else "ipm")
+    return np.array([max(model.maximize(u)[0] + model.maximize(-u)[0], 0.0) for u in rows])
 
 
 __all__ = ["min_norm_point", "chebyshev_center", "width", "widths"]
