@@ -170,7 +170,9 @@ class _Localisation:
         b_ub = np.concatenate([self.d, self.hi, -self.lo]) / scale
         bounds = [(None, None)] * n + [(None, z_cap)]
         sol = solvers.solve_lp(c, A_ub, b_ub, bounds=bounds, solver=self.solver)
-        return -sol.value * scale, sol.x[:n] * scale, (0.0 if scale == 1.0 else 1e-7 * scale)
+        # beyond 1e12 the body's features can sit below the LP's tolerance in these units (a ball of radius 0.1
+        # in a box of 1e20 was called empty): a slack below empty_slack certifies nothing there
+        return -sol.value * scale, sol.x[:n] * scale, (0.0 if scale == 1.0 else math.inf)
 
 
 def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
@@ -210,6 +212,7 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
 
         solver = solvers.get(solver, kind="lp").name
     loc = _Localisation(c0 - R, c0 + R, solver)
+    drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))  # rounding at the box's scale
     obj_row: int | None = None  # index of the objective cut among the rows
     best_x: np.ndarray | None = None
     best_val = math.inf
@@ -275,17 +278,21 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
         except SolverError as exc:  # pragma: no cover - backend trouble
             return result("max_iter", f"phase-one LP failed: {exc}")
         if not found:
+            if loc.ambiguous:
+                return result("max_iter", "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
+                                          f"at radius {R:.3g} it solves in units {R / 1e12:.1e} times the box's "
+                                          "(start from a ball of radius <= 1e12 around the body)")
             if best_x is not None:
                 lower = best_val
                 return result("optimal", "no point of the cuts improves on the best value")
-            if loc.ambiguous:
-                return result("max_iter", "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
-                                          f"at radius {R:.3g} it solves in units 1e12 times smaller than "
-                                          "the box (start from a smaller ball, or raise oracle_tol)")
             return result("empty", "the cuts leave no point with slack oracle_tol/2 in the start box")
         if obj is not None and best_x is not None and obj_row is not None:
-            lower = max(lower, _dual_bound(loc, obj_row) * obj_norm)
-            if best_val - lower <= tol:
+            lower = max(lower, _dual_bound(loc, obj_row) * obj_norm - drift * obj_norm)
+            if best_val - lower <= tol + drift * obj_norm:
+                if best_val - lower > tol:
+                    return result("max_iter", f"best - dual lower bound reached the rounding level "
+                                              f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
+                                              f"{drift * obj_norm:.1e} at radius {R:.3g} (start from a smaller ball)")
                 return result("optimal", "best - dual lower bound is within tol")
             if best_val < last[0] or lower > last[1]:
                 progress_at, last = it, (best_val, lower)

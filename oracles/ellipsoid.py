@@ -327,6 +327,7 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     like every engine routine's and checked, but unused: the method needs only the body's oracles.
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
+    obj_norm = 0.0 if obj is None else norm(obj)
     if solver is not None:
         from . import solvers
 
@@ -350,6 +351,11 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     check_every = max(1, n)
     flat_thr = flat_tol * R
     empty_thr = 0.5 * oracle_tol
+    # rounding while E was large: every claim that rests on E containing the body ("empty", "optimal", "flat")
+    # holds up to this absolute drift (measured: 0.17·eps·R for a 1-d box found from radius 1e11)
+    drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
+    drift_note = (f"float64 resolves the ellipsoid only to about {drift:.1e} at radius {R:.3g} (start from a smaller "
+                  "ball around the body, or loosen oracle_tol / tol)")
 
     def result(status: str, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None) -> EllipsoidResult:
         dirs, widths = flat if flat is not None else (np.zeros((n, 0)), np.zeros(0))
@@ -413,6 +419,10 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         if status == "empty":
             if (why := unresolved()) is not None:
                 return result("max_iter", why)
+            a_s, b_s = step
+            miss = float(a_s @ E._c) - b_s - E._half_width(a_s)
+            if not miss > drift * norm(a_s):
+                return result("max_iter", f"a cut missed the ellipsoid by {miss:.1e}, within rounding: {drift_note}")
             if best_x is not None:
                 lower = best_val
                 return result("optimal", "no point of the body improves on the best value")
@@ -420,22 +430,26 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         if status == "no_effect":
             return result("max_iter", "a cut had no effect (the ellipsoid has zero width along it)")
         if obj is not None and best_x is not None:
-            lower = max(lower, float(obj @ E._c) - E._half_width(obj))
-            if best_val - lower <= tol:
+            lower = max(lower, float(obj @ E._c) - E._half_width(obj) - drift * obj_norm)
+            if best_val - lower <= tol + drift * obj_norm:
                 if (why := unresolved()) is not None:
                     lower = -math.inf
                     return result("max_iter", why)
+                if best_val - lower > tol:
+                    return result("max_iter", f"the gap reached the rounding level {best_val - lower:.1e} > tol: "
+                                              f"{drift_note}")
                 return result("optimal", "the gap best - min over the ellipsoid is within tol")
         if best_x is None and it % check_every == 0:
             U, s = E.thin_axes(max(flat_thr, empty_thr))
             if s.size:
                 # below the resolution a computed semi-axis is rounding noise of size res·s_max at most
                 floor = _resolution(n) * float(np.linalg.norm(E._J, 2))
-                s = np.maximum(s, floor)
+                s = np.maximum(s, floor) + drift
                 if s[0] < empty_thr:
                     return result("empty", "the ellipsoid became thinner than the oracle tolerance")
-                if floor >= empty_thr and best_x is None and s[0] <= floor:
-                    return result("max_iter", unresolved() or "lost float64 resolution in the thin directions")
+                if s[0] - drift < empty_thr or (floor >= empty_thr and s[0] - drift <= floor):
+                    return result("max_iter", unresolved() or f"the ellipsoid became thinner than the oracle "
+                                                               f"tolerance, within rounding: {drift_note}")
                 keep = s < flat_thr
                 if np.any(keep) and flat_thr > 0:
                     return result("flat", f"{int(keep.sum())} semi-axes below flat_tol·radius = {flat_thr:.3g} "
