@@ -144,7 +144,9 @@ class Ellipsoid:
             return self._update_parallel(cut)
         if not isinstance(cut, Cut):
             raise TypeError(f"cut must be a Cut or ParallelCut, got {type(cut).__name__}")
-        return self._cut(self._check_normal(cut.normal), cut.offset)
+        a = self._check_normal(cut.normal)
+        nrm = norm(a)  # a unit normal: ‖Jᵀa‖² of a normal near 1e200 would overflow
+        return self._cut(a / nrm, cut.offset / nrm)
 
     def _cut(self, a: np.ndarray, b: float) -> UpdateStatus:
         """update for the cut aᵀy <= b without argument checks (the drivers' hot path)."""
@@ -208,13 +210,15 @@ class Ellipsoid:
     def _update_parallel(self, cut: ParallelCut) -> UpdateStatus:
         """Slab lower <= aᵀy <= upper: the two-sided update (Bland–Goldfarb–Todd; ellalgo's (ρ, σ, δ))."""
         a = self._check_normal(cut.normal)
+        nrm = norm(a)
+        a, lower_b, upper_b = a / nrm, cut.lower / nrm, cut.upper / nrm
         w = self._J.T @ a
         tau = float(np.linalg.norm(w))
         u0 = float(a @ self._c)
         if not tau > 0.0:
-            return "no_effect" if cut.lower <= u0 <= cut.upper else "empty"
+            return "no_effect" if lower_b <= u0 <= upper_b else "empty"
         v = w / tau
-        zl, zu = (cut.lower - u0) / tau, (cut.upper - u0) / tau  # slab zl <= vᵀz <= zu in the unit ball
+        zl, zu = (lower_b - u0) / tau, (upper_b - u0) / tau  # slab zl <= vᵀz <= zu in the unit ball
         if zl > 1.0 or zu < -1.0:
             return "empty"
         n = self.dim
