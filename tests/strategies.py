@@ -325,3 +325,39 @@ def ellipsoids(draw: Any, n: Any = (1, 6), cond: float = 10.0, scale: float = 3.
     n_ = _int(draw, n)
     return Ellipsoid.from_factor(draw(gaussian_like((n_,), bound=center_bound)),
                                  draw(well_conditioned(n_, n_, cond=cond, scale=scale)))
+
+
+# ---------------------------------------------------------------------------------------------- hostile input
+def powers_of_ten(lo: int = -300, hi: int = 300) -> st.SearchStrategy[float]:
+    """10**e for an integer e in [lo, hi] (shrinks towards 1.0): a magnitude for scale-invariance tests."""
+    return st.integers(lo, hi).map(lambda e: float(10.0 ** e)).filter(lambda v: 0.0 < v < float("inf"))
+
+
+def hostile_values(dim: int = 3) -> st.SearchStrategy[Any]:
+    """Values a careless or hostile caller passes where an array or a number belongs: None, text, bytes,
+    containers of the wrong kind, ragged lists, complex / bool / object arrays, NaN and inf, entries far
+    outside float64's comfortable range, empty and wrongly shaped arrays. Every one is wrong for an argument
+    that expects a finite real vector of length ``dim`` (a test may also meet it where a scalar belongs)."""
+    big = st.sampled_from([1e151, -1e200, 1e300, 1.7e308])
+    special = st.sampled_from([np.nan, np.inf, -np.inf])
+    return st.one_of(
+        st.none(), st.text(max_size=5), st.binary(max_size=5), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+        st.just([[1.0], [1.0, 2.0]]), st.just(object()), st.just(1j), st.just({1.0, 2.0}),
+        st.just(np.zeros(dim) + 1j), st.just(np.array(["a"] * dim)), st.just(np.array([None] * dim, dtype=object)),
+        special.map(lambda v: np.full(dim, v)), big.map(lambda v: np.full(dim, v)),
+        st.just(np.zeros(0)), st.just(np.zeros((dim, dim, 2))), st.just(np.zeros(dim + 1)), special, big,
+    )
+
+
+def oracle_answers(dim: int) -> st.SearchStrategy[Any]:
+    """What a misbehaving user oracle may return (or raise: an ``Exception`` instance means "raise it"):
+    wrong types, wrong shapes, NaN/inf, text, and a few well-formed answers so that valid paths run too."""
+    return st.one_of(
+        st.none(), st.booleans(), st.text(max_size=4), st.just("1.0"), st.integers(-2, 2), st.floats(allow_nan=True),
+        st.just((np.ones(dim), np.nan)), st.just((np.ones(dim + 1), 0.0)), st.just((np.full(dim, np.inf), 0.0)),
+        st.just(("a", "b")), st.just((np.ones(dim),)), st.just((np.ones(dim), 0.0, 1.0)), st.just(np.ones(dim)),
+        st.just((np.ones(dim) * 1j, 0.0)), st.just((np.zeros(dim), 1.0)), st.just((1e-300 * np.ones(dim), 1.0)),
+        st.just((np.ones(dim), 0.5)), st.just((0.0, np.zeros(dim))), st.just((np.nan, np.zeros(dim))),
+        st.just((1.0, np.zeros(dim))), st.just((np.float64(0.0), np.zeros(dim + 2))),
+        st.sampled_from([ValueError("boom"), ZeroDivisionError(), KeyError("k"), RuntimeError("solver")]),
+    )
