@@ -16,7 +16,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..result import PhaseRecord
-from .projections import attention, head_errors, relative_mse
+from .projections import attention, head_errors, relative_mse, solve_projections
 
 
 @dataclass
@@ -142,7 +142,15 @@ def polish(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray, 
     n_use = min(N, first_examples, max_examples)
     stages, total_it = [], 0
     best = None
-    while True:
+    # a start that already validates needs no LM: the argmax route's heads arrive at validation relative MSE
+    # 1e-17-ish, and LM on peaked data then cost 61 s (d = 16, 64 → 4,096 examples) or 349 s (1,024 at once)
+    ws0 = solve_projections(th, X[perm[:n_use]], Y[perm[:n_use]])[0]
+    verr0 = relative_mse(th, ws0, X_val, Y_val)
+    if verr0 <= tol:
+        stages.append({"examples": int(n_use), "iterations": 0, "train_error": None, "validation_error": verr0,
+                       "note": "the start already validates: no LM"})
+        best = (th.copy(), ws0, float("nan"), verr0, n_use)
+    while best is None or best[3] > tol:
         Xs, Ys = X[perm[:n_use]], Y[perm[:n_use]]
         th, ws, cost, it = lm_vp(th, Xs, Ys, max_iter=max_iter)
         total_it += it
@@ -155,6 +163,7 @@ def polish(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray, 
         if verr <= tol or n_use >= min(N, max_examples):
             break
         n_use = min(N, max_examples, n_use * growth)
+    assert best is not None
     th, ws, cost, verr, n_use = best
     res = PolishResult(th, ws, cost, verr, total_it, int(n_use), bool(verr <= tol))
     rec = PhaseRecord("polish", figures={
