@@ -360,12 +360,18 @@ def _load_data(path: str) -> tuple[np.ndarray, np.ndarray]:
     X, Y = z["X"], z["Y"]
     for name, arr in (("X", X), ("Y", Y)):
         if arr.dtype.kind not in "biuf":
-            raise BadInput(f"--data: array {name} has dtype {arr.dtype}, expected real numbers")
+            raise BadInput(f"--data: {path!r}: array {name} has dtype {arr.dtype}, expected real numbers")
         if arr.ndim != 3:
-            raise BadInput(f"--data: array {name} must have shape (N, k, d), got {arr.shape}")
+            raise BadInput(f"--data: {path!r}: array {name} must have shape (N, k, d), got {arr.shape}")
     if X.shape != Y.shape:
-        raise BadInput(f"--data: X and Y must have the same shape (N, k, d), got {X.shape} and {Y.shape}")
-    return X.astype(np.float64), Y.astype(np.float64)
+        raise BadInput(f"--data: {path!r}: X and Y must have the same shape (N, k, d), got {X.shape} and "
+                       f"{Y.shape}")
+    from ._checks import check_data
+
+    try:
+        return check_data(X, Y)
+    except (ValueError, TypeError) as exc:
+        raise BadInput(f"--data: {path!r}: {exc}") from None
 
 
 def run_learn(args: argparse.Namespace) -> int:
@@ -381,6 +387,9 @@ def run_learn(args: argparse.Namespace) -> int:
             truth = MultiHeadAttention.load(args.truth)
         except ValueError as exc:
             raise BadInput(f"--truth: {exc}") from None
+        if (truth.m, truth.d) != (args.m, X.shape[2]):
+            raise BadInput(f"--truth: {args.truth!r} holds a layer with (m, d) = ({truth.m}, {truth.d}); --m and "
+                           f"the data give ({args.m}, {X.shape[2]})")
     result = _learn(X, Y, args, args.seed, truth)
     config = {"data": args.data, "m": args.m, "method": args.method, "seed": args.seed, "solver": args.solver,
               "tol": args.tol, "truth": args.truth, "examples": int(X.shape[0]), "k": int(X.shape[1]),
