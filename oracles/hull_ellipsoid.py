@@ -86,6 +86,14 @@ class _HullRun:
         self.E = Ellipsoid.ball(np.zeros(n), R)
         self.point: np.ndarray | None = None
         self.calls = 0
+        # rounding at the start radius: an emptiness claim must clear it (a box found from radius 1e50 was
+        # called empty); see ellipsoid()
+        self.drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
+        self.R = R
+
+    def _unresolved(self, what: str) -> SolverError:
+        return SolverError(f"{what}, within rounding: float64 resolves the ellipsoid only to about {self.drift:.1e} "
+                           f"at radius {self.R:.3g}; start from a smaller ball around the body")
 
     def _query(self, y: np.ndarray):
         """separate at the global point p + B y, the cut restricted to the flat: (Bᵀa, b - aᵀp) or None."""
@@ -105,6 +113,9 @@ class _HullRun:
                 raise EmptyBodyError("a cut excludes the whole current flat: the body is empty")
             raise SolverError("a cut excludes the whole current flat after a projection; use a larger tol")
         if self.E._cut(a, b) == "empty":
+            miss = float(a @ self.E._c) - b - self.E._half_width(a)
+            if self.point is None and not miss > self.drift * float(np.linalg.norm(a)):
+                raise self._unresolved(f"a cut missed the ellipsoid by {miss:.1e}")
             if self.point is None:
                 raise EmptyBodyError("a cut missed the ellipsoid: the body has no point in the ball")
             raise SolverError("a cut missed the ellipsoid after a body point was found (inconsistent oracle)")
@@ -130,8 +141,10 @@ class _HullRun:
                 self._cut(cut)
                 if self.point is None and self.calls % k == 0:
                     s = self.E.semi_axes()[0]
-                    if s[0] < 0.5 * self.t:
+                    if s[0] + self.drift < 0.5 * self.t:
                         raise EmptyBodyError("the ellipsoid became thinner than the oracle tolerance: empty body")
+                    if s[0] < 0.5 * self.t:
+                        raise self._unresolved("the ellipsoid became thinner than the oracle tolerance")
                 continue
             self.point = self.p + self.B @ yc
             s, U = self.E.semi_axes()
