@@ -68,6 +68,17 @@ def as_rhs(b, name: str, rows: int, *, limit: float | None = MAX_MAGNITUDE) -> n
     return arr
 
 
+def as_count(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (integral floats such as 100.0 accepted): TypeError for non-numbers and bools,
+    ValueError for NaN, inf, fractions and values below ``minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or v != math.floor(v) or v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def positive(value: float, name: str, *, strict: bool = True) -> float:
     if isinstance(value, (complex, np.complexfloating)):
         raise TypeError(f"{name} must be a real number, got {value!r}")

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._sparse import as_csr, row_norms as sparse_row_norms
-from ._validate import (MAX_MAGNITUDE, RANGE_TEXT, as_matrix, as_rhs, as_vector, call_oracle, check_bool,
+from ._validate import (MAX_MAGNITUDE, RANGE_TEXT, as_count, as_matrix, as_rhs, as_vector, call_oracle, check_bool,
                         check_cut, check_maximize, norm, radius, row_norms)
 from .cuts import Cut
 from .errors import MissingOracleError
@@ -482,8 +482,7 @@ class OracleBody(ConvexBody):
 
     def __init__(self, dim: int, separate: Callable | None = None, contains: Callable | None = None,
                  maximize: Callable | None = None):
-        if int(dim) != dim or dim < 1:
-            raise ValueError(f"dim must be a positive integer, got {dim}")
+        dim = as_count(dim, "dim")
         if separate is None and contains is None and maximize is None:
             raise ValueError("OracleBody needs at least one oracle: separate, contains or maximize")
         for name, f in (("separate", separate), ("contains", contains), ("maximize", maximize)):

@@ -17,6 +17,8 @@ class Cut:
     offset: float
 
     def __post_init__(self) -> None:
+        if np.iscomplexobj(self.normal) or np.iscomplexobj(self.offset):
+            raise TypeError("Cut.normal and Cut.offset must be real, got complex values")
         normal = np.asarray(self.normal, dtype=float)
         if normal.ndim != 1:
             raise ValueError(f"Cut.normal must be a vector, got shape {normal.shape}")
@@ -50,6 +52,8 @@ class ParallelCut:
     upper: float
 
     def __post_init__(self) -> None:
+        if any(np.iscomplexobj(v) for v in (self.normal, self.lower, self.upper)):
+            raise TypeError("ParallelCut.normal, lower and upper must be real, got complex values")
         normal = np.asarray(self.normal, dtype=float)
         if normal.ndim != 1 or not np.all(np.isfinite(normal)):
             raise ValueError("ParallelCut.normal must be a finite vector")

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._validate import positive
+from ._validate import as_count, positive
 from .bodies import ConvexBody, checked_separate
 from .ellipsoid import _check_common
 from .errors import OracleError, SolverError
@@ -200,10 +200,7 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
     oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
     max_cuts = 5 * n if max_cuts is None else max_cuts
     keep_cuts = 3 * n if keep_cuts is None else keep_cuts
-    for name, v in (("max_cuts", max_cuts), ("keep_cuts", keep_cuts)):
-        if int(v) != v:
-            raise ValueError(f"{name} must be an integer, got {v}")
-    max_cuts, keep_cuts = int(max_cuts), int(keep_cuts)
+    max_cuts, keep_cuts = as_count(max_cuts, "max_cuts", 0), as_count(keep_cuts, "keep_cuts", 0)
     obj_weight = positive(obj_weight, "obj_weight")
     if keep_cuts < 1 or max_cuts < keep_cuts:
         raise ValueError(f"need 1 <= keep_cuts <= max_cuts, got keep_cuts={keep_cuts}, max_cuts={max_cuts}")
@@ -234,8 +231,7 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             recycled_cuts=free, message=message)
 
     stall = max(100, 20 * n) if stall is None else stall
-    if int(stall) != stall or stall < 1:
-        raise ValueError(f"stall must be a positive integer, got {stall}")
+    stall = as_count(stall, "stall")
     progress_at, last = 0, (math.inf, -math.inf)
     loc.empty_slack = 0.5 * oracle_tol
     while it < max_iter:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ._validate import as_matrix, as_vector, norm, positive
+from ._validate import as_count, as_matrix, as_vector, norm, positive
 from ._validate import radius as check_radius
 from .bodies import ConvexBody, checked_separate
 from .cuts import Cut, ParallelCut
@@ -308,9 +308,7 @@ def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tupl
         raise ValueError("objective must be non-zero")
     if max_iter is None:
         max_iter = 100 * n * n + 1000
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
-    return n, c, r, obj, int(max_iter)
+    return n, c, r, obj, as_count(max_iter, "max_iter")
 
 
 def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
@@ -342,9 +340,7 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     if cut not in ("deep", "central"):
         raise ValueError(f"cut must be 'deep' or 'central', got {cut!r}")
     memory = 10 * n if memory is None else memory
-    if int(memory) != memory or memory < 0:
-        raise ValueError(f"memory must be a non-negative integer, got {memory}")
-    memory = int(memory)
+    memory = as_count(memory, "memory", 0)
     store = _CutStore(n, memory if cut == "deep" else 0)
     E = Ellipsoid.ball(c0, R)
     log_volumes = [E.log_volume]

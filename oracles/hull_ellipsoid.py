@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_vector, positive
+from ._validate import as_count, as_vector, positive
 from .affine_subspace import AffineSubspace
 from .bodies import ConvexBody
 from .ellipsoid import Ellipsoid, _check_body
@@ -63,8 +63,7 @@ def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: fl
     k = n if flat is None else B0.shape[1]
     if max_iter is None:
         max_iter = 400 * k * k + 2000
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
+    max_iter = as_count(max_iter, "max_iter")
     run = _HullRun(body, c0, R, tol, t)
     if flat is not None:
         run.p, run.B = p0.copy(), B0.copy()

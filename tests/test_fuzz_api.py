@@ -39,7 +39,8 @@ from sculpt.learner import METHODS, min_examples
 DOCUMENTED = (ValueError, TypeError, OracleError, SculptError)
 
 #: max_examples of every test in this file (their sum is what the suite draws; see test_fuzz_cli.py too).
-EXAMPLES = {"membership": 60, "min_norm": 25, "hull_dim": 20, "boxes": 25, "statuses": 30, "oracles": 80,
+EXAMPLES = {"membership": 60, "min_norm": 25, "hull_dim": 20, "boxes": 25, "statuses": 30, "hull_far": 15,
+            "oracles": 80,
             "engine_args": 120, "layer_args": 100, "distance": 40, "prediction": 30, "typos": 60, "learn_args": 60,
             "reasons": 6, "model_files": 60}
 
@@ -199,6 +200,23 @@ def test_cutting_plane_statuses_stay_true_at_any_radius(data, e, method, minimis
             d = res.flat_directions[:, j]
             spread = max(abs(lowest(d) - d @ res.center), abs(-lowest(-d) - d @ res.center))
             assert spread <= res.flat_widths[j] * (1 + 1e-6) + 2e-9
+
+
+@_fuzz("hull_far", deadline=None)
+@given(data=st.data(), e=st.integers(0, 150))
+def test_affine_hull_by_ellipsoid_never_calls_a_body_empty(data, e) -> None:
+    """affine_hull_by_ellipsoid from a far start in a ball of radius up to 1e150 around a ball or a box: the full
+    dimension, or a SolverError saying float64 cannot tell — never EmptyBodyError (a box searched from radius
+    1e50 was called empty)."""
+    body, centre, extent, _, _ = _body_case(data.draw)
+    R = max(10.0 ** e, 4.0 * extent + 1.0)
+    start = centre + data.draw(unit_vectors(body.dim), label="offset") * 0.3 * R
+    try:
+        hull = affine_hull_by_ellipsoid(body, start, R)
+    except oracles.SolverError as exc:
+        assert "rounding" in str(exc) or "max_iter" in str(exc), str(exc)
+    else:
+        assert hull.dim == body.dim
 
 
 def _scripted(answer):
@@ -559,3 +577,19 @@ def test_hostile_model_files_are_value_errors(tmp_path_factory, kind, members, w
         assert str(path) in str(exc) or repr(str(path)) in str(exc)
     else:
         assert np.all(np.isfinite(model.thetas)) and model.thetas.shape == model.ws.shape
+
+
+# --------------------------------------------------------------------------------------------------- docs
+def test_docs_errors_lists_every_public_name_and_its_examples_run(capsys) -> None:
+    """docs/errors.md names every public name of both packages, and its code blocks run as printed."""
+    import re
+
+    import sculpt
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    missing = [n for n in (*oracles.__all__, *sculpt.__all__) if n != "solvers" and f"`{n}" not in doc]
+    assert missing == [], f"docs/errors.md does not list {missing}"
+    for i, code in enumerate(re.findall(r"```python\n(.*?)```", doc, re.S)):
+        exec(compile(code, f"docs/errors.md block {i + 1}", "exec"), {"__name__": "errors_md"})
+    out = capsys.readouterr().out
+    assert "max_iter" in out and "did you mean 'gradient.tol'" in out
