@@ -124,9 +124,15 @@ class Ellipsoid:
 
     def contains(self, points, tol: float = 0.0) -> np.ndarray | bool:
         """‖J⁻¹(y - c)‖ <= 1 + tol for a point (bool) or each row of a 2-D array (bool array)."""
-        Y = np.asarray(points, dtype=float)
-        Z = np.linalg.solve(self._J, (np.atleast_2d(Y) - self._c).T)
-        inside = np.linalg.norm(Z, axis=0) <= 1.0 + tol
+        Y = as_vector(points, "points", self.dim) if np.ndim(points) == 1 else as_matrix(points, "points", self.dim)
+        D = (np.atleast_2d(Y) - self._c).T
+        try:
+            Z = np.linalg.solve(self._J, D)
+            inside = np.linalg.norm(Z, axis=0) <= 1.0 + tol
+        except np.linalg.LinAlgError:  # a degenerate (flat) ellipsoid: points off its span are outside
+            Z = np.linalg.pinv(self._J) @ D
+            off = np.linalg.norm(self._J @ Z - D, axis=0) > 1e-12 * max(1.0, float(np.abs(D).max(initial=0.0)))
+            inside = (np.linalg.norm(Z, axis=0) <= 1.0 + tol) & ~off
         return bool(inside[0]) if Y.ndim == 1 else inside
 
     def alpha(self, cut: Cut) -> float:

@@ -298,6 +298,13 @@ ENGINE_CALLS = {
     "AffineSubspace.point": lambda v: AffineSubspace(v, np.eye(3)[:, :1]),
     "OracleBody.dim": lambda v: OracleBody(v, separate=lambda x: None),
     "affine_hull_by_ellipsoid.radius": lambda v: affine_hull_by_ellipsoid(Ball(np.zeros(3), 1.0), np.zeros(3), v),
+    "Polytope.lb": lambda v: width(Polytope(np.eye(3), np.ones(3), lb=v), np.ones(3)),
+    "Polytope.ub": lambda v: Polytope(-np.eye(3), np.ones(3), ub=v).contains(np.zeros(3)),
+    "Ellipsoid.contains": lambda v: Ellipsoid.ball(np.zeros(3), 1.0).contains(v),
+    "Intersection": lambda v: Intersection([Ball(np.zeros(3), 1.0), v]),
+    "NormEpigraph": lambda v: NormEpigraph(v),
+    "implicit_equalities": lambda v: oracles.implicit_equalities(v),
+    "ellipsoid.memory": lambda v: ellipsoid(Ball(np.zeros(3), 1.0), np.ones(3), 2.0, memory=v),
 }
 
 
