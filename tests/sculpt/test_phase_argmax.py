@@ -77,3 +77,13 @@ def test_learn_takes_the_argmax_route_on_peaked_heads() -> None:
     assert res.info["truth"]["max_theta_error"] < 1e-6
     off = learn(X, Y, 2, seed=0, argmax={"enabled": False}, max_sculpt_examples=1500)
     assert "route" not in off.phase("2-sculpt").figures
+
+
+def test_split_without_a_converging_start_fails_explicitly() -> None:
+    from sculpt.phases.argmax import split_projections
+
+    model, X, Y = _peaked(1500, 0)
+    W = model.ws.sum(0)
+    with pytest.raises(PhaseFailed, match="mixed regression"):
+        split_projections(X, Y, W, 2, rng=np.random.default_rng(0), onehot_tol=1e-4, restarts=1, max_iter=1,
+                          keep_fraction=0.3, max_rows=2000, stop_fraction=0.9)
