@@ -77,7 +77,9 @@ def structural_elimination(E: sp.csr_matrix, fixed: np.ndarray):
 
     Returns (core_rows, core_cols, fixed mask (updated), steps) where steps lists (j, i) column-singleton
     eliminations in order: x_j is solved from row i."""
-    E = sp.csr_matrix(E)
+    E = sp.csr_matrix(E, dtype=float, copy=True)
+    E.sum_duplicates()
+    E.eliminate_zeros()
     Ec = E.tocsc()
     r, n = E.shape
     ar = np.ones(r, dtype=bool)
@@ -143,7 +145,9 @@ def sparse_null_space(E, *, rank_tol: float = 1e-9, fixed: np.ndarray | None = N
     """Orthonormal basis (n x d) of {x : E x = 0} for a sparse (or dense) E; ``fixed``: variables known
     to be 0 on the null space (their basis rows are 0). Rank decided on the core's singular values
     relative to the largest (``rank_tol``)."""
-    E = sp.csr_matrix(E)
+    E = sp.csr_matrix(E, dtype=float, copy=True)
+    E.sum_duplicates()
+    E.eliminate_zeros()  # an explicitly stored 0 is no entry: it must not make a row look like a singleton
     n = E.shape[1]
     fixed = np.zeros(n, dtype=bool) if fixed is None else fixed.astype(bool)
     core_r, core_c, fixed, steps = structural_elimination(E, fixed)

@@ -309,7 +309,49 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
     x_ri = _onto_equalities(S, x_ri, eq_rows)
     slack = _min_slack(S, x_ri, eq_rows)
     widths = _dual_widths(S, lam, mu, eq_rows, x_ri)
-    return _result(S, eq_rows, x_ri, slack, method, n_solves, widths, info={"frt_scale": s})
+    info = {"frt_scale": s}
+    if np.isfinite(slack) and slack < _CENTRED_SLACK and s > 1.0 + 1e-9:
+        # the FRT LP is degenerate in s (any scale that keeps every t = 1 is optimal) and the simplex may end
+        # at s = 1/tol, i.e. a point with slack ~tol: one more LP, min s with the classification fixed, gives
+        # the point whose smallest slack is largest (1/s_min)
+        try:
+            x_c, s_min = _recentre(S, eq_rows, tol, backend.name)
+            x_c = _onto_equalities(S, x_c, eq_rows)
+            slack_c = _min_slack(S, x_c, eq_rows)
+            n_solves += 1
+            info["recentred_scale"] = s_min
+            if slack_c > slack:
+                x_ri, slack = x_c, slack_c
+        except (SolverError, EmptyBodyError, UnboundedError):
+            pass
+    return _result(S, eq_rows, x_ri, slack, method, n_solves, widths, info=info)
+
+
+_CENTRED_SLACK = 1e-3  # an FRT point whose smallest other slack is below this is re-centred (one more LP)
+
+
+def _recentre(S: _System, eq_rows: np.ndarray, tol: float, solver: str) -> tuple[np.ndarray, float]:
+    """min s s.t. g_i x + 1 <= s h_i (rows not in eq_rows), g_i x <= s h_i (eq_rows), A_eq x = s b_eq,
+    1 <= s <= 1/tol: x/s has slack >= 1/s on every other row, the largest such floor."""
+    m, n = S.m, S.G.shape[1]
+    me = S.be.shape[0]
+    rhs = -np.ones(m)
+    rhs[eq_rows] = 0.0
+    if S.sparse:
+        A_ub = sp.hstack([S.G, sp.csr_matrix(-S.h[:, None])], format="csr")
+        A_eq = sp.hstack([S.Ae, sp.csr_matrix(-S.be[:, None])], format="csr") if me else None
+        options = solvers.get(solver, "lp").SPARSE_LP_OPTIONS or None
+    else:
+        A_ub = np.hstack([S.G, -S.h[:, None]])
+        A_eq = np.hstack([S.Ae, -S.be[:, None]]) if me else None
+        options = None
+    c = np.zeros(n + 1)
+    c[-1] = 1.0
+    lo = np.concatenate([np.full(n, -np.inf), [1.0]])
+    hi = np.concatenate([np.full(n, np.inf), [1.0 / tol]])
+    sol = solvers.solve_lp(c, A_ub, rhs, A_eq, np.zeros(me) if me else None, (lo, hi), solver=solver,
+                           options=options)
+    return sol.x[:n] / sol.x[-1], float(sol.x[-1])
 
 
 def _min_slack(S: _System, x: np.ndarray, eq_rows: np.ndarray) -> float:
@@ -329,6 +371,20 @@ def _onto_equalities(S: _System, x: np.ndarray, eq_rows: np.ndarray) -> np.ndarr
     x[S.var[b]] = S.side[b] * S.h[b]
     if S.fixed.size:
         x[S.fixed] = S.be[S.be.shape[0] - S.fixed.size:]
+    # then the least-norm correction of the other coordinates onto the equality rows (sparse LSQR)
+    r_rows = eq_rows[S.side[eq_rows] == 0]
+    E = sp.vstack([sp.csr_matrix(S.G[r_rows]), sp.csr_matrix(S.Ae)], format="csr")
+    if E.shape[0]:
+        e = np.concatenate([S.h[r_rows], S.be])
+        resid = e - E @ x
+        if float(np.max(np.abs(resid))) > 1e-13 * max(1.0, float(np.max(np.abs(x)))):
+            from scipy.sparse.linalg import lsqr
+
+            pinned = np.zeros(x.shape[0], dtype=bool)
+            pinned[S.var[b]] = True
+            pinned[S.fixed] = True
+            free = np.flatnonzero(~pinned)
+            x[free] += lsqr(E[:, free], resid, atol=1e-15, btol=1e-15, iter_lim=10 * x.shape[0])[0]
     return x
 
 
@@ -353,7 +409,6 @@ def _dual_widths(S: _System, lam, mu, eq_rows: np.ndarray, x: np.ndarray) -> np.
 def _classify(S: _System, x_hat, tol, solver, source):
     """Candidates {slack <= θ} at x_hat; certified when the dual LP bounds their widths by tol and the
     projection of x_hat onto their flat keeps every other row slack. Returns (result or None, cand, n_lps)."""
-    m = S.m
     s = S.h - S.G @ x_hat
     viol = max(0.0, float(-s.min()), float(np.max(np.abs(S.Ae @ x_hat - S.be), initial=0.0)))
     scale = max(1.0, float(np.max(np.abs(x_hat))), float(np.max(np.abs(S.h))))

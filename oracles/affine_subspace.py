@@ -42,7 +42,7 @@ class AffineSubspace:
         return np.flatnonzero(np.linalg.norm(self.basis, axis=1) <= tol) if self.dim else np.arange(self.ambient_dim)
 
     @classmethod
-    def from_equations(cls, A_eq, b_eq, *, rank_tol: float = 1e-10) -> "AffineSubspace":
+    def from_equations(cls, A_eq, b_eq, *, rank_tol: float = 1e-10) -> AffineSubspace:
         """The flat {x : A_eq x = b_eq} (least-squares consistent; rank decided relative to σ_max)."""
         A = as_matrix(A_eq, "A_eq")
         b = as_vector(b_eq, "b_eq", A.shape[0])

@@ -8,14 +8,28 @@ engine's convex programs (min-norm point, Chebyshev centre, widths) can be writt
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._sparse import as_csr, row_norms as sparse_row_norms
-from ._validate import (MAX_MAGNITUDE, RANGE_TEXT, as_count, as_matrix, as_rhs, as_vector, call_oracle, check_bool,
-                        check_cut, check_maximize, norm, radius, row_norms)
+from ._sparse import as_csr
+from ._sparse import row_norms as sparse_row_norms
+from ._validate import (
+    MAX_MAGNITUDE,
+    RANGE_TEXT,
+    as_count,
+    as_matrix,
+    as_rhs,
+    as_vector,
+    call_oracle,
+    check_bool,
+    check_cut,
+    check_maximize,
+    norm,
+    radius,
+    row_norms,
+)
 from .cuts import Cut
 from .errors import MissingOracleError
 
@@ -58,7 +72,7 @@ class ConvexBody(ABC):
     def _check_point(self, x) -> np.ndarray:
         return as_vector(x, "x", self.dim)
 
-    def __and__(self, other: "ConvexBody") -> "Intersection":
+    def __and__(self, other: ConvexBody) -> Intersection:
         if not isinstance(other, ConvexBody):
             return NotImplemented
         return Intersection([self, other])
@@ -147,7 +161,7 @@ class Polytope(ConvexBody):
                       limit=None)
         return _rescale_rows(A, as_rhs(b, b_name, A.shape[0], limit=None), a_name, b_name)
 
-    def add_halfspaces(self, A, b) -> "Polytope":
+    def add_halfspaces(self, A, b) -> Polytope:
         """Append rows A x <= b."""
         A, b = self._checked_rows(A, b, "A", "b")
         if self._sparse:
@@ -158,7 +172,7 @@ class Polytope(ConvexBody):
             self._A, self._b, self._m = self._append(self._A, self._b, self._m, A, b)
         return self
 
-    def add_equalities(self, A, b) -> "Polytope":
+    def add_equalities(self, A, b) -> Polytope:
         """Append rows A x = b."""
         A, b = self._checked_rows(A, b, "A", "b")
         if self._sparse:
@@ -169,7 +183,7 @@ class Polytope(ConvexBody):
             self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
         return self
 
-    def add_slabs(self, A, c, eta) -> "Polytope":
+    def add_slabs(self, A, c, eta) -> Polytope:
         """Append |A x - c| <= eta row-wise, as the two half-spaces A x <= c + eta and -A x <= eta - c."""
         if sp.issparse(A) or self._sparse:
             A = as_csr(A, "A", self.dim)
@@ -241,7 +255,7 @@ class Polytope(ConvexBody):
     def has_maximize(self) -> bool:
         return True
 
-    def copy(self) -> "Polytope":
+    def copy(self) -> Polytope:
         return Polytope(self.A.copy(), self.b.copy(), self.A_eq.copy() if self._meq else None,
                         self.b_eq.copy() if self._meq else None, lb=self.lb.copy(), ub=self.ub.copy(), dim=self.dim)
 

@@ -15,14 +15,14 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import solvers
-from ._validate import as_matrix, as_vector
+from ._dense_ipm import min_norm_ipm
+from ._separation_only import _min_norm_by_cuts, _width_by_cuts
 from ._sparse import row_norms
+from ._validate import as_matrix, as_vector
 from .affine import _as_polytope, _check_tol, _normalised_rows, _system, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
-from ._dense_ipm import min_norm_ipm
-from ._separation_only import _min_norm_by_cuts, _width_by_cuts
 from .working_set import _WORKING_SET_DEFAULTS, _min_norm_working_set
 
 

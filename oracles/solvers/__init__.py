@@ -22,7 +22,8 @@ from ._base import Backend, LPSolution, ProblemData, QPSolution, prepare
 from ._cvx import solve_problem
 from .backend_clarabel import ClarabelBackend
 from .backend_highs import HighsBackend
-from .backend_mosek import MosekBackend, licence_status as mosek_licence_status
+from .backend_mosek import MosekBackend
+from .backend_mosek import licence_status as mosek_licence_status
 from .backend_scs import ScsBackend
 
 _log = logging.getLogger("oracles.solvers")
@@ -190,7 +191,7 @@ class LPModel:
             raise ValueError(f"c must be a finite vector of length {self.dim}, got shape {c.shape}")
         return c
 
-    def update(self, *, c=None) -> "LPModel":
+    def update(self, *, c=None) -> LPModel:
         """Replace the objective (the only data an LPModel re-solve may change besides added rows)."""
         if c is not None:
             self._c = self._cost(c)
@@ -211,7 +212,7 @@ class LPModel:
         sol = self.minimize(-self._cost(c))
         return -sol.value, sol.x
 
-    def add_halfspaces(self, A, b) -> "LPModel":
+    def add_halfspaces(self, A, b) -> LPModel:
         """Append rows A x <= b to the kept model."""
         extra = prepare(np.zeros(self.dim), A, b)
         if self._kept is not None:

@@ -65,7 +65,7 @@ class ProblemData:
     def is_sparse(self) -> bool:
         return any(sp.issparse(M) for M in (self.A_ub, self.A_eq, self.P) if M is not None)
 
-    def with_cost(self, c: np.ndarray) -> "ProblemData":
+    def with_cost(self, c: np.ndarray) -> ProblemData:
         return ProblemData(c, self.A_ub, self.b_ub, self.A_eq, self.b_eq, self.lb, self.ub, self.P)
 
     def csc(self, which: str) -> sp.csc_matrix:
@@ -222,7 +222,7 @@ class Backend(ABC):
             return False
         return self.SUPPORTS_LP if problem.P is None else self.SUPPORTS_QP
 
-    def kept_model(self, data: "ProblemData", *, algorithm: str = "ipm", options: dict | None = None):
+    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None):
         """A model kept across solves (only when ``WARM_START``): ``minimize(c)`` re-solves with new costs,
         ``add_rows(A, b)`` appends rows A x <= b, ``data`` is the current ProblemData."""
         raise NotImplementedError(f"{self.name} keeps no model between solves (WARM_START is False)")

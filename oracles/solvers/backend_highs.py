@@ -138,7 +138,7 @@ class HighsBackend(Backend):
             raise UnboundedError("HiGHS: the objective is unbounded over the feasible set")
         raise EmptyBodyError("HiGHS: the constraints are infeasible (the body is empty)")
 
-    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None) -> "HighsModel":
+    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None) -> HighsModel:
         return HighsModel(data, algorithm=algorithm, options=options)
 
     def first_order_options(self, max_iter: int) -> dict:
