@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,7 @@ def as_count(value: Any, name: str, minimum: int = 1) -> int:
     v = float(value)
     if not math.isfinite(v) or v != math.floor(v) or v < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return operator.index(value) if isinstance(value, (numbers.Integral, np.integer)) else int(v)
 
 
 def positive(value: float, name: str, *, strict: bool = True) -> float:

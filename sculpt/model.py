@@ -16,10 +16,24 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ._checks import (MAX_JSON_DEPTH, MAX_METADATA_CHARS, MAX_MODEL_BYTES, check_inputs, check_params, json_depth,
-                      read_npz)
-from .toolkit.forward_pass import (attention_patterns, chunk_size, concat_thetas,  # noqa: F401
-                                   forward, forward_chunk, relative_mse, softmax_axis1)
+from ._checks import (
+    MAX_JSON_DEPTH,
+    MAX_METADATA_CHARS,
+    MAX_MODEL_BYTES,
+    check_inputs,
+    check_params,
+    json_depth,
+    read_npz,
+)
+from .toolkit.forward_pass import (  # noqa: F401
+    attention_patterns,
+    chunk_size,
+    concat_thetas,
+    forward,
+    forward_chunk,
+    relative_mse,
+    softmax_axis1,
+)
 
 __all__ = ["MultiHeadAttention", "HeadDistance", "FORMAT_NAME", "FORMAT_VERSION"]
 
@@ -81,7 +95,7 @@ class MultiHeadAttention:
         tn = np.linalg.norm(self.thetas.reshape(self.m, -1), axis=1)
         return f"MultiHeadAttention(m={self.m}, d={self.d}, |Θ_i|_F={np.round(tn, 3).tolist()})"
 
-    def copy(self) -> "MultiHeadAttention":
+    def copy(self) -> MultiHeadAttention:
         return MultiHeadAttention(self.thetas, self.ws)
 
     def params(self) -> np.ndarray:
@@ -89,7 +103,7 @@ class MultiHeadAttention:
         return np.concatenate([self.thetas.ravel(), self.ws.ravel()])
 
     @classmethod
-    def from_params(cls, params: Any, m: int, d: int) -> "MultiHeadAttention":
+    def from_params(cls, params: Any, m: int, d: int) -> MultiHeadAttention:
         """Inverse of ``params()``."""
         p = np.asarray(params, dtype=np.float64)
         if p.shape != (2 * m * d * d,):
@@ -113,14 +127,14 @@ class MultiHeadAttention:
         return out[0] if single else out
 
     # ---------------------------------------------------------------------------------------- metrics
-    def _check_other(self, other: Any) -> "MultiHeadAttention":
+    def _check_other(self, other: Any) -> MultiHeadAttention:
         if not isinstance(other, MultiHeadAttention):
             raise TypeError(f"other must be a MultiHeadAttention, got {type(other).__name__}")
         if other.d != self.d:
             raise ValueError(f"other has d = {other.d}, this model has d = {self.d}")
         return other
 
-    def distance(self, other: "MultiHeadAttention") -> HeadDistance:
+    def distance(self, other: MultiHeadAttention) -> HeadDistance:
         """Relative Frobenius errors of Θ and W of ``other`` against this model, heads matched by
         linear_sum_assignment on cost ‖Θ_i−Θ̂_j‖²/Σ‖Θ‖² + ‖W_i−Ŵ_j‖²/Σ‖W‖² (this model is the reference)."""
         other = self._check_other(other)
@@ -152,7 +166,7 @@ class MultiHeadAttention:
             permutation=perm, max_theta_error=float(np.sqrt(np.max(et / tn))),
             max_w_error=float(np.sqrt(np.max(ew / wn))))
 
-    def prediction_error(self, other: "MultiHeadAttention", X: Any) -> float:
+    def prediction_error(self, other: MultiHeadAttention, X: Any) -> float:
         """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf;
         a non-finite F̂ gives inf)."""
         other = self._check_other(other)
@@ -169,7 +183,7 @@ class MultiHeadAttention:
             np.savez(fh, thetas=self.thetas, ws=self.ws, metadata=np.array(meta))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "MultiHeadAttention":
+    def load(cls, path: str | os.PathLike) -> MultiHeadAttention:
         """Read a file written by ``save``; a missing, corrupted, foreign or oversized file raises ValueError.
 
         Limits, checked before anything is allocated or parsed: the arrays take at most 1 GiB together

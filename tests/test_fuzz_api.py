@@ -23,14 +23,41 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import (boxes, flat_polytopes, floats_between, gaussian_like, hostile_values, oracle_answers,
-                        polytopes, powers_of_ten, unit_vectors)
+from strategies import (
+    boxes,
+    flat_polytopes,
+    floats_between,
+    gaussian_like,
+    hostile_values,
+    oracle_answers,
+    polytopes,
+    unit_vectors,
+)
 
 import oracles
-from oracles import (AffineSubspace, Ball, Cut, Ellipsoid, Intersection, NormEpigraph, OracleBody, OracleError,
-                     Polytope, affine_hull, affine_hull_by_ellipsoid, chebyshev_center, cutting_plane, ellipsoid,
-                     fit_flat, linear_span, min_norm_point, singular_gap_dimension, width, widths)
-from sculpt import MultiHeadAttention, Settings, SculptError, learn, nondegeneracy, plant, sample_inputs
+from oracles import (
+    AffineSubspace,
+    Ball,
+    Cut,
+    Ellipsoid,
+    Intersection,
+    NormEpigraph,
+    OracleBody,
+    OracleError,
+    Polytope,
+    affine_hull,
+    affine_hull_by_ellipsoid,
+    chebyshev_center,
+    cutting_plane,
+    ellipsoid,
+    fit_flat,
+    linear_span,
+    min_norm_point,
+    singular_gap_dimension,
+    width,
+    widths,
+)
+from sculpt import MultiHeadAttention, SculptError, Settings, learn, nondegeneracy, plant, sample_inputs
 from sculpt.learner import METHODS, min_examples
 
 #: What the public API may raise on bad input (docs/errors.md): ValueError / TypeError for input, the engine's

@@ -36,10 +36,11 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .methods import registered
 
@@ -189,7 +190,7 @@ class Grid:
                                        self.threshold[cell.key], self.test_samples[cell.key]))
         return out
 
-    def with_seeds(self, n: int) -> "Grid":
+    def with_seeds(self, n: int) -> Grid:
         """A copy running seeds 0..n-1 in every cell (1 <= n <= MAX_SEEDS, else ValueError)."""
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
             raise ValueError(f"--seeds must be an integer in [1, {MAX_SEEDS}], got {n!r}")
