@@ -216,6 +216,9 @@ class SumWSettings(_Group):
                          "two on 2,000, 15/15 exact at (8,4,2) generic, weak-head, near-identical)", nonneg_int)
     vp_rows: int = opt(1000, "agreeing rows per refit", pos_int)
     max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
+    max_single_residual: float | None = opt(0.3, "with cond(Σ̂W) > max_cond: best 0.5 % of rows fitted by one "
+                                            "token worse than this means nearly uniform heads, not a degenerate "
+                                            "layer (torch init 0.7–2.9; planted <= 0.09)", optional(positive))
 
 
 @dataclass(frozen=True)

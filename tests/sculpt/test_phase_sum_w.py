@@ -84,3 +84,14 @@ def test_agreement_refit_is_exact_for_one_head():
     assert rec.truth["err_trimmed"] > 1e-3
     assert rec.truth["err_sum_w"] < 1e-7
     assert rec.figures["agreement_refit"][-1]["rms_per_iter"][-1] < 1e-7
+
+
+def test_ill_conditioned_estimate_from_uniform_attention_is_not_called_degenerate() -> None:
+    """With nearly uniform heads no row is single-token: a failed cond check says so (max_cond forced low)."""
+    from sculpt.errors import PhaseFailed
+
+    for scale, phrase in [(0.5, "nearly uniform"), (2.5, "degenerate instance")]:
+        model = plant(8, 4, 2, seed=0, scale=scale)
+        X = sample_inputs(1500, 4, 8, rng=1)
+        with pytest.raises(PhaseFailed, match=phrase):
+            estimate_sum_w(X, model(X), max_cond=1.0)
