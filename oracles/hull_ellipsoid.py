@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_count, as_vector, positive
+from ._validate import as_count, as_vector, norm, positive
 from .affine_subspace import AffineSubspace
-from .bodies import ConvexBody
+from .bodies import ConvexBody, checked_separate
 from .ellipsoid import Ellipsoid, _check_body
 from .errors import EmptyBodyError, SolverError
 
@@ -98,10 +98,10 @@ class _HullRun:
         """separate at the global point p + B y, the cut restricted to the flat: (Bᵀa, b - aᵀp) or None."""
         self.calls += 1
         x = self.p + self.B @ y
-        cut = self.body.separate(x, self.t)
+        cut = checked_separate(self.body, x, self.t)
         if cut is None:
             return None
-        nrm = float(np.linalg.norm(cut.normal))
+        nrm = norm(cut.normal)
         # relaxed by t so that it is valid for K_t (which the ellipsoid must keep), not only for K
         return self.B.T @ cut.normal, float(cut.offset + self.t * nrm - cut.normal @ self.p), nrm
 
