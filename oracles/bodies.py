@@ -671,5 +671,5 @@ def checked_separate(body: ConvexBody, x: np.ndarray, tol: float) -> Cut | None:
     sep = type(body).separate
     if getattr(sep, "__module__", None) in _ENGINE_MODULES:
         return body.separate(x, tol)
-    who = f"{type(body).__name__}.separate"
+    who = f"{type(body).__name__}.separate oracle"
     return check_cut(call_oracle(body.separate, who, x.copy(), tol), body.dim, who)

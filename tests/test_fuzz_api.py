@@ -246,6 +246,16 @@ def test_affine_hull_by_ellipsoid_never_calls_a_body_empty(data, e) -> None:
         assert hull.dim == body.dim
 
 
+class _UserBody(oracles.ConvexBody):
+    """A user's own ConvexBody subclass whose separate() is whatever ``fn`` returns."""
+
+    def __init__(self, dim: int, fn) -> None:
+        self.dim, self._fn = dim, fn
+
+    def separate(self, x, tol=1e-9):
+        return self._fn(x)
+
+
 def _scripted(answer):
     """A user oracle that returns ``answer`` (or raises it, when it is an exception)."""
     def oracle(*_):
@@ -265,6 +275,8 @@ def test_misbehaving_oracles_are_named(n, data, which, call) -> None:
     width) — or, when the junk happens to be a valid answer, a normal result."""
     answer = data.draw(oracle_answers(n), label="answer")
     body = OracleBody(n, **{which: _scripted(answer)})
+    if which == "separate" and data.draw(st.booleans(), label="subclass"):
+        body = _UserBody(n, _scripted(answer))  # a ConvexBody written outside the engine
     x, R = np.zeros(n), 10.0
     calls = {
         "direct": lambda: (body.separate(x) if which == "separate" else body.contains(x) if which == "contains"
