@@ -287,6 +287,8 @@ class ArgmaxSettings(_Group):
                                "wrong: <= 0.002)", fraction)
     max_rows: int = opt(2000, "rows the mixed regression uses", pos_int)
     p_min: float = opt(1e-12, "attention entries below this give no log-ratio equation", positive)
+    fixed_point_rounds: int = opt(3, "W_i on all rows under Θ_i, then Θ_i again (Θ error 1e-8 → 4e-9 → 1e-10 → 3e-11 "
+                                  "at (8,4,2))", nonneg_int)
 
 
 @dataclass(frozen=True)
@@ -343,7 +345,8 @@ class AutoSettings(_Group):
 
     peer_first: bool = opt(True, "try L-BFGS on a small subset first (generic layers: 35–130 iterations, 0.1–0.3 s)",
                            boolean)
-    peer_examples: int = opt(1000, "examples of that first try", pos_int)
+    peer_examples: int = opt(500, "examples of that first try (with 50·m iterations every generic layer tried "
+                             "validated <= 1e-17 from 500, at half the cost of 1,000)", pos_int)
     peer_iterations: int | None = opt(None, "iteration cap of that first try (auto: 50·m: after 40·m generic layers "
                                       "validated <= 1e-14, weak or near-identical heads stayed >= 7e-6)",
                                       optional(pos_int))
