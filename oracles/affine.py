@@ -137,6 +137,7 @@ class _System:
     side: np.ndarray    # +1 upper bound, -1 lower bound, 0 a row of A
     fixed: np.ndarray   # variables with lb = ub
     sparse: bool
+    zero_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # 0·x <= b, |b| <= tol
 
     @property
     def m(self) -> int:
@@ -198,7 +199,9 @@ def _system(P: Polytope, tol: float, sparse: bool) -> _System:
             E = np.vstack([Ae, F])
         else:
             E = Ae
-    return _System(G, h, E, be, row, var, side, fixed, sparse)
+    zero = np.setdiff1d(np.arange(P.A.shape[0]), keep) if keep.size < P.A.shape[0] else np.zeros(0, dtype=int)
+    zero = zero[np.abs(P.b[zero]) <= tol]
+    return _System(G, h, E, be, row, var, side, fixed, sparse, zero)
 
 
 def _pick_path(P: Polytope, fast: str) -> tuple[bool, str]:
@@ -233,8 +236,17 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
     S = _system(P, tol, sparse)
     with single_thread_blas():
         res = _implicit(S, P.dim, tol, backend, path)
+    zero = S.zero_rows
+    if zero.size:  # 0·x <= b with |b| <= tol holds with equality (up to tol) everywhere: listed, width |b|
+        rows = np.concatenate([res.rows, zero])
+        order = np.argsort(rows, kind="stable")
+        res.rows = rows[order]
+        res.row_widths = np.concatenate([res.row_widths, np.abs(P.b[zero])])[order]
+        if res.certificate is not None:
+            res.certificate = None
     res.tol = tol
     res.fixed_explicit = S.fixed
+    res._system = S  # type: ignore[attr-defined]  # reused by affine_hull (not part of the result's API)
     if exact:
         res.exact = _exact_check(P, res)
     return res
@@ -497,23 +509,18 @@ def _flat_from_equations(point: np.ndarray, E: np.ndarray) -> AffineSubspace:
 
 def _hull_lp(P: Polytope, tol: float, solver: str | None, fast: str) -> AffineSubspace:
     res = implicit_equalities(P, tol=tol, solver=solver, fast=fast)
-    sparse, _ = _pick_path(P, fast)
+    S: _System = res._system  # type: ignore[attr-defined]
     x = res.interior_point
-    if not sparse and not P.has_bounds:
-        An, bn, Ae, be, keep = _normalised_rows(P, tol)
-        pos = np.searchsorted(keep, res.rows)
-        E = np.vstack([An[pos], Ae])
-        x = _project_to_flat(x, E, np.concatenate([bn[pos], be]))
+    g = np.flatnonzero((S.side == 0) & np.isin(S.row, res.rows))  # the detected rows of A (unit rows)
+    if not S.sparse and not P.has_bounds:
+        E = np.vstack([S.G[g], S.Ae])
+        x = _project_to_flat(x, E, np.concatenate([S.h[g], S.be]))
         hull = _flat_from_equations(x, E)
     else:
         # sparse: null space of [A_eq; implicit rows] with the pinned variables' columns removed
-        n = P.dim
-        pinned = np.zeros(n, dtype=bool)
+        pinned = np.zeros(P.dim, dtype=bool)
         pinned[res.fixed_variables] = True
-        An, _, Ae, _, keep = _normalised_rows(P, tol)
-        pos = np.searchsorted(keep, res.rows)
-        E = sp.vstack([sp.csr_matrix(Ae), sp.csr_matrix(An[pos] if res.rows.size else sp.csr_matrix((0, n)))],
-                      format="csr")
+        E = sp.vstack([sp.csr_matrix(S.Ae), sp.csr_matrix(S.G[g])], format="csr")
         with single_thread_blas():
             B = sparse_null_space(E, rank_tol=_RANK_TOL, fixed=pinned)
         hull = AffineSubspace(x, B, orthonormal=True)

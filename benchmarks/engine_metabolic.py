@@ -1,0 +1,205 @@
+"""Metabolic table: the engine on the flux polytopes of the models cobra ships, against PolyRound and FVA.
+
+    python benchmarks/engine_metabolic.py [--quick] [--models textbook iJO1366 salmonella] [--out ...]
+
+For each model, {v : S v = 0, lb <= v <= ub} (infinite bounds -> ±1000, as PolyRound does) built sparse with
+the bounds as bounds (docs/examples/flux_polytope.py). Columns: variables, rows (metabolites), non-zeros;
+the engine's time per hull method ("lp" with fast="auto" and fast="backend-ipm", "directions", "ellipsoid"
+or its refusal), ``implicit_equalities`` alone, FVA through the engine (``widths(P, I)``); PolyRound's
+simplify + transform (its own LP backend, GLPK through optlang) and cobra's FVA over the whole polytope
+(fraction_of_optimum=0); and the agreement: the hull dimension against n - rank([S; e_j, j fixed by FVA])
+(numpy) and PolyRound's, the fixed fluxes against FVA's (max - min <= 1e-7) and PolyRound's. Every time is
+measured in the same run, one after the other (CPU seconds too: the machine may be shared). The peak memory
+of ``affine_hull`` is measured in a child process (resident set growth while it runs).
+
+PolyRound (the bench extra) and cobra (the test extra) are optional: a missing one is reported, not fatal.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from oracles import SolverError, affine_hull, implicit_equalities, widths  # noqa: E402
+
+MODELS = ("textbook", "iJO1366", "salmonella")
+FIXED_TOL = 1e-7
+
+
+def timed(f, *args, **kw):
+    """(result, wall seconds, CPU seconds)."""
+    t, c = time.perf_counter(), time.process_time()
+    out = f(*args, **kw)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def polyround(model) -> dict:
+    """PolyRound's simplify + transform: (seconds, dimension, fixed fluxes) or the reason it is unavailable."""
+    try:
+        from PolyRound.api import PolyRoundApi
+    except ImportError as e:
+        return {"status": f"PolyRound not installed ({e}); pip install polyround (the bench extra)"}
+    ids = [r.id for r in model.reactions]
+    poly = PolyRoundApi.cobra_model_to_polytope(model)
+    t, c = time.perf_counter(), time.process_time()
+    simple = PolyRoundApi.simplify_polytope(poly)
+    trans = PolyRoundApi.transform_polytope(simple)
+    out = {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c, "status": "ok"}
+    T = trans.transformation
+    names = list(T.index) if hasattr(T, "index") else ids
+    Tm = np.asarray(T, dtype=float)
+    out["dim"] = int(Tm.shape[1])
+    pinned = {names[i] for i in np.flatnonzero(np.linalg.norm(Tm, axis=1) <= 1e-9)}
+    out["fixed"] = np.array([i for i, r in enumerate(ids) if r in pinned], dtype=int)
+    return out
+
+
+def rank_dim(P, fixed: np.ndarray) -> int:
+    """aff(P) = {S v = 0, v_j = const for j fixed}: n - rank by numpy's SVD (independent of the engine)."""
+    E = sp.vstack([P.A_eq, sp.identity(P.dim, format="csr")[fixed]]).toarray()
+    return P.dim - int(np.linalg.matrix_rank(E))
+
+
+def hull_memory(name: str) -> dict:
+    """Peak resident-set growth (MB) of affine_hull on the model, in a fresh child process."""
+    code = f"""
+import resource, sys, json
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'docs' / 'examples')!r})
+import flux_polytope as fp
+from oracles import affine_hull
+P, _ = fp.flux_polytope(fp.load_model({name!r}))
+import gc; gc.collect()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import time; t = time.perf_counter(); h = affine_hull(P); dt = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"peak_growth_mb": (peak - base) / 1024, "peak_rss_mb": peak / 1024, "seconds": dt, "dim": h.dim}}))
+"""
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError) as e:
+        return {"status": f"failed: {e}"}
+
+
+def one_model(name: str, *, directions: bool, memory: bool) -> dict:
+    import flux_polytope as fp
+
+    model = fp.load_model(name)
+    P, _ = fp.flux_polytope(model)
+    row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "nonzeros": P.nnz,
+                 "bounds": P.n_bounds}
+    hull, row["t_hull"], row["cpu_hull"] = timed(affine_hull, P)
+    fixed = hull.fixed_coordinates()
+    row.update(dim=hull.dim, fixed=int(fixed.size))
+    res, row["t_implicit_equalities"], _ = timed(implicit_equalities, P)
+    row.update(max_width=res.max_width, min_slack=res.min_slack, path=res.method)
+    h2, row["t_hull_backend_ipm"], _ = timed(affine_hull, P, fast="backend-ipm")
+    row["backend_ipm_ok"] = bool(h2.dim == hull.dim and np.array_equal(h2.fixed_coordinates(), fixed))
+    if directions:
+        hd, row["t_directions"], _ = timed(affine_hull, P, method="directions")
+        row["directions_ok"] = bool(hd.dim == hull.dim)
+    else:
+        row["t_directions"], row["directions_ok"] = None, "skipped (--no-directions)"
+    try:
+        he, row["t_ellipsoid"], _ = timed(affine_hull, P, method="ellipsoid")
+        row["ellipsoid"] = "ok" if he.dim == hull.dim else f"dim {he.dim}"
+    except SolverError as e:
+        t0 = time.perf_counter()
+        try:
+            affine_hull(P, method="ellipsoid")
+        except SolverError:
+            pass
+        row["t_ellipsoid"] = time.perf_counter() - t0
+        row["ellipsoid"] = f"refused: {str(e).split(';')[0]}"
+    w, row["t_engine_fva"], _ = timed(widths, P, sp.identity(P.dim, format="csr"))
+    try:
+        (lo, hi), row["t_cobra_fva"], row["cpu_cobra_fva"] = timed(fp.cobra_fva, model)
+        fva_fixed = np.flatnonzero(hi - lo <= FIXED_TOL)
+        row.update(fva_fixed=int(fva_fixed.size), fixed_same_as_fva=bool(np.array_equal(fva_fixed, fixed)),
+                   dim_by_rank=rank_dim(P, fva_fixed), engine_fva_max_diff=float(np.max(np.abs((hi - lo) - w))))
+        row["dim_same_as_rank"] = bool(row["dim_by_rank"] == hull.dim)
+    except Exception as e:  # a solver failure inside cobra: report it, keep the table
+        row["t_cobra_fva"] = None
+        row["fva_status"] = f"{type(e).__name__}: {e}"
+    pr = polyround(model)
+    row["polyround_status"] = pr["status"]
+    if pr["status"] == "ok":
+        row.update(t_polyround=pr["seconds"], cpu_polyround=pr["cpu_seconds"], polyround_dim=pr["dim"],
+                   polyround_fixed=int(pr["fixed"].size),
+                   fixed_same_as_polyround=bool(np.array_equal(pr["fixed"], fixed)),
+                   dim_same_as_polyround=bool(pr["dim"] == hull.dim), hull_over_polyround=row["t_hull"] / pr["seconds"])
+    if memory:
+        row["memory"] = hull_memory(name)
+    return row
+
+
+def _fmt(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def print_table(rows: list[dict]) -> None:
+    cols = [("model", "model"), ("vars", "variables"), ("rows", "rows"), ("nnz", "nonzeros"), ("dim", "dim"),
+            ("fixed", "fixed"), ("hull s", "t_hull"), ("hull cpu", "cpu_hull"), ("impl.eq s", "t_implicit_equalities"),
+            ("b-ipm s", "t_hull_backend_ipm"), ("dirs s", "t_directions"), ("ellips. s", "t_ellipsoid"),
+            ("engine FVA s", "t_engine_fva"), ("PolyRound s", "t_polyround"), ("cobra FVA s", "t_cobra_fva"),
+            ("hull/PR", "hull_over_polyround"), ("dim=rank", "dim_same_as_rank"), ("dim=PR", "dim_same_as_polyround"),
+            ("fixed=FVA", "fixed_same_as_fva"), ("fixed=PR", "fixed_same_as_polyround")]
+    print("\nMetabolic flux polytopes (cobra's bundled models; seconds, same run)")
+    widths_ = [max([len(h)] + [len(_fmt(r.get(k))) for r in rows]) for h, k in cols]
+    print("  ".join(f"{h:>{w}}" for (h, _), w in zip(cols, widths_)))
+    for r in rows:
+        print("  ".join(f"{_fmt(r.get(k)):>{w}}" for (_, k), w in zip(cols, widths_)))
+    for r in rows:
+        extra = [f"ellipsoid: {r.get('ellipsoid')}", f"evidence: max width {_fmt(r.get('max_width'))}, "
+                 f"min other slack {_fmt(r.get('min_slack'))} (tol 1e-07)"]
+        if "memory" in r:
+            extra.append(f"hull peak memory growth {_fmt(r['memory'].get('peak_growth_mb'))} MB")
+        if r.get("polyround_status") != "ok":
+            extra.append(f"PolyRound: {r.get('polyround_status')}")
+        print(f"  {r['model']}: " + "; ".join(extra))
+
+
+def run(quick: bool = False, models: list[str] | None = None, *, directions: bool = True,
+        memory: bool | None = None) -> dict:
+    """The metabolic table (quick: e_coli_core only). Returns a JSON-ready dict; prints the table."""
+    try:
+        import cobra  # noqa: F401
+    except ImportError as e:
+        print(f"\nMetabolic table skipped: cobra is not installed ({e}; it is in the test extra)")
+        return {"status": "skipped: cobra not installed", "rows": []}
+    models = list(models or (("textbook",) if quick else MODELS))
+    memory = (not quick) if memory is None else memory
+    rows = [one_model(m, directions=directions, memory=memory) for m in models]
+    print_table(rows)
+    return {"rows": rows, "fixed_tol": FIXED_TOL,
+            "notes": "flux bounds capped at ±1000; FVA over the whole polytope (fraction_of_optimum=0); "
+                     "PolyRound: simplify_polytope + transform_polytope with its default settings"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from _report import write_json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="e_coli_core only")
+    parser.add_argument("--models", nargs="*", default=None, help=f"subset of {MODELS}")
+    parser.add_argument("--no-directions", action="store_true", help="skip method='directions' (minutes on iJO1366)")
+    parser.add_argument("--out", default="results/engine_metabolic.json")
+    args = parser.parse_args(argv)
+    report = run(args.quick, args.models, directions=not args.no_directions)
+    write_json(args.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
