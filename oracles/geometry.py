@@ -305,7 +305,7 @@ def width(body, u, *, solver: str | None = None, center=None, radius: float | No
         return _width_by_cuts(body, u, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
     hi, _ = body.maximize(u, solver=solver)
     lo, _ = body.maximize(-u, solver=solver)
-    return max(hi + lo, 0.0)
+    return max(0.0, hi + lo)
 
 
 def widths(body, U, *, solver: str | None = None, center=None, radius: float | None = None,
@@ -330,7 +330,7 @@ def widths(body, U, *, solver: str | None = None, center=None, radius: float | N
         return np.array([width(body, u, solver=solver, center=center, radius=radius, tol=tol) for u in rows])
     # coordinate-like directions on a sparse body: warm-started simplex (neighbouring optima); otherwise IPM
     model = solvers.LPModel(poly, solver=solver, algorithm="simplex" if poly.is_sparse else "ipm")
-    return np.array([max(model.maximize(u)[0] + model.maximize(-u)[0], 0.0) for u in rows])
+    return np.array([max(0.0, model.maximize(u)[0] + model.maximize(-u)[0]) for u in rows])
 
 
 __all__ = ["min_norm_point", "chebyshev_center", "width", "widths"]

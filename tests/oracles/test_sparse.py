@@ -238,3 +238,19 @@ def test_exact_check_agrees_on_small_inputs():
     near = implicit_equalities(Q, exact=True)
     assert sorted(near.rows) == [0, 1] and near.exact.rows.size == 0 and not near.exact.agrees
     assert near.max_width <= 1e-7
+
+
+def test_auto_takes_the_dense_ipm_only_where_an_iteration_is_cheap():
+    """The bounded-cost rule: (m + n)·n² <= 3e8 flops per dense IPM iteration, else one FRT LP; the caller can
+    force any path and the answer is the same."""
+    from oracles.affine import _pick_path
+
+    small = Polytope(np.vstack([np.eye(30), -np.eye(30)]), np.ones(60))
+    assert _pick_path(small, "auto") == (False, "dense-ipm")
+    assert implicit_equalities(small).method.startswith("dense-ipm")
+    big = Polytope(np.zeros((0, 800)), np.zeros(0), lb=-1.0, ub=1.0)  # 1,600 bounds: (1600 + 800)·800² > 3e8
+    assert _pick_path(big, "auto") == (True, "off")
+    assert _pick_path(Polytope(sp.csr_matrix(small.A), small.b), "auto") == (True, "off")
+    for fast in ("off", "backend-ipm", False, True):
+        res = implicit_equalities(small, fast=fast)
+        assert res.rows.size == 0 and res.min_slack > 0.5
