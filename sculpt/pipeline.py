@@ -100,12 +100,12 @@ def _argmax_route(state: LearnState) -> PhaseRecord | None:
     """Peaked heads: when phase 1's Σ̂W fits many rows by one token, phases 2–5 are the argmax route
     (``sculpt.phases.argmax``); returns its phase-2 record, or None when the route does not apply."""
     from .phases.argmax import argmax_heads, argmax_route_applies, onehot_fraction, robust_sum_w
-    from .phases.sum_w import crude_sum_w
     from .phases.heads import HeadCandidates
+    from .phases.sum_w import crude_sum_w
 
     a = state.settings.argmax
     X, Y = _body_subset(state)
-    if not a.enabled:
+    if not a.enabled or state.sum_w is None:
         return None
     frac = onehot_fraction(X, Y, state.sum_w, a.onehot_tol)
     state.info["onehot_fraction"] = frac

@@ -75,7 +75,7 @@ def _csteps(X: np.ndarray, Y: np.ndarray, W: np.ndarray, h: int, max_cond: float
             n = h
         sel = order[:n]
         W_new = _normal_solve(Z[sel], Yf[sel])
-        done = np.linalg.norm(W_new - W) <= 1e-13 * max(np.linalg.norm(W), 1e-300)
+        done = np.linalg.norm(W_new - W) <= 1e-13 * max(float(np.linalg.norm(W)), 1e-300)
         W = W_new
         if done:
             break
@@ -164,7 +164,7 @@ def split_projections(X: np.ndarray, Y: np.ndarray, W_sum: np.ndarray, m: int, *
             rr = res[np.arange(R), lab]
             sel = np.argpartition(rr, n_keep - 1)[:n_keep]
             Vn = _normal_solve(T[sel, lab[sel]], Z[sel, lab[sel]])
-            done = np.linalg.norm(Vn - V) <= 1e-12 * max(np.linalg.norm(V), 1e-300)
+            done = np.linalg.norm(Vn - V) <= 1e-12 * max(float(np.linalg.norm(V)), 1e-300)
             V = Vn
             if done:
                 break
@@ -259,7 +259,8 @@ def heads_from_attention(X: np.ndarray, P: np.ndarray, ok: np.ndarray, *, p_min:
     uniform absolute error of p). Raises PhaseFailed when a head's equations have rank below d²."""
     N, k, d = X.shape
     m = P.shape[2]
-    thetas, figs = [], {"equations": [], "rank": []}
+    thetas: list[np.ndarray] = []
+    figs: dict[str, Any] = {"equations": [], "rank": []}
     Xo, Po = X[ok], P[ok]
     n_ = Xo.shape[0]
     for i in range(m):

@@ -7,8 +7,14 @@ import pytest
 
 from sculpt import learn, plant, sample_inputs
 from sculpt.errors import PhaseFailed
-from sculpt.phases.argmax import (argmax_heads, argmax_route_applies, head_attention, heads_from_attention,
-                                  onehot_fraction, robust_sum_w)
+from sculpt.phases.argmax import (
+    argmax_heads,
+    argmax_route_applies,
+    head_attention,
+    heads_from_attention,
+    onehot_fraction,
+    robust_sum_w,
+)
 from sculpt.phases.sum_w import crude_sum_w, estimate_sum_w
 from sculpt.settings import Settings
 
