@@ -27,6 +27,7 @@ is at most ~tol. Each detected equality carries that extent's certified upper bo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -128,9 +129,9 @@ class _System:
     """P's inequalities as unit rows G x <= h (A's rows, then the finite bounds of the non-fixed variables),
     its equalities as unit rows (A_eq's, then x_j = lb_j for lb = ub), and where each G row came from."""
 
-    G: object           # dense array or CSR
+    G: Any              # dense array or CSR
     h: np.ndarray
-    Ae: object
+    Ae: Any
     be: np.ndarray
     row: np.ndarray     # for each G row: the index into P.A, or -1 for a bound
     var: np.ndarray     # for each G row: the variable of a bound, or -1
@@ -640,6 +641,7 @@ def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, ra
         flat = (p, B)
         k = B.shape[1]
         # on that flat the equalities hold by construction: the oracle only needs the rows and bounds
+        assert isinstance(body, Polytope)
         body = Polytope(body.A, body.b, lb=body.lb, ub=body.ub, dim=body.dim)
     budget = ELLIPSOID_MAX_CALLS if max_calls is None else int(max_calls)
     need = predicted_calls(k, radius, tol)
@@ -655,7 +657,7 @@ def _as_polytope(body: ConvexBody) -> Polytope | None:
     if isinstance(body, Polytope):
         return body
     if isinstance(body, Intersection) and all(isinstance(p, Polytope) for p in body.parts):
-        return _merge_polytopes(body.parts)
+        return _merge_polytopes([p for p in body.parts if isinstance(p, Polytope)])
     return None
 
 

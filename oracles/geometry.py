@@ -111,7 +111,7 @@ def min_norm_point(body, *, method: str = "auto", solver: str | None = None, cen
     eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
     if poly.is_sparse:  # the QP as it is (sparse, bounds as bounds); the KKT polish below is dense
         A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
-        return solvers.solve_qp(sp.identity(n, format="csc"), np.zeros(n), A, b, *eq,
+        return solvers.solve_qp(sp.identity(n, format="csc"), np.zeros(n), A, b, eq[0], eq[1],
                                 poly.bounds if poly.has_bounds else None, solver=solver).x
     A_all, b_all = poly.dense_rows()
     A, b = (A_all, b_all) if A_all.shape[0] else (None, None)
@@ -120,9 +120,9 @@ def min_norm_point(body, *, method: str = "auto", solver: str | None = None, cen
         S = _system(poly, 1e-12, sparse=False)
         guess = min_norm_ipm(S.G, S.h, S.Ae if S.be.shape[0] else None, S.be if S.be.shape[0] else None)
         if np.all(np.isfinite(guess.x)):
-            x, ok = _polish_min_norm(poly, guess.x)
+            xp, ok = _polish_min_norm(poly, guess.x)
             if ok:
-                return x
+                return xp
     sol = solvers.solve_qp(np.eye(n), np.zeros(n), A, b, *eq, solver=solver)
     return _polish_min_norm(poly, sol.x)[0]
 
