@@ -217,8 +217,8 @@ class SumWSettings(_Group):
     vp_rows: int = opt(1000, "agreeing rows per refit", pos_int)
     max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
     max_single_residual: float | None = opt(0.3, "with cond(Σ̂W) > max_cond: best 0.5 % of rows fitted by one "
-                                            "token worse than this means nearly uniform heads, not a degenerate "
-                                            "layer (torch init 0.7–2.9; planted <= 0.09)", optional(positive))
+                                            "token worse than this: the failure names nearly uniform heads next "
+                                            "to a singular Σ W (torch init 0.7–2.9; planted <= 0.09)", optional(positive))
 
 
 @dataclass(frozen=True)

@@ -196,18 +196,18 @@ def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
         # are none (torch.nn.MultiheadAttention's own initialisation, ‖Θ_i‖_F ≈ 0.5: the best 0.5 % of rows
         # are fitted to 0.7–2.9 relative, against <= 0.09 for every planted family measured at scale 2.5), and
         # the estimate is then wrong (61 % off, cond 2e3–6e5 against a true 97–876): the cond check below then
-        # says so instead of calling the layer degenerate
+        # names that cause next to a singular Σ W_i (W_2 = −W_1 also leaves no single-token row)
         rec.figures["single_token_residual_q005"] = float(np.quantile(single_token_residuals(X, Y, W)[1], 0.005))
     if cond > 100.0:
         rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}); Σ W_i may be singular"
     q005 = rec.figures.get("single_token_residual_q005", 0.0)
     if not cond <= float(max_cond) and max_single_residual is not None and q005 > float(max_single_residual):
-        raise PhaseFailed("1-sum-w", f"the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
-                          f"{float(max_cond):g}, but no output row is explained by a single token (the best 0.5 % "
-                          f"are fitted to {q005:.2g} relative residual > {float(max_single_residual):g}): attention is "
-                          "nearly uniform in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own "
-                          "initialisation), so the single-token estimator does not apply — the layer need not be "
-                          "degenerate (method='gradient' does not need Σ W)")
+        raise PhaseFailed("1-sum-w", f"degenerate instance or nearly uniform attention: the estimated Σ W_i has "
+                          f"condition number {cond:.3g} > max_cond = {float(max_cond):g} and no output row is explained "
+                          f"by a single token (the best 0.5 % are fitted to {q005:.2g} relative residual > "
+                          f"{float(max_single_residual):g}); either Σ W_i is singular, or attention is nearly uniform "
+                          "in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own initialisation), which "
+                          "the single-token estimator cannot tell apart (method='gradient' needs no Σ W)")
     if not cond <= float(max_cond):
         raise PhaseFailed("1-sum-w", f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
                          f"{float(max_cond):g}; the sculpting phases need Σ W_i invertible and well-conditioned "
