@@ -103,6 +103,10 @@ class _Run:
     def tol(self) -> float:
         return float(self.settings.tol)
 
+    @property
+    def d(self) -> int:
+        return int(self.Xtr.shape[2])
+
     def base_info(self) -> dict[str, Any]:
         return {"train_examples": int(self.Xtr.shape[0]), "validation_examples": int(self.n_val), "tol": self.tol}
 
@@ -208,8 +212,15 @@ def _polish_examples(records: list[PhaseRecord]) -> int:
 def _exact_route(run: _Run) -> LearnResult:
     from .exact import exact_single_head
 
+    from .exact import exact_sample_size
+
     run.progress.start("exact")
-    return exact_single_head(run.Xtr, run.Ytr, m=1, truth=run.truth, **run.settings.exact.kwargs())
+    kw = run.settings.exact.kwargs()
+    cap = kw.pop("train_examples")
+    if cap is None:
+        cap = 20 * exact_sample_size(run.d, run.Xtr.shape[1])
+    n = min(run.Xtr.shape[0], int(cap))
+    return exact_single_head(run.Xtr[:n], run.Ytr[:n], m=1, truth=run.truth, **kw)
 
 
 def _gradient_route(run: _Run) -> LearnResult:
@@ -225,7 +236,8 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
     if run.n_val == 0:
         res.info["validation_on"] = (f"the {run.Xtr.shape[0]} training examples (N = {run.N} is the exact route's "
                                      "minimum; give more for a held-out check)")
-    res.samples_used = run.N
+    read = int(res.samples_used or run.Xtr.shape[0])  # the training examples the route read
+    res.samples_used = min(run.N, read + int(run.n_val))
     if res.model is None:
         res.converged = False
         return res
@@ -242,6 +254,8 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
                               message=f"{type(exc).__name__}: {exc}")
         res.phases.append(rec)
         run.progress.end(rec)
+        if pol is not None:
+            res.samples_used = min(run.N, max(read, int(rec.figures.get("examples", 0))) + int(run.n_val))
         if pol is not None and pol.validation_error < val:
             res.model = MultiHeadAttention(pol.thetas, pol.ws)
             val = pol.validation_error
