@@ -93,3 +93,13 @@ def test_split_without_a_converging_start_fails_explicitly() -> None:
     with pytest.raises(PhaseFailed, match="mixed regression"):
         split_projections(X, Y, W, 2, rng=np.random.default_rng(0), onehot_tol=1e-4, restarts=1, max_iter=1,
                           keep_fraction=0.3, max_rows=2000, stop_fraction=0.9)
+
+
+def test_moderately_peaked_heads_fall_back_to_the_body_route() -> None:
+    """‖Θ_i‖_F = 12: one-hot rows exist (11 %) but the split finds no start; the body route still recovers."""
+    model = plant(8, 4, 2, seed=0, scale=12.0)
+    X = sample_inputs(5000, 4, 8, rng=7)
+    res = learn(X, model(X), 2, seed=0)
+    assert res.converged
+    assert all(p.figures.get("route") != "argmax" for p in res.phases if p.name == "2-sculpt")
+    assert "fell back to the body route" in res.info.get("argmax_route", "fell back to the body route")
