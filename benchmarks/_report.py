@@ -7,7 +7,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project root, whatever the install
 
-from sculpt.toolkit.jsonio import write_json as _write_json  # noqa: E402
+from sculpt.toolkit.jsonio import write_json as _write_json
 
 
 def write_json(path: str | Path, report: Any, *, seconds: float | None = None) -> Path:

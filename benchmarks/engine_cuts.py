@@ -26,11 +26,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracles import Polytope  # noqa: E402
-from oracles.cutting_plane import cutting_plane  # noqa: E402
-from oracles.ellipsoid import ellipsoid  # noqa: E402
-from oracles.hull_ellipsoid import affine_hull_by_ellipsoid  # noqa: E402
-from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _report import write_json
+
+from oracles import Polytope
+from oracles.cutting_plane import cutting_plane
+from oracles.ellipsoid import ellipsoid
+from oracles.hull_ellipsoid import affine_hull_by_ellipsoid
 
 R = 10.0
 ORACLE_TOL = 1e-9

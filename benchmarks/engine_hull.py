@@ -23,9 +23,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracles import Polytope, SolverError, affine_hull, implicit_equalities, min_norm_point, solvers  # noqa: E402
-from oracles.errors import OracleError  # noqa: E402
-from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _report import write_json
+
+from oracles import Polytope, SolverError, affine_hull, implicit_equalities, min_norm_point, solvers
+from oracles.errors import OracleError
 
 
 def flat_polytope(m: int, n: int, eq_rows: int, style: str, seed: int) -> tuple[Polytope, np.ndarray]:

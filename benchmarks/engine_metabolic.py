@@ -92,6 +92,10 @@ print(json.dumps({{"peak_growth_mb": (peak - base) / 1024, "peak_rss_mb": peak /
         return {"status": f"failed: {e}"}
 
 
+def _progress(name: str, what: str, seconds: float | None) -> None:
+    print(f"  [{name}] {what}" + (f": {seconds:.2f} s" if seconds is not None else ""), flush=True)
+
+
 def one_model(name: str, *, directions: bool, memory: bool) -> dict:
     import flux_polytope as fp
 
@@ -100,14 +104,17 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
     row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "nonzeros": P.nnz,
                  "bounds": P.n_bounds}
     hull, row["t_hull"], row["cpu_hull"] = timed(affine_hull, P)
+    _progress(name, 'affine_hull', row["t_hull"])
     fixed = hull.fixed_coordinates()
     row.update(dim=hull.dim, fixed=int(fixed.size))
     res, row["t_implicit_equalities"], _ = timed(implicit_equalities, P)
     row.update(max_width=res.max_width, min_slack=res.min_slack, path=res.method)
     h2, row["t_hull_backend_ipm"], _ = timed(affine_hull, P, fast="backend-ipm")
+    _progress(name, 'backend-ipm', row["t_hull_backend_ipm"])
     row["backend_ipm_ok"] = bool(h2.dim == hull.dim and np.array_equal(h2.fixed_coordinates(), fixed))
     if directions:
         hd, row["t_directions"], _ = timed(affine_hull, P, method="directions")
+        _progress(name, 'directions', row["t_directions"])
         row["directions_ok"] = bool(hd.dim == hull.dim)
     else:
         row["t_directions"], row["directions_ok"] = None, "skipped (--no-directions)"
@@ -123,8 +130,10 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
         row["t_ellipsoid"] = time.perf_counter() - t0
         row["ellipsoid"] = f"refused: {str(e).split(';')[0]}"
     w, row["t_engine_fva"], _ = timed(widths, P, sp.identity(P.dim, format="csr"))
+    _progress(name, 'engine FVA', row["t_engine_fva"])
     try:
         (lo, hi), row["t_cobra_fva"], row["cpu_cobra_fva"] = timed(fp.cobra_fva, model)
+        _progress(name, 'cobra FVA', row["t_cobra_fva"])
         fva_fixed = np.flatnonzero(hi - lo <= FIXED_TOL)
         row.update(fva_fixed=int(fva_fixed.size), fixed_same_as_fva=bool(np.array_equal(fva_fixed, fixed)),
                    dim_by_rank=rank_dim(P, fva_fixed), engine_fva_max_diff=float(np.max(np.abs((hi - lo) - w))))
@@ -133,6 +142,7 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
         row["t_cobra_fva"] = None
         row["fva_status"] = f"{type(e).__name__}: {e}"
     pr = polyround(model)
+    _progress(name, "PolyRound", pr.get("seconds"))
     row["polyround_status"] = pr["status"]
     if pr["status"] == "ok":
         row.update(t_polyround=pr["seconds"], cpu_polyround=pr["cpu_seconds"], polyround_dim=pr["dim"],

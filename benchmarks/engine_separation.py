@@ -22,8 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracles import NormEpigraph, OracleBody, Polytope, cutting_plane, min_norm_point, width  # noqa: E402
-from _report import write_json  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _report import write_json
+
+from oracles import NormEpigraph, OracleBody, Polytope, cutting_plane, min_norm_point, width
 
 TOL = 1e-8
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sculpt.bench.cli import build_parser, run_bench  # noqa: E402
+from sculpt.bench.cli import build_parser, run_bench
 
 
 def main(argv: list[str] | None = None) -> int:

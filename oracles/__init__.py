@@ -7,6 +7,7 @@ and widths, flats fitted to noisy equations, sound LP bounds by constraint gener
 LP/QP/conic backends. It knows nothing of attention. Every public module's names are exported here;
 modules whose names start with "_" are private. docs/engine.md has an example for each.
 """
+
 from . import solvers
 from .affine import ImplicitEqualities, affine_hull, implicit_equalities, linear_span
 from .affine_subspace import AffineSubspace
@@ -23,13 +24,39 @@ from .working_set import BoundResult, WorkingSetMinimizer
 
 __all__ = [
     # bodies and cuts
-    "Polytope", "Ball", "OracleBody", "Intersection", "ConvexBody", "NormEpigraph", "Cut", "ParallelCut",
+    "Polytope",
+    "Ball",
+    "OracleBody",
+    "Intersection",
+    "ConvexBody",
+    "NormEpigraph",
+    "Cut",
+    "ParallelCut",
     "AffineSubspace",
     # algorithms
-    "ellipsoid", "Ellipsoid", "EllipsoidResult", "cutting_plane",
-    "affine_hull", "affine_hull_by_ellipsoid", "implicit_equalities", "ImplicitEqualities", "linear_span",
-    "min_norm_point", "chebyshev_center", "width", "widths", "fit_flat", "FlatFit", "singular_gap_dimension",
-    "WorkingSetMinimizer", "BoundResult",
+    "ellipsoid",
+    "Ellipsoid",
+    "EllipsoidResult",
+    "cutting_plane",
+    "affine_hull",
+    "affine_hull_by_ellipsoid",
+    "implicit_equalities",
+    "ImplicitEqualities",
+    "linear_span",
+    "min_norm_point",
+    "chebyshev_center",
+    "width",
+    "widths",
+    "fit_flat",
+    "FlatFit",
+    "singular_gap_dimension",
+    "WorkingSetMinimizer",
+    "BoundResult",
     # backends and errors
-    "solvers", "EmptyBodyError", "UnboundedError", "SolverError", "MissingOracleError", "OracleError",
+    "solvers",
+    "EmptyBodyError",
+    "UnboundedError",
+    "SolverError",
+    "MissingOracleError",
+    "OracleError",
 ]

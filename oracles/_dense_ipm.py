@@ -12,6 +12,7 @@ This is a heuristic accelerator with no failure mode of its own: callers must ce
 from it (``oracles.affine`` certifies the equalities and falls back to HiGHS; ``oracles.geometry``
 checks the KKT conditions and falls back to Clarabel).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,15 @@ def _step(v: np.ndarray, dv: np.ndarray) -> float:
     return min(1.0, float(np.min(-v[neg] / dv[neg]))) if np.any(neg) else 1.0
 
 
-def central_point(A: np.ndarray, b: np.ndarray, A_eq: np.ndarray | None = None, b_eq: np.ndarray | None = None,
-                  *, tol: float = 1e-9, max_iter: int = 60) -> CentralPoint:
+def central_point(
+    A: np.ndarray,
+    b: np.ndarray,
+    A_eq: np.ndarray | None = None,
+    b_eq: np.ndarray | None = None,
+    *,
+    tol: float = 1e-9,
+    max_iter: int = 60,
+) -> CentralPoint:
     """Near-analytic-centre point of {A x <= b, A_eq x = b_eq} (dense arrays; rows ideally unit-norm).
 
     An empty or badly scaled system makes the iterates blow up: that ends the run ("stalled"), silently."""
@@ -64,8 +72,15 @@ def central_point(A: np.ndarray, b: np.ndarray, A_eq: np.ndarray | None = None, 
         return _central_point(A, b, A_eq, b_eq, tol, max_iter)
 
 
-def min_norm_ipm(A: np.ndarray, b: np.ndarray, A_eq: np.ndarray | None = None, b_eq: np.ndarray | None = None,
-                 *, tol: float = 1e-10, max_iter: int = 80) -> CentralPoint:
+def min_norm_ipm(
+    A: np.ndarray,
+    b: np.ndarray,
+    A_eq: np.ndarray | None = None,
+    b_eq: np.ndarray | None = None,
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 80,
+) -> CentralPoint:
     """The same iteration for min ½‖x‖² over {A x <= b, A_eq x = b_eq} (normal matrix I + AᵀDA).
 
     A guess for ``oracles.min_norm_point``, which accepts it only after an exact KKT check."""
@@ -90,8 +105,11 @@ def _central_point(A, b, A_eq, b_eq, tol: float, max_iter: int, quadratic: bool 
         re = E @ x - e
         mu = float(s @ z) / m
         pres = max(float(np.max(np.abs(rp))), float(np.max(np.abs(re), initial=0.0)))
-        if pres <= tol * scale and mu <= tol * scale and \
-                float(np.max(np.abs(rd))) <= tol * (1.0 + float(z.max()) + float(np.max(np.abs(x)))):
+        if (
+            pres <= tol * scale
+            and mu <= tol * scale
+            and float(np.max(np.abs(rd))) <= tol * (1.0 + float(z.max()) + float(np.max(np.abs(x))))
+        ):
             status = "converged"
             break
         d = z / s

@@ -15,6 +15,7 @@ planes: what ``min_norm_point(method="ellipsoid")`` and ``width`` run on a separ
 
 Both need a ball B(center, radius) that contains the body (or at least its min-norm point / extreme points).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,11 +30,15 @@ from .errors import EmptyBodyError, MissingOracleError, OracleError
 
 def _start(body: ConvexBody, what: str, center, radius) -> tuple[np.ndarray, float]:
     if not body.has_separate:
-        raise MissingOracleError(f"{what} needs an explicit body{', a maximize oracle' if what == 'width' else ''} "
-                                 f"or a separation oracle; this {type(body).__name__} has none of these")
+        raise MissingOracleError(
+            f"{what} needs an explicit body{', a maximize oracle' if what == 'width' else ''} "
+            f"or a separation oracle; this {type(body).__name__} has none of these"
+        )
     if radius is None:
-        raise MissingOracleError(f"{what} on a separation-only body runs cutting planes from a ball containing "
-                                 "the body: pass radius= (and center=, default 0)")
+        raise MissingOracleError(
+            f"{what} on a separation-only body runs cutting planes from a ball containing "
+            "the body: pass radius= (and center=, default 0)"
+        )
     c = np.zeros(body.dim) if center is None else as_vector(center, "center", body.dim)
     r = float(radius)
     if not math.isfinite(r) or r <= 0:
@@ -45,33 +50,67 @@ def _solved(res, what: str) -> np.ndarray:
     if res.status == "empty":
         raise EmptyBodyError(f"{what}: the body has no point in the given ball")
     if res.status != "optimal":
-        raise OracleError(f"{what}: the cutting-plane method stopped with status {res.status!r} after "
-                          f"{res.iterations} iterations (raise max_iter or loosen tol)")
+        raise OracleError(
+            f"{what}: the cutting-plane method stopped with status {res.status!r} after "
+            f"{res.iterations} iterations (raise max_iter or loosen tol)"
+        )
     return res.x
 
 
-def _min_norm_by_cuts(body: ConvexBody, *, center=None, radius: float | None = None, tol: float = 1e-8,
-                     oracle_tol: float = 1e-9, max_iter: int | None = None,
-                     solver: str | None = None) -> np.ndarray:
+def _min_norm_by_cuts(
+    body: ConvexBody,
+    *,
+    center=None,
+    radius: float | None = None,
+    tol: float = 1e-8,
+    oracle_tol: float = 1e-9,
+    max_iter: int | None = None,
+    solver: str | None = None,
+) -> np.ndarray:
     """argmin_{x ∈ K} ‖x‖ through K's separation oracle (the ellipsoid method on the epigraph, cuts read
     within ``oracle_tol``): ‖x̂‖ within tol of the minimum, x̂ within ~oracle_tol of K."""
     c, r = _start(body, "min_norm_point", center, radius)
-    top = float(np.linalg.norm(c)) + r          # ‖x*‖ <= top for x* in B(c, r)
-    res = ellipsoid(NormEpigraph(body), np.append(c, top), math.hypot(r, top) * 1.01,
-                    objective=np.append(np.zeros(body.dim), 1.0), tol=tol, max_iter=max_iter, flat_tol=0.0,
-                    oracle_tol=oracle_tol, solver=solver)
+    top = float(np.linalg.norm(c)) + r  # ‖x*‖ <= top for x* in B(c, r)
+    res = ellipsoid(
+        NormEpigraph(body),
+        np.append(c, top),
+        math.hypot(r, top) * 1.01,
+        objective=np.append(np.zeros(body.dim), 1.0),
+        tol=tol,
+        max_iter=max_iter,
+        flat_tol=0.0,
+        oracle_tol=oracle_tol,
+        solver=solver,
+    )
     return _solved(res, "min_norm_point")[:-1]
 
 
-def _width_by_cuts(body: ConvexBody, u: np.ndarray, *, center=None, radius: float | None = None,
-                  tol: float = 1e-8, oracle_tol: float = 1e-9, max_iter: int | None = None,
-                  solver: str | None = None) -> float:
+def _width_by_cuts(
+    body: ConvexBody,
+    u: np.ndarray,
+    *,
+    center=None,
+    radius: float | None = None,
+    tol: float = 1e-8,
+    oracle_tol: float = 1e-9,
+    max_iter: int | None = None,
+    solver: str | None = None,
+) -> float:
     """max u·x − min u·x over K through its separation oracle (two ellipsoid minimisations of ±u·x, each to
     tol, cuts read within ``oracle_tol``)."""
     c, r = _start(body, "width", center, radius)
     ends = []
     for sign in (1.0, -1.0):
-        res = ellipsoid(body, c, r, objective=sign * u, tol=tol, max_iter=max_iter, flat_tol=0.0,
-                        oracle_tol=oracle_tol, solver=solver)
+        res = ellipsoid(
+            body,
+            c,
+            r,
+            objective=sign * u,
+            tol=tol,
+            max_iter=max_iter,
+            flat_tol=0.0,
+            oracle_tol=oracle_tol,
+            solver=solver,
+        )
         ends.append(float(u @ _solved(res, "width")))
     return max(ends[1] - ends[0], 0.0)

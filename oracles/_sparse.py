@@ -8,6 +8,7 @@ row (x_j = -Σ_k E_ik x_k / E_ij) and the row is dropped. What remains (the core
 a dense SVD; the eliminated coordinates are filled in by back-substitution, and the n x d basis is made
 orthonormal by one thin QR (O(n d²)).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -101,14 +102,14 @@ def structural_elimination(E: sp.csr_matrix, fixed: np.ndarray):
 
     def drop_row(i: int) -> None:
         ar[i] = False
-        for j in E_ind[E_ptr[i]:E_ptr[i + 1]]:
+        for j in E_ind[E_ptr[i] : E_ptr[i + 1]]:
             if ac[j]:
                 cc[j] -= 1
                 stack_c.append(j)
 
     def drop_col(j: int) -> None:
         ac[j] = False
-        for i in C_ind[C_ptr[j]:C_ptr[j + 1]]:
+        for i in C_ind[C_ptr[j] : C_ptr[j + 1]]:
             if ar[i]:
                 rc[i] -= 1
                 stack_r.append(i)
@@ -121,7 +122,7 @@ def structural_elimination(E: sp.csr_matrix, fixed: np.ndarray):
             if rc[i] == 0:
                 drop_row(i)
                 continue
-            cols = E_ind[E_ptr[i]:E_ptr[i + 1]]
+            cols = E_ind[E_ptr[i] : E_ptr[i + 1]]
             j = int(cols[ac[cols]][0])
             drop_row(i)
             fixed[j] = True
@@ -130,7 +131,7 @@ def structural_elimination(E: sp.csr_matrix, fixed: np.ndarray):
             j = stack_c.pop()
             if not ac[j] or cc[j] != 1:
                 continue
-            rows = C_ind[C_ptr[j]:C_ptr[j + 1]]
+            rows = C_ind[C_ptr[j] : C_ptr[j + 1]]
             k = int(np.flatnonzero(ar[rows])[0])
             i = int(rows[k])
             if abs(C_dat[C_ptr[j] + k]) < _PIVOT_TOL * rowmax[i]:
@@ -164,8 +165,8 @@ def sparse_null_space(E, *, rank_tol: float = 1e-9, fixed: np.ndarray | None = N
     N[core_c] = Nc
     Er = E
     for j, i in reversed(steps):  # x_j = -(Σ_{k≠j} E_ik x_k) / E_ij: the other columns are already filled
-        cols = Er.indices[Er.indptr[i]:Er.indptr[i + 1]]
-        vals = Er.data[Er.indptr[i]:Er.indptr[i + 1]]
+        cols = Er.indices[Er.indptr[i] : Er.indptr[i + 1]]
+        vals = Er.data[Er.indptr[i] : Er.indptr[i + 1]]
         me = cols == j
         N[j] = -(vals[~me] @ N[cols[~me]]) / vals[me][0]
     if d == 0:

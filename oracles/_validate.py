@@ -7,6 +7,7 @@ The engine's range: every coordinate, offset, radius and objective entry must ha
 outside [2⁻²⁰, 2²⁰] by a power of two (exact), after which each hyperplane's distance |b_i|/‖a_i‖ must lie
 in the range.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,9 @@ def _check_range(arr: np.ndarray, name: str, limit: float | None) -> None:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
     if limit is not None and arr.size and float(np.max(np.abs(arr))) > limit:
-        raise ValueError(f"{name} has an entry of magnitude {float(np.max(np.abs(arr))):.3g}; the engine accepts "
-                         f"{RANGE_TEXT}")
+        raise ValueError(
+            f"{name} has an entry of magnitude {float(np.max(np.abs(arr))):.3g}; the engine accepts {RANGE_TEXT}"
+        )
 
 
 def as_vector(x, name: str, dim: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
@@ -146,8 +148,11 @@ def _oracle_vector(value: Any, who: str, what: str, dim: int) -> np.ndarray:
 
 
 def _oracle_scalar(value: Any, who: str, what: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.ndarray)) or (
-            isinstance(value, np.ndarray) and (value.ndim != 0 or value.dtype.kind not in "iuf")):
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (numbers.Real, np.ndarray))
+        or (isinstance(value, np.ndarray) and (value.ndim != 0 or value.dtype.kind not in "iuf"))
+    ):
         raise OracleError(f"{who} returned {what} {_show(value)}: expected a real number")
     v = float(value)
     if not math.isfinite(v):
@@ -167,8 +172,9 @@ def check_cut(out: Any, dim: int, who: str):
     elif isinstance(out, (tuple, list)) and len(out) == 2:
         normal, offset = out
     else:
-        raise OracleError(f"{who} returned {_show(out)} ({type(out).__name__}); expected None, a Cut or a "
-                          "(normal, offset) pair")
+        raise OracleError(
+            f"{who} returned {_show(out)} ({type(out).__name__}); expected None, a Cut or a (normal, offset) pair"
+        )
     a = _oracle_vector(normal, who, "a cut normal", dim)
     b = _oracle_scalar(offset, who, "a cut offset")
     nrm = norm(a)
@@ -176,8 +182,10 @@ def check_cut(out: Any, dim: int, who: str):
         return Cut(a, b)
     a, b = a / nrm, b / nrm
     if not abs(b) <= MAX_MAGNITUDE:
-        raise OracleError(f"{who} returned a cut whose hyperplane lies {abs(b):.3g} from the origin, outside "
-                          f"the engine's range ({RANGE_TEXT})")
+        raise OracleError(
+            f"{who} returned a cut whose hyperplane lies {abs(b):.3g} from the origin, outside "
+            f"the engine's range ({RANGE_TEXT})"
+        )
     return Cut(a, b)
 
 

@@ -24,6 +24,7 @@ Units of ``tol``: every row is scaled to a unit normal, so ``tol`` is a Euclidea
 row (or bound) is an implicit equality when the body's extent from its hyperplane, max_x (b_i - a_i x)/‖a_i‖,
 is at most ~tol. Each detected equality carries that extent's certified upper bound (``row_widths`` etc.).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ METHODS = ("auto", "lp", "directions", "ellipsoid")
 FAST = ("auto", "dense-ipm", "backend-ipm", "off")
 _RANK_TOL = 1e-9
 _DENSE_IPM_FLOPS = 3e8  # "auto" runs the dense IPM only when one iteration (m n² flops) stays below this
-EXACT_MAX_DIM = 40        # the rational check (pycddlib) refuses larger inputs: its LPs are exact, and slow
+EXACT_MAX_DIM = 40  # the rational check (pycddlib) refuses larger inputs: its LPs are exact, and slow
 EXACT_MAX_ROWS = 400
 
 
@@ -129,14 +130,14 @@ class _System:
     """P's inequalities as unit rows G x <= h (A's rows, then the finite bounds of the non-fixed variables),
     its equalities as unit rows (A_eq's, then x_j = lb_j for lb = ub), and where each G row came from."""
 
-    G: Any              # dense array or CSR
+    G: Any  # dense array or CSR
     h: np.ndarray
     Ae: Any
     be: np.ndarray
-    row: np.ndarray     # for each G row: the index into P.A, or -1 for a bound
-    var: np.ndarray     # for each G row: the variable of a bound, or -1
-    side: np.ndarray    # +1 upper bound, -1 lower bound, 0 a row of A
-    fixed: np.ndarray   # variables with lb = ub
+    row: np.ndarray  # for each G row: the index into P.A, or -1 for a bound
+    var: np.ndarray  # for each G row: the variable of a bound, or -1
+    side: np.ndarray  # +1 upper bound, -1 lower bound, 0 a row of A
+    fixed: np.ndarray  # variables with lb = ub
     sparse: bool
     zero_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # 0·x <= b, |b| <= tol
 
@@ -180,13 +181,18 @@ def _system(P: Polytope, tol: float, sparse: bool) -> _System:
     h = np.concatenate([bn, ub[up], -lb[lo]])
     be = np.concatenate([be, lb[fixed]])
     if sparse:
-        B = sp.csr_matrix((np.concatenate([np.ones(up.size), -np.ones(lo.size)]),
-                           (np.arange(k), np.concatenate([up, lo]))), shape=(k, n))
+        B = sp.csr_matrix(
+            (np.concatenate([np.ones(up.size), -np.ones(lo.size)]), (np.arange(k), np.concatenate([up, lo]))),
+            shape=(k, n),
+        )
         F = sp.csr_matrix((np.ones(fixed.size), (np.arange(fixed.size), fixed)), shape=(fixed.size, n))
         G = sp.vstack([sp.csr_matrix(An), B], format="csr") if k else sp.csr_matrix(An)
         E = sp.vstack([sp.csr_matrix(Ae), F], format="csr") if fixed.size else sp.csr_matrix(Ae)
     else:
-        An, Ae = np.asarray(An.toarray() if sp.issparse(An) else An), np.asarray(Ae.toarray() if sp.issparse(Ae) else Ae)
+        An, Ae = (
+            np.asarray(An.toarray() if sp.issparse(An) else An),
+            np.asarray(Ae.toarray() if sp.issparse(Ae) else Ae),
+        )
         if k:
             B = np.zeros((k, n))
             B[np.arange(up.size), up] = 1.0
@@ -217,8 +223,9 @@ def _pick_path(P: Polytope, fast: str) -> tuple[bool, str]:
     return (P.is_sparse or not cheap), fast
 
 
-def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = None,
-                        fast: bool | str = "auto", exact: bool = False) -> ImplicitEqualities:
+def implicit_equalities(
+    P: Polytope, *, tol: float = 1e-7, solver: str | None = None, fast: bool | str = "auto", exact: bool = False
+) -> ImplicitEqualities:
     """The implicit equalities of an explicit Polytope (rows and bounds) and a relative-interior point.
 
     ``tol``: Euclidean distance (x's units) below which a row's extent from its hyperplane counts as zero.
@@ -253,19 +260,40 @@ def implicit_equalities(P: Polytope, *, tol: float = 1e-7, solver: str | None = 
     return res
 
 
-def _result(S: _System, eq: np.ndarray, x: np.ndarray, slack: float, method: str, n_solves: int,
-            widths: np.ndarray, certificate=None, info: dict | None = None) -> ImplicitEqualities:
+def _result(
+    S: _System,
+    eq: np.ndarray,
+    x: np.ndarray,
+    slack: float,
+    method: str,
+    n_solves: int,
+    widths: np.ndarray,
+    certificate=None,
+    info: dict | None = None,
+) -> ImplicitEqualities:
     """Split detected G rows ``eq`` into A rows / lower / upper bounds with their widths."""
     eq = np.asarray(eq, dtype=int)
     w = np.asarray(widths, dtype=float)
     r, sd, v = S.row[eq], S.side[eq], S.var[eq]
-    o_r, o_l, o_u = (np.argsort(r[sd == 0], kind="stable"), np.argsort(v[sd < 0], kind="stable"),
-                     np.argsort(v[sd > 0], kind="stable"))
+    o_r, o_l, o_u = (
+        np.argsort(r[sd == 0], kind="stable"),
+        np.argsort(v[sd < 0], kind="stable"),
+        np.argsort(v[sd > 0], kind="stable"),
+    )
     return ImplicitEqualities(
-        rows=r[sd == 0][o_r], interior_point=x, min_slack=slack, method=method, n_solves=n_solves,
-        certificate=None if certificate is None else np.asarray(certificate)[o_r], info=info or {},
-        lower=v[sd < 0][o_l], upper=v[sd > 0][o_u],
-        row_widths=w[sd == 0][o_r], lower_widths=w[sd < 0][o_l], upper_widths=w[sd > 0][o_u])
+        rows=r[sd == 0][o_r],
+        interior_point=x,
+        min_slack=slack,
+        method=method,
+        n_solves=n_solves,
+        certificate=None if certificate is None else np.asarray(certificate)[o_r],
+        info=info or {},
+        lower=v[sd < 0][o_l],
+        upper=v[sd > 0][o_u],
+        row_widths=w[sd == 0][o_r],
+        lower_widths=w[sd < 0][o_l],
+        upper_widths=w[sd > 0][o_u],
+    )
 
 
 def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqualities:
@@ -282,8 +310,9 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
     if path in ("dense-ipm", "backend-ipm"):
         # 1) a central feasible point: the dense numpy IPM (cheap on small dense data), then the backend's
         #    interior-point solve without crossover (only a backend that declares INTERIOR_SOLUTIONS)
-        sources = (["dense-ipm"] if path == "dense-ipm" else []) + \
-            ([backend.name] if backend.INTERIOR_SOLUTIONS else [])
+        sources = (["dense-ipm"] if path == "dense-ipm" else []) + (
+            [backend.name] if backend.INTERIOR_SOLUTIONS else []
+        )
         for source in sources:
             if source == "dense-ipm":
                 G = S.G.toarray() if sp.issparse(S.G) else S.G
@@ -303,8 +332,13 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
                 return done
         if sources:
             method = f"{sources[-1]}+frt"
-        viol = np.inf if x_hat is None else max(float(np.max(S.G @ x_hat - S.h, initial=0.0)),
-                                                float(np.max(np.abs(S.Ae @ x_hat - S.be), initial=0.0)))
+        viol = (
+            np.inf
+            if x_hat is None
+            else max(
+                float(np.max(S.G @ x_hat - S.h, initial=0.0)), float(np.max(np.abs(S.Ae @ x_hat - S.be), initial=0.0))
+            )
+        )
         if viol > tol:  # no trustworthy feasible point: the slack rows are not certified, use the full FRT
             cand, x_hat, method = np.arange(m), None, "frt"
     # 3) Freund-Roundy-Todd LP with t only on the candidate rows; its duals certify what it finds
@@ -362,8 +396,7 @@ def _recentre(S: _System, eq_rows: np.ndarray, tol: float, solver: str) -> tuple
     c[-1] = 1.0
     lo = np.concatenate([np.full(n, -np.inf), [1.0]])
     hi = np.concatenate([np.full(n, np.inf), [1.0 / tol]])
-    sol = solvers.solve_lp(c, A_ub, rhs, A_eq, np.zeros(me) if me else None, (lo, hi), solver=solver,
-                           options=options)
+    sol = solvers.solve_lp(c, A_ub, rhs, A_eq, np.zeros(me) if me else None, (lo, hi), solver=solver, options=options)
     return sol.x[:n] / sol.x[-1], float(sol.x[-1])
 
 
@@ -383,7 +416,7 @@ def _onto_equalities(S: _System, x: np.ndarray, eq_rows: np.ndarray) -> np.ndarr
     b = eq_rows[S.side[eq_rows] != 0]
     x[S.var[b]] = S.side[b] * S.h[b]
     if S.fixed.size:
-        x[S.fixed] = S.be[S.be.shape[0] - S.fixed.size:]
+        x[S.fixed] = S.be[S.be.shape[0] - S.fixed.size :]
     # then the least-norm correction of the other coordinates onto the equality rows (sparse LSQR)
     r_rows = eq_rows[S.side[eq_rows] == 0]
     E = sp.vstack([sp.csr_matrix(S.G[r_rows]), sp.csr_matrix(S.Ae)], format="csr")
@@ -439,8 +472,13 @@ def _classify(S: _System, x_hat, tol, solver, source):
     if np.isfinite(slack) and slack <= 0.5 * theta:
         return None, cand, 1
     cert = z if np.all(S.side[cand] == 0) else None
-    return (_result(S, cand, x_ri, slack, f"{source}+certificate", 1, v / z, cert,
-                    {"theta": theta, "certificate_value": v}), cand, 1)
+    return (
+        _result(
+            S, cand, x_ri, slack, f"{source}+certificate", 1, v / z, cert, {"theta": theta, "certificate_value": v}
+        ),
+        cand,
+        1,
+    )
 
 
 def _certify(S: _System, cand: np.ndarray, x_hat, tol, solver):
@@ -486,9 +524,10 @@ def _frt(S: _System, in_c: np.ndarray, tol: float, solver: str):
     c = np.concatenate([np.zeros(n), -np.ones(k), [0.0]])
     lo = np.concatenate([np.full(n, -np.inf), np.zeros(k), [1.0]])
     hi = np.concatenate([np.full(n, np.inf), np.ones(k), [1.0 / tol]])
-    sol = solvers.solve_lp(c, A_ub, np.zeros(m), A_eq, np.zeros(me) if A_eq is not None else None,
-                           (lo, hi), solver=solver, options=options)
-    x, t, s = sol.x[:n], sol.x[n:n + k], sol.x[-1]
+    sol = solvers.solve_lp(
+        c, A_ub, np.zeros(m), A_eq, np.zeros(me) if A_eq is not None else None, (lo, hi), solver=solver, options=options
+    )
+    x, t, s = sol.x[:n], sol.x[n : n + k], sol.x[-1]
     return t, x / s, float(s), sol.dual_ub, sol.dual_eq
 
 
@@ -556,8 +595,7 @@ def _known_flat(body: ConvexBody) -> tuple[np.ndarray, np.ndarray] | None:
     return p, B
 
 
-def _hull_directions(body: ConvexBody, tol: float, solver: str | None,
-                     rng: np.random.Generator) -> AffineSubspace:
+def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.random.Generator) -> AffineSubspace:
     """GLS: grow point differences D and normals N until |D| + |N| = k; <= 2k+1 maximize calls, k the
     dimension of the explicit equalities' flat (n when there are none)."""
     n = body.dim
@@ -570,8 +608,9 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None,
         try:
             return model.maximize(c) if model is not None else body.maximize(c, solver=solver)
         except UnboundedError as e:
-            raise UnboundedError("affine_hull(method='directions') needs a bounded body; "
-                                 "use method='lp' for an explicit Polytope") from e
+            raise UnboundedError(
+                "affine_hull(method='directions') needs a bounded body; use method='lp' for an explicit Polytope"
+            ) from e
 
     _, p0 = maximize(W @ rng.standard_normal(k))
     D = np.zeros((k, 0))
@@ -613,8 +652,9 @@ def _bounding_ball(body: ConvexBody, solver: str | None) -> tuple[np.ndarray, fl
 ELLIPSOID_MAX_CALLS = 200_000
 
 
-def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, radius,
-                    max_calls: int | None) -> AffineSubspace:
+def _hull_ellipsoid(
+    body: ConvexBody, tol: float, solver: str | None, center, radius, max_calls: int | None
+) -> AffineSubspace:
     known = _known_flat(body)
     if radius is None:
         if isinstance(body, Ball):
@@ -622,8 +662,10 @@ def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, ra
         elif body.has_maximize:
             center, radius = _bounding_ball(body, solver)
         else:
-            raise ValueError("method='ellipsoid' needs radius= (a ball around center= known to contain the "
-                             "body) when the body has no maximize oracle")
+            raise ValueError(
+                "method='ellipsoid' needs radius= (a ball around center= known to contain the "
+                "body) when the body has no maximize oracle"
+            )
     center = np.zeros(body.dim) if center is None else as_vector(center, "center", body.dim)
     radius = float(radius)
     if not np.isfinite(radius) or radius <= 0:
@@ -631,8 +673,9 @@ def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, ra
     try:
         from .hull_ellipsoid import affine_hull_by_ellipsoid, predicted_calls
     except ImportError as e:
-        raise ImportError(f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not "
-                          f"available: {e}") from e
+        raise ImportError(
+            f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not available: {e}"
+        ) from e
     flat = None
     k = body.dim
     if known is not None:
@@ -646,10 +689,14 @@ def _hull_ellipsoid(body: ConvexBody, tol: float, solver: str | None, center, ra
     budget = ELLIPSOID_MAX_CALLS if max_calls is None else int(max_calls)
     need = predicted_calls(k, radius, tol)
     if need > budget:
-        raise SolverError(f"affine_hull(method='ellipsoid') refused: in dimension {k} with radius/tol = "
-                          f"{radius / tol:.2g} the ellipsoid needs about {need:,} oracle calls (budget "
-                          f"{budget:,}, max_calls=); use method='lp' for an explicit polytope or "
-                          f"'directions' for a body with maximize", backend=None, status="refused")
+        raise SolverError(
+            f"affine_hull(method='ellipsoid') refused: in dimension {k} with radius/tol = "
+            f"{radius / tol:.2g} the ellipsoid needs about {need:,} oracle calls (budget "
+            f"{budget:,}, max_calls=); use method='lp' for an explicit polytope or "
+            f"'directions' for a body with maximize",
+            backend=None,
+            status="refused",
+        )
     return affine_hull_by_ellipsoid(body, center, radius, tol=tol, max_iter=budget, flat=flat)
 
 
@@ -661,9 +708,18 @@ def _as_polytope(body: ConvexBody) -> Polytope | None:
     return None
 
 
-def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | None = None,
-                center=None, radius: float | None = None, seed: int | np.random.Generator | None = 0,
-                fast: bool | str = "auto", max_calls: int | None = None) -> AffineSubspace:
+def affine_hull(
+    body,
+    *,
+    method: str = "auto",
+    tol: float = 1e-7,
+    solver: str | None = None,
+    center=None,
+    radius: float | None = None,
+    seed: int | np.random.Generator | None = 0,
+    fast: bool | str = "auto",
+    max_calls: int | None = None,
+) -> AffineSubspace:
     """aff(K): the smallest flat containing the body; ``.interior_point`` is a point of K in its relative
     interior when the method finds one ("lp"), else None.
 
@@ -704,8 +760,9 @@ def affine_hull(body, *, method: str = "auto", tol: float = 1e-7, solver: str | 
     return _hull_ellipsoid(poly if poly is not None else body, tol, solver, center, radius, max_calls)
 
 
-def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, method: str = "auto",
-                solver: str | None = None) -> np.ndarray:
+def linear_span(
+    body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, method: str = "auto", solver: str | None = None
+) -> np.ndarray:
     """Orthonormal basis (columns, n x r) of the linear span of a point set or of a body.
 
     Points (rows of a k x n array): SVD, keeping singular values > tol * σ_max. A body (or flat): the
@@ -743,8 +800,10 @@ def linear_span(body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, me
 def _check_exact_size(P: Polytope) -> None:
     rows = P.A.shape[0] + P.A_eq.shape[0] + P.n_bounds
     if P.dim > EXACT_MAX_DIM or rows > EXACT_MAX_ROWS:
-        raise ValueError(f"exact=True is for small inputs (at most {EXACT_MAX_DIM} variables and {EXACT_MAX_ROWS} "
-                         f"rows and bounds); this polytope has {P.dim} variables and {rows}")
+        raise ValueError(
+            f"exact=True is for small inputs (at most {EXACT_MAX_DIM} variables and {EXACT_MAX_ROWS} "
+            f"rows and bounds); this polytope has {P.dim} variables and {rows}"
+        )
 
 
 def _exact_check(P: Polytope, res: ImplicitEqualities) -> ExactCheck:
@@ -757,9 +816,11 @@ def _exact_check(P: Polytope, res: ImplicitEqualities) -> ExactCheck:
         import cdd
         import cdd.gmp as cddgmp
     except ImportError as e:
-        raise ImportError("exact=True needs pycddlib with its gmp module (pip install 'sculpt[exact]'; it builds "
-                          "against the system's cddlib and GMP, e.g. the Debian packages libcdd-dev and "
-                          f"libgmp-dev): {e}") from e
+        raise ImportError(
+            "exact=True needs pycddlib with its gmp module (pip install 'sculpt[exact]'; it builds "
+            "against the system's cddlib and GMP, e.g. the Debian packages libcdd-dev and "
+            f"libgmp-dev): {e}"
+        ) from e
     t0 = time.perf_counter()
     A = P.A.toarray() if sp.issparse(P.A) else P.A
     Ae = P.A_eq.toarray() if sp.issparse(P.A_eq) else P.A_eq
@@ -779,16 +840,24 @@ def _exact_check(P: Polytope, res: ImplicitEqualities) -> ExactCheck:
     for j in np.flatnonzero(P.lb == P.ub):
         rows.append([Fraction(float(P.lb[j]))] + [Fraction(-1 if i == j else 0) for i in range(n)])
     if not rows:
-        return ExactCheck(np.zeros(0, dtype=int), np.zeros(0, dtype=int), np.zeros(0, dtype=int),
-                          res.rows.size == 0 and res.lower.size == 0 and res.upper.size == 0, 0.0)
+        return ExactCheck(
+            np.zeros(0, dtype=int),
+            np.zeros(0, dtype=int),
+            np.zeros(0, dtype=int),
+            res.rows.size == 0 and res.lower.size == 0 and res.upper.size == 0,
+            0.0,
+        )
     mat = cddgmp.matrix_from_array(rows, lin_set=set(range(n_ineq, len(rows))), rep_type=cdd.RepType.INEQUALITY)
     found = np.array(sorted(cddgmp.implicit_linearity_rows(mat)), dtype=int)
     m = A.shape[0]
     rows_x = found[found < m]
     upper = up[found[(found >= m) & (found < m + up.size)] - m]
     lower = lo[found[(found >= m + up.size) & (found < n_ineq)] - m - up.size]
-    agrees = (np.array_equal(np.sort(res.rows), rows_x) and np.array_equal(np.sort(res.upper), np.sort(upper))
-              and np.array_equal(np.sort(res.lower), np.sort(lower)))
+    agrees = (
+        np.array_equal(np.sort(res.rows), rows_x)
+        and np.array_equal(np.sort(res.upper), np.sort(upper))
+        and np.array_equal(np.sort(res.lower), np.sort(lower))
+    )
     return ExactCheck(rows_x, lower, upper, bool(agrees), time.perf_counter() - t0)
 
 

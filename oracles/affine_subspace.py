@@ -1,4 +1,5 @@
 """``AffineSubspace``: the flat {point + basis @ y}, equivalently {x : A_eq x = b_eq}."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ when ``contains`` is True. Bodies that can optimise a linear function also have 
 Explicit bodies (Polytope, Ball and intersections of them) also expose ``cvxpy_constraints(x)`` so the
 engine's convex programs (min-norm point, Chebyshev centre, widths) can be written once for all of them.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -157,8 +158,9 @@ class Polytope(ConvexBody):
             return _rescale_sparse_rows(M, as_rhs(b, b_name, M.shape[0], limit=None), a_name, b_name)
         if sp.issparse(A):
             A = A.toarray()
-        A = as_matrix(np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, a_name, self.dim,
-                      limit=None)
+        A = as_matrix(
+            np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, a_name, self.dim, limit=None
+        )
         return _rescale_rows(A, as_rhs(b, b_name, A.shape[0], limit=None), a_name, b_name)
 
     def add_halfspaces(self, A, b) -> Polytope:
@@ -256,8 +258,15 @@ class Polytope(ConvexBody):
         return True
 
     def copy(self) -> Polytope:
-        return Polytope(self.A.copy(), self.b.copy(), self.A_eq.copy() if self._meq else None,
-                        self.b_eq.copy() if self._meq else None, lb=self.lb.copy(), ub=self.ub.copy(), dim=self.dim)
+        return Polytope(
+            self.A.copy(),
+            self.b.copy(),
+            self.A_eq.copy() if self._meq else None,
+            self.b_eq.copy() if self._meq else None,
+            lb=self.lb.copy(),
+            ub=self.ub.copy(),
+            dim=self.dim,
+        )
 
     def bound_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
         """The finite bounds as rows G x <= h (x_j <= ub_j for each finite ub, then -x_j <= -lb_j): returns
@@ -322,8 +331,9 @@ class Polytope(ConvexBody):
         from . import solvers
 
         c = as_vector(c, "c", self.dim)
-        sol = solvers.solve_lp(-c, self.A, self.b, self.A_eq, self.b_eq, self.bounds if self.has_bounds else None,
-                               solver=solver)
+        sol = solvers.solve_lp(
+            -c, self.A, self.b, self.A_eq, self.b_eq, self.bounds if self.has_bounds else None, solver=solver
+        )
         return -sol.value, sol.x
 
     def cvxpy_constraints(self, x) -> list:
@@ -393,12 +403,14 @@ def _rescale_sparse_rows(A: sp.csr_matrix, b: np.ndarray, a_name: str, b_name: s
     bad = np.flatnonzero(~(dist <= MAX_MAGNITUDE))
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"row {i} of ({a_name}, {b_name}): its hyperplane lies {float(dist[i]):.3g} from the "
-                         f"origin (|{b_name}_i|/‖{a_name}_i‖); the engine accepts {RANGE_TEXT}")
+        raise ValueError(
+            f"row {i} of ({a_name}, {b_name}): its hyperplane lies {float(dist[i]):.3g} from the "
+            f"origin (|{b_name}_i|/‖{a_name}_i‖); the engine accepts {RANGE_TEXT}"
+        )
     return A, b
 
 
-_ROW_BAND = (2.0 ** -20, 2.0 ** 20)
+_ROW_BAND = (2.0**-20, 2.0**20)
 
 
 def _rescale_rows(A: np.ndarray, b: np.ndarray, a_name: str, b_name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -420,8 +432,10 @@ def _rescale_rows(A: np.ndarray, b: np.ndarray, a_name: str, b_name: str) -> tup
     bad = np.flatnonzero(~(dist <= MAX_MAGNITUDE))
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"row {i} of ({a_name}, {b_name}): its hyperplane lies {float(dist[i]):.3g} from the "
-                         f"origin (|{b_name}_i|/‖{a_name}_i‖); the engine accepts {RANGE_TEXT}")
+        raise ValueError(
+            f"row {i} of ({a_name}, {b_name}): its hyperplane lies {float(dist[i]):.3g} from the "
+            f"origin (|{b_name}_i|/‖{a_name}_i‖); the engine accepts {RANGE_TEXT}"
+        )
     return A, b
 
 
@@ -494,8 +508,13 @@ class OracleBody(ConvexBody):
     returned. Cuts come back with unit normals.
     """
 
-    def __init__(self, dim: int, separate: Callable | None = None, contains: Callable | None = None,
-                 maximize: Callable | None = None):
+    def __init__(
+        self,
+        dim: int,
+        separate: Callable | None = None,
+        contains: Callable | None = None,
+        maximize: Callable | None = None,
+    ):
         dim = as_count(dim, "dim")
         if separate is None and contains is None and maximize is None:
             raise ValueError("OracleBody needs at least one oracle: separate, contains or maximize")
@@ -506,8 +525,11 @@ class OracleBody(ConvexBody):
         self._separate, self._contains, self._maximize = separate, contains, maximize
 
     def __repr__(self) -> str:
-        have = [n for n, f in (("separate", self._separate), ("contains", self._contains),
-                               ("maximize", self._maximize)) if f is not None]
+        have = [
+            n
+            for n, f in (("separate", self._separate), ("contains", self._contains), ("maximize", self._maximize))
+            if f is not None
+        ]
         return f"OracleBody(dim={self.dim}, oracles={have})"
 
     @property
@@ -588,8 +610,7 @@ class Intersection(ConvexBody):
 
     def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         if not self.is_explicit:
-            raise MissingOracleError("maximize over an intersection needs every part to be explicit "
-                                     "(Polytope or Ball)")
+            raise MissingOracleError("maximize over an intersection needs every part to be explicit (Polytope or Ball)")
         c = as_vector(c, "c", self.dim)
         polys = [p for p in self.parts if isinstance(p, Polytope)]
         if len(polys) == len(self.parts):

@@ -1,4 +1,5 @@
 """Cuts as values: ``Cut(normal, offset)`` means ``normal @ y <= offset`` for every y of the body."""
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ found by infeasible-start Newton on (x, s) with C x + s = d (Boyd & Vandenberghe
 from the previous centre. Cuts are kept while there are at most ``max_cuts``; beyond that the least
 relevant ones (largest slack in Dikin-ellipsoid units, s_i/‖c_i‖_{H⁻¹}) are dropped down to ``keep_cuts``.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,7 +58,7 @@ class _Localisation:
     # -- analytic centre ------------------------------------------------------------------------------
     def _box(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         a, b = x - self.lo, self.hi - x
-        return a, b, -1.0 / a + 1.0 / b, 1.0 / a ** 2 + 1.0 / b ** 2
+        return a, b, -1.0 / a + 1.0 / b, 1.0 / a**2 + 1.0 / b**2
 
     def _phi(self, x: np.ndarray, d: np.ndarray) -> float:
         """-Σ w log(d - Cx) - Σ log(x - lo) - Σ log(hi - x) (inf outside the domain)."""
@@ -98,7 +99,7 @@ class _Localisation:
         slack = self.d - self.C @ x
         self.x, self.s = x, slack
         _, _, _, h_b = self._box(x)
-        H = (self.C.T * (self.w / slack ** 2)) @ self.C
+        H = (self.C.T * (self.w / slack**2)) @ self.C
         H[np.diag_indices_from(H)] += h_b
         self.H = H
         return True
@@ -175,10 +176,21 @@ class _Localisation:
         return -sol.value * scale, sol.x[:n] * scale, (0.0 if scale == 1.0 else math.inf)
 
 
-def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
-                  max_iter: int | None = None, oracle_tol: float = 1e-9, max_cuts: int | None = None,
-                  keep_cuts: int | None = None, obj_weight: float = 1.0, solver: str | None = None,
-                  stall: int | None = None) -> EllipsoidResult:
+def cutting_plane(
+    body: ConvexBody,
+    center,
+    radius: float,
+    *,
+    objective=None,
+    tol: float = 1e-8,
+    max_iter: int | None = None,
+    oracle_tol: float = 1e-9,
+    max_cuts: int | None = None,
+    keep_cuts: int | None = None,
+    obj_weight: float = 1.0,
+    solver: str | None = None,
+    stall: int | None = None,
+) -> EllipsoidResult:
     """ACCPM: find a point of the body (or minimise ``objective @ x``) starting from the box around B(center, radius).
 
     Query = analytic centre of the cuts so far (each cut relaxed by oracle_tol, so a flat body keeps an
@@ -225,10 +237,17 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
         except np.linalg.LinAlgError:
             shape = np.full((n, n), np.nan)
         return EllipsoidResult(
-            status=status, x=None if best_x is None else best_x.copy(),
-            value=None if best_x is None or obj is None else best_val, iterations=it, oracle_calls=calls,
-            center=loc.x.copy(), shape=0.5 * (shape + shape.T), lower_bound=None if obj is None else lower,
-            recycled_cuts=free, message=message)
+            status=status,
+            x=None if best_x is None else best_x.copy(),
+            value=None if best_x is None or obj is None else best_val,
+            iterations=it,
+            oracle_calls=calls,
+            center=loc.x.copy(),
+            shape=0.5 * (shape + shape.T),
+            lower_bound=None if obj is None else lower,
+            recycled_cuts=free,
+            message=message,
+        )
 
     stall = max(100, 20 * n) if stall is None else stall
     stall = as_count(stall, "stall")
@@ -249,8 +268,10 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             cut = checked_separate(body, x.copy(), oracle_tol)
             if cut is not None and not np.any(cut.normal):  # 0·x <= b < 0: the oracle says "empty"
                 if best_x is not None:
-                    raise OracleError(f"{type(body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is "
-                                      "empty) after it accepted a point")
+                    raise OracleError(
+                        f"{type(body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is "
+                        "empty) after it accepted a point"
+                    )
                 return result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
             if cut is None:
                 if obj is None:
@@ -275,9 +296,12 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             return result("max_iter", f"phase-one LP failed: {exc}")
         if not found:
             if loc.ambiguous:
-                return result("max_iter", "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
-                                          f"at radius {R:.3g} it solves in units {R / 1e12:.1e} times the box's "
-                                          "(start from a ball of radius <= 1e12 around the body)")
+                return result(
+                    "max_iter",
+                    "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
+                    f"at radius {R:.3g} it solves in units {R / 1e12:.1e} times the box's "
+                    "(start from a ball of radius <= 1e12 around the body)",
+                )
             if best_x is not None:
                 lower = best_val
                 return result("optimal", "no point of the cuts improves on the best value")
@@ -286,15 +310,21 @@ def cutting_plane(body: ConvexBody, center, radius: float, *, objective=None, to
             lower = max(lower, _dual_bound(loc, obj_row) * obj_norm - drift * obj_norm)
             if best_val - lower <= tol + drift * obj_norm:
                 if best_val - lower > tol:
-                    return result("max_iter", f"best - dual lower bound reached the rounding level "
-                                              f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
-                                              f"{drift * obj_norm:.1e} at radius {R:.3g} (start from a smaller ball)")
+                    return result(
+                        "max_iter",
+                        f"best - dual lower bound reached the rounding level "
+                        f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
+                        f"{drift * obj_norm:.1e} at radius {R:.3g} (start from a smaller ball)",
+                    )
                 return result("optimal", "best - dual lower bound is within tol")
             if best_val < last[0] or lower > last[1]:
                 progress_at, last = it, (best_val, lower)
             elif it - progress_at >= stall:
-                return result("max_iter", f"stalled: neither the best value nor the lower bound improved in "
-                                          f"{stall} iterations; best - lower bound = {best_val - lower:.3g} > tol")
+                return result(
+                    "max_iter",
+                    f"stalled: neither the best value nor the lower bound improved in "
+                    f"{stall} iterations; best - lower bound = {best_val - lower:.3g} > tol",
+                )
         if loc.m > max_cuts:
             rel = loc.relevance()
             protect = np.zeros(loc.m, dtype=bool)

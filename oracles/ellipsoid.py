@@ -7,6 +7,7 @@ c' = c - (1 + nα)/(n + 1) · J v,  J' = √δ · J (I - k v vᵀ),  v = Jᵀa/�
 The factor J is updated instead of the shape P = J Jᵀ, so P stays symmetric positive semidefinite by
 construction and thin semi-axes (flat bodies) are resolved to eps·‖J‖ rather than √eps·‖J‖.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,14 +64,14 @@ class Ellipsoid:
         self._log_volume = float(logdet) if sign != 0 else -math.inf
 
     @classmethod
-    def ball(cls, center, radius: float) -> "Ellipsoid":
+    def ball(cls, center, radius: float) -> Ellipsoid:
         """The ball B(center, radius)."""
         c = as_vector(center, "center")
         r = check_radius(radius, "radius")
         return cls.from_factor(c, r * np.eye(c.shape[0]))
 
     @classmethod
-    def from_factor(cls, center, factor) -> "Ellipsoid":
+    def from_factor(cls, center, factor) -> Ellipsoid:
         """E = {center + factor @ z : ‖z‖ <= 1} for a square non-singular factor."""
         c = as_vector(center, "center")
         J = as_matrix(factor, "factor", c.shape[0])
@@ -80,7 +81,7 @@ class Ellipsoid:
         E._init(c, J)
         return E
 
-    def copy(self) -> "Ellipsoid":
+    def copy(self) -> Ellipsoid:
         return Ellipsoid.from_factor(self._c, self._J)
 
     def __repr__(self) -> str:
@@ -317,9 +318,20 @@ def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tupl
     return n, c, r, obj, as_count(max_iter, "max_iter")
 
 
-def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: float = 1e-8,
-              max_iter: int | None = None, cut: Literal["deep", "central"] = "deep", flat_tol: float = 1e-7,
-              oracle_tol: float = 1e-9, memory: int | None = None, solver: str | None = None) -> EllipsoidResult:
+def ellipsoid(
+    body: ConvexBody,
+    center,
+    radius: float,
+    *,
+    objective=None,
+    tol: float = 1e-8,
+    max_iter: int | None = None,
+    cut: Literal["deep", "central"] = "deep",
+    flat_tol: float = 1e-7,
+    oracle_tol: float = 1e-9,
+    memory: int | None = None,
+    solver: str | None = None,
+) -> EllipsoidResult:
     """Find a point of the body, or minimise ``objective @ x`` over it, starting from E_0 = B(center, radius).
 
     Each step cuts E_k with a stored cut the centre violates (no oracle call) or else with
@@ -360,17 +372,28 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
     # rounding while E was large: every claim that rests on E containing the body ("empty", "optimal", "flat")
     # holds up to this absolute drift (measured: 0.17·eps·R for a 1-d box found from radius 1e11)
     drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
-    drift_note = (f"float64 resolves the ellipsoid only to about {drift:.1e} at radius {R:.3g} (start from a smaller "
-                  "ball around the body, or loosen oracle_tol / tol)")
+    drift_note = (
+        f"float64 resolves the ellipsoid only to about {drift:.1e} at radius {R:.3g} (start from a smaller "
+        "ball around the body, or loosen oracle_tol / tol)"
+    )
 
     def result(status: str, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None) -> EllipsoidResult:
         dirs, widths = flat if flat is not None else (np.zeros((n, 0)), np.zeros(0))
         return EllipsoidResult(
-            status=status, x=None if best_x is None else best_x.copy(),
-            value=None if best_x is None or obj is None else best_val, iterations=it, oracle_calls=calls,
-            center=E.center, shape=E.shape, lower_bound=None if obj is None else lower,
-            log_volumes=np.asarray(log_volumes), flat_directions=dirs, flat_widths=widths,
-            recycled_cuts=recycled, message=message)
+            status=status,
+            x=None if best_x is None else best_x.copy(),
+            value=None if best_x is None or obj is None else best_val,
+            iterations=it,
+            oracle_calls=calls,
+            center=E.center,
+            shape=E.shape,
+            lower_bound=None if obj is None else lower,
+            log_volumes=np.asarray(log_volumes),
+            flat_directions=dirs,
+            flat_widths=widths,
+            recycled_cuts=recycled,
+            message=message,
+        )
 
     def unresolved() -> str | None:
         """None while E's factor resolves its thin axes, else the honest "max_iter" message (an answer that
@@ -379,9 +402,11 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
         ratio = float(sv[-1] / sv[0]) if sv[0] > 0 else 0.0
         if ratio >= _resolution(n):
             return None
-        return (f"lost float64 resolution: the ellipsoid's semi-axes span a ratio {ratio:.1e} (below "
-                f"{_resolution(n):.0e}) before an answer was certified; start from a smaller ball around the body "
-                f"(radius {R:.3g} against the body's scale)")
+        return (
+            f"lost float64 resolution: the ellipsoid's semi-axes span a ratio {ratio:.1e} (below "
+            f"{_resolution(n):.0e}) before an answer was certified; start from a smaller ball around the body "
+            f"(radius {R:.3g} against the body's scale)"
+        )
 
     it = 0
     while it < max_iter:
@@ -398,8 +423,10 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
             found = checked_separate(body, xc.copy(), oracle_tol)
             if found is not None and not np.any(found.normal):  # 0·x <= b < 0: the oracle says "empty"
                 if best_x is not None:
-                    raise OracleError(f"{type(body).__name__}.separate returned 0·x <= {found.offset:g} (the body is "
-                                      "empty) after it accepted a point")
+                    raise OracleError(
+                        f"{type(body).__name__}.separate returned 0·x <= {found.offset:g} (the body is "
+                        "empty) after it accepted a point"
+                    )
                 return result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
             if found is not None:
                 # relaxed by oracle_tol: valid for K_t = {separate(., oracle_tol) is None}, which E keeps
@@ -442,8 +469,9 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
                     lower = -math.inf
                     return result("max_iter", why)
                 if best_val - lower > tol:
-                    return result("max_iter", f"the gap reached the rounding level {best_val - lower:.1e} > tol: "
-                                              f"{drift_note}")
+                    return result(
+                        "max_iter", f"the gap reached the rounding level {best_val - lower:.1e} > tol: {drift_note}"
+                    )
                 return result("optimal", "the gap best - min over the ellipsoid is within tol")
         if best_x is None and it % check_every == 0:
             U, s = E.thin_axes(max(flat_thr, empty_thr))
@@ -454,13 +482,19 @@ def ellipsoid(body: ConvexBody, center, radius: float, *, objective=None, tol: f
                 if s[0] < empty_thr:
                     return result("empty", "the ellipsoid became thinner than the oracle tolerance")
                 if s[0] - drift < empty_thr or (floor >= empty_thr and s[0] - drift <= floor):
-                    return result("max_iter", unresolved() or f"the ellipsoid became thinner than the oracle "
-                                                               f"tolerance, within rounding: {drift_note}")
+                    return result(
+                        "max_iter",
+                        unresolved()
+                        or f"the ellipsoid became thinner than the oracle tolerance, within rounding: {drift_note}",
+                    )
                 keep = s < flat_thr
                 if np.any(keep) and flat_thr > 0:
-                    return result("flat", f"{int(keep.sum())} semi-axes below flat_tol·radius = {flat_thr:.3g} "
-                                          f"before a point was found: the body lies within {float(s[keep].max()):.3g} of "
-                                          "the centre along flat_directions (a full-dimensional body this thin "
-                                          "relative to the radius is reported flat too; flat_tol=0 searches on)",
-                                  (U[:, keep], s[keep]))
+                    return result(
+                        "flat",
+                        f"{int(keep.sum())} semi-axes below flat_tol·radius = {flat_thr:.3g} "
+                        f"before a point was found: the body lies within {float(s[keep].max()):.3g} of "
+                        "the centre along flat_directions (a full-dimensional body this thin "
+                        "relative to the radius is reported flat too; flat_tol=0 searches on)",
+                        (U[:, keep], s[keep]),
+                    )
     return result("max_iter", f"no answer within max_iter={max_iter} updates")

@@ -1,4 +1,5 @@
 """Typed errors of the engine: every solver failure surfaces as one of these, never as a wrong answer."""
+
 from __future__ import annotations
 
 __all__ = ["OracleError", "EmptyBodyError", "UnboundedError", "SolverError", "MissingOracleError"]

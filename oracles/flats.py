@@ -4,6 +4,7 @@ Points x of an r-dimensional flat satisfying A x ≈ b lift to (x, 1) in the nul
 (r+1)-dimensional near-null space of the row-weighted M therefore gives the flat and its linear span in one
 SVD, and the gap in M's singular values estimates r.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,8 +38,9 @@ class FlatFit:
     info: dict = field(default_factory=dict)
 
 
-def singular_gap_dimension(s: np.ndarray, max_null: int | None = None, min_ratio: float = 1.5
-                           ) -> tuple[int, np.ndarray]:
+def singular_gap_dimension(
+    s: np.ndarray, max_null: int | None = None, min_ratio: float = 1.5
+) -> tuple[int, np.ndarray]:
     """Null-space size q from ascending singular values s: the largest q ≤ ``max_null`` whose ratio
     σ_{q+1}/σ_q is at least max(``min_ratio``, (largest ratio)^¼) (q ≥ 1; the largest ratio's q when no
     ratio reaches that).
@@ -65,8 +67,16 @@ def singular_gap_dimension(s: np.ndarray, max_null: int | None = None, min_ratio
     return q, ratios
 
 
-def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None = None,
-             scale: float | None = None, min_ratio: float = 1.5) -> FlatFit:
+def fit_flat(
+    A,
+    b,
+    *,
+    dim: int | None = None,
+    weights=None,
+    max_dim: int | None = None,
+    scale: float | None = None,
+    min_ratio: float = 1.5,
+) -> FlatFit:
     """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
 
     The r+1 right singular vectors with the smallest singular values span {(x, 1/s)} over the flat. ``dim``
@@ -108,9 +118,11 @@ def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None 
     V_x, v_h = Vn[:n], Vn[n]
     nh = float(np.linalg.norm(v_h))
     if nh < 1e-12:
-        raise ValueError(f"the {r + 1} smallest singular directions of [A, −b] have no homogeneous component: "
-                         f"A has a null space of dimension ≥ {r + 1} (too few or degenerate equations) or b ≈ 0, "
-                         "so no affine flat of that dimension is determined")
+        raise ValueError(
+            f"the {r + 1} smallest singular directions of [A, −b] have no homogeneous component: "
+            f"A has a null space of dimension ≥ {r + 1} (too few or degenerate equations) or b ≈ 0, "
+            "so no affine flat of that dimension is determined"
+        )
     a0 = v_h / nh**2  # v_hᵀ a0 = 1
     point = (V_x @ a0) / scale
     # directions: V_x restricted to the null space of v_hᵀ
@@ -124,5 +136,13 @@ def fit_flat(A, b, *, dim: int | None = None, weights=None, max_dim: int | None 
     gap = float(s_asc[r] / s_asc[r + 1]) if r + 1 < s_asc.size and s_asc[r + 1] > 0 else float("nan")
     res = A @ flat.point - b
     residual = float(np.sqrt(np.sum(w * w * res * res) / max(np.sum(w * w), 1e-300)))
-    return FlatFit(flat=flat, span=span_basis, singular_values=s_asc, dim=r, dim_estimate=q_est - 1,
-                   gap=gap, residual=residual, info={"scale": scale, "gap_ratios": ratios[:16]})
+    return FlatFit(
+        flat=flat,
+        span=span_basis,
+        singular_values=s_asc,
+        dim=r,
+        dim_estimate=q_est - 1,
+        gap=gap,
+        residual=residual,
+        info={"scale": scale, "gap_ratios": ratios[:16]},
+    )

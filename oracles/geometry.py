@@ -8,6 +8,7 @@
   Chebyshev centre, the centre of the largest ball inside K within aff(K).
 * ``width(K, u) = max u·x - min u·x`` over K (two LPs or two maximize calls); ``widths`` for many u.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,18 +47,31 @@ def _min_norm_method(body, poly, method: str, solver: str | None) -> str:
             return "ipm" if solver is None and not poly.is_sparse and (poly.A.shape[0] or poly.has_bounds) else "qp"
         return "conic" if body.is_explicit else "ellipsoid"
     dense_poly = poly is not None and not poly.is_sparse
-    fits = {"closed_form": closed, "ipm": dense_poly, "qp": poly is not None,
-            "working_set": dense_poly, "conic": isinstance(body, ConvexBody) and body.is_explicit,
-            "ellipsoid": isinstance(body, ConvexBody)}
+    fits = {
+        "closed_form": closed,
+        "ipm": dense_poly,
+        "qp": poly is not None,
+        "working_set": dense_poly,
+        "conic": isinstance(body, ConvexBody) and body.is_explicit,
+        "ellipsoid": isinstance(body, ConvexBody),
+    }
     if not fits[method]:
         ok = [m for m in MIN_NORM_METHODS[1:] if fits[m]]
         raise ValueError(f"method={method!r} does not apply to a {type(body).__name__}; its methods are {ok}")
     return method
 
 
-def min_norm_point(body, *, method: str = "auto", solver: str | None = None, center=None,
-                   radius: float | None = None, tol: float = 1e-8, max_iter: int | None = None,
-                   options: dict | None = None) -> np.ndarray:
+def min_norm_point(
+    body,
+    *,
+    method: str = "auto",
+    solver: str | None = None,
+    center=None,
+    radius: float | None = None,
+    tol: float = 1e-8,
+    max_iter: int | None = None,
+    options: dict | None = None,
+) -> np.ndarray:
     """argmin_{x in K} ‖x‖₂, one entry for every body. Empty -> EmptyBodyError.
 
     ``method``:
@@ -111,8 +125,16 @@ def min_norm_point(body, *, method: str = "auto", solver: str | None = None, cen
     eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
     if poly.is_sparse:  # the QP as it is (sparse, bounds as bounds); the KKT polish below is dense
         A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
-        return solvers.solve_qp(sp.identity(n, format="csc"), np.zeros(n), A, b, eq[0], eq[1],
-                                poly.bounds if poly.has_bounds else None, solver=solver).x
+        return solvers.solve_qp(
+            sp.identity(n, format="csc"),
+            np.zeros(n),
+            A,
+            b,
+            eq[0],
+            eq[1],
+            poly.bounds if poly.has_bounds else None,
+            solver=solver,
+        ).x
     A_all, b_all = poly.dense_rows()
     A, b = (A_all, b_all) if A_all.shape[0] else (None, None)
     if method == "ipm" and A is not None:
@@ -162,8 +184,9 @@ def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
     xp = np.linalg.lstsq(M, rhs, rcond=None)[0]  # the min-norm solution of the active equations
     if np.max(np.abs(M @ xp - rhs)) > 1e-9 * max(1.0, float(np.max(np.abs(rhs)))):
         return x, False
-    if np.max((A @ xp - b) / safe, initial=0.0) > 1e-9 * scale or (Ae.shape[0] and
-                                                                   np.max(np.abs(Ae @ xp - be)) > 1e-9 * scale):
+    if np.max((A @ xp - b) / safe, initial=0.0) > 1e-9 * scale or (
+        Ae.shape[0] and np.max(np.abs(Ae @ xp - be)) > 1e-9 * scale
+    ):
         return x, False
     # multipliers λ >= 0 (inequalities) and free μ (equalities, split as μ+ - μ-) with x = -(Aᵀλ + A_eqᵀμ):
     # non-negative least squares, since the active rows may be dependent (hidden equalities)
@@ -176,8 +199,9 @@ def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
     return xp, True
 
 
-def _cheb_lp(An: np.ndarray, bn: np.ndarray, Ae: np.ndarray | None, be: np.ndarray | None,
-             solver: str | None) -> tuple[np.ndarray, float]:
+def _cheb_lp(
+    An: np.ndarray, bn: np.ndarray, Ae: np.ndarray | None, be: np.ndarray | None, solver: str | None
+) -> tuple[np.ndarray, float]:
     """max r s.t. An x + r <= bn (unit rows), Ae x = be, r >= 0."""
     n = An.shape[1]
     A_ub = np.hstack([An, np.ones((An.shape[0], 1))])
@@ -191,8 +215,9 @@ def _cheb_lp(An: np.ndarray, bn: np.ndarray, Ae: np.ndarray | None, be: np.ndarr
     return sol.x[:n], float(sol.x[n])
 
 
-def chebyshev_center(body, *, solver: str | None = None, tol: float = 1e-9,
-                     relative: bool = False) -> tuple[np.ndarray, float]:
+def chebyshev_center(
+    body, *, solver: str | None = None, tol: float = 1e-9, relative: bool = False
+) -> tuple[np.ndarray, float]:
     """(centre, radius) of the largest Euclidean ball inside the body.
 
     When the body is flat (radius <= tol) the radius is 0 and the centre returned is the relative
@@ -289,8 +314,16 @@ def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, flo
     return np.asarray(x.value, dtype=float), max(float(r.value), 0.0)
 
 
-def width(body, u, *, solver: str | None = None, center=None, radius: float | None = None,
-          tol: float = 1e-8, max_iter: int | None = None) -> float:
+def width(
+    body,
+    u,
+    *,
+    solver: str | None = None,
+    center=None,
+    radius: float | None = None,
+    tol: float = 1e-8,
+    max_iter: int | None = None,
+) -> float:
     """max_{x in K} u·x - min_{x in K} u·x (two LPs, or two calls of the body's maximize oracle; with only a
     separation oracle, two cutting-plane minimisations from the ball B(center, radius), each to ``tol``)."""
     _check_body(body)
@@ -308,8 +341,9 @@ def width(body, u, *, solver: str | None = None, center=None, radius: float | No
     return max(0.0, hi + lo)
 
 
-def widths(body, U, *, solver: str | None = None, center=None, radius: float | None = None,
-           tol: float = 1e-8) -> np.ndarray:
+def widths(
+    body, U, *, solver: str | None = None, center=None, radius: float | None = None, tol: float = 1e-8
+) -> np.ndarray:
     """width(body, u) for every row u of U (dense, or scipy.sparse for a polytope: ``widths(P, I)`` is flux
     variability analysis, max x_j - min x_j). A Polytope uses one kept LP model (2 LPs per row; warm-started
     simplex when it is sparse); ``center``/``radius``/``tol`` as in ``width`` for a separation-only body."""

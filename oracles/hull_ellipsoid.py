@@ -9,6 +9,7 @@ axes); otherwise the 2k probes c ± β s_i u_i (β = 1/(k+1)) are queried, and t
 gives a shallow cut. When every probe is inside, K_t ⊇ conv(probes) ⊇ c + (β/√k)(E - c): all remaining
 directions are wide, and aff(K) ≈ F.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,9 +30,16 @@ def predicted_calls(k: int, radius: float, tol: float) -> int:
     return int(2 * (k + 1) * k * max(np.log(max(radius, tol) / tol), 1.0)) + 1
 
 
-def affine_hull_by_ellipsoid(body: ConvexBody, center, radius: float, *, tol: float = 1e-7,
-                             max_iter: int | None = None, oracle_tol: float | None = None,
-                             flat: tuple[np.ndarray, np.ndarray] | None = None) -> AffineSubspace:
+def affine_hull_by_ellipsoid(
+    body: ConvexBody,
+    center,
+    radius: float,
+    *,
+    tol: float = 1e-7,
+    max_iter: int | None = None,
+    oracle_tol: float | None = None,
+    flat: tuple[np.ndarray, np.ndarray] | None = None,
+) -> AffineSubspace:
     """aff(K) for K ⊆ B(center, radius) from ``body.separate`` only.
 
     tol: absolute half-width below which a direction counts as flat; every equation uᵀx = uᵀc of the
@@ -91,8 +99,10 @@ class _HullRun:
         self.R = R
 
     def _unresolved(self, what: str) -> SolverError:
-        return SolverError(f"{what}, within rounding: float64 resolves the ellipsoid only to about {self.drift:.1e} "
-                           f"at radius {self.R:.3g}; start from a smaller ball around the body")
+        return SolverError(
+            f"{what}, within rounding: float64 resolves the ellipsoid only to about {self.drift:.1e} "
+            f"at radius {self.R:.3g}; start from a smaller ball around the body"
+        )
 
     def _query(self, y: np.ndarray):
         """separate at the global point p + B y, the cut restricted to the flat: (Bᵀa, b - aᵀp) or None."""

@@ -3,6 +3,7 @@
 Both methods localise the body K inside a set E_k that shrinks with every cut; the result reports the
 final localisation ellipsoid {y : (y - center)ᵀ shape⁻¹ (y - center) <= 1} together with how the run ended.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -10,6 +10,7 @@ min-norm point.
 - ``oracles.min_norm_point(P, method="working_set")`` (implemented here): argmin ‖x‖ over P by the same
   generation on the QP min ½‖x‖²; a relaxation's minimiser that is feasible for P is P's min-norm point.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,9 +60,22 @@ class WorkingSetMinimizer:
     bound). ``options`` go to the backend (default: its ``SMALL_LP_OPTIONS``).
     """
 
-    def __init__(self, A, b, lo, hi, *, working: int = 64, add: int = 32, seed_rows: int = 0,
-                 max_rounds: int = 8, shared: bool = True, tol: float = 1e-7, solver: str | None = None,
-                 options: dict | None = None):
+    def __init__(
+        self,
+        A,
+        b,
+        lo,
+        hi,
+        *,
+        working: int = 64,
+        add: int = 32,
+        seed_rows: int = 0,
+        max_rounds: int = 8,
+        shared: bool = True,
+        tol: float = 1e-7,
+        solver: str | None = None,
+        options: dict | None = None,
+    ):
         self.A = as_matrix(A, "A")
         self.b = as_rhs(b, "b", self.A.shape[0])
         self.lo, self.hi = _box(lo, hi, self.A.shape[1])
@@ -95,7 +109,7 @@ class WorkingSetMinimizer:
         if n == 0:
             x = np.where(c > 0, self.lo, self.hi)
             return BoundResult(float(c @ x), x, True, 0)
-        if not self.shared:        # a fresh relaxation per query
+        if not self.shared:  # a fresh relaxation per query
             self._in_ws[:] = False
             self._model = None
         score = self._An @ (-c)
@@ -135,8 +149,14 @@ class WorkingSetMinimizer:
             return
         self._in_ws[rows] = True
         if self._model is None:
-            self._model = solvers.LPModel(self.A[rows], self.b[rows], bounds=(self.lo, self.hi),
-                                          solver=self.solver, algorithm="simplex", options=self.options)
+            self._model = solvers.LPModel(
+                self.A[rows],
+                self.b[rows],
+                bounds=(self.lo, self.hi),
+                solver=self.solver,
+                algorithm="simplex",
+                options=self.options,
+            )
         else:
             self._model.add_halfspaces(self.A[rows], self.b[rows])
 
@@ -160,9 +180,18 @@ def _split_bounds(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return A[~single], b[~single], lo, hi
 
 
-def _min_norm_working_set(A: np.ndarray, b: np.ndarray, A_eq: np.ndarray, b_eq: np.ndarray, *,
-                         solver: str | None = None, start: int = 256, add: int = 256, max_rounds: int = 20,
-                         feasibility_tol: float = 1e-7) -> tuple[np.ndarray, int]:
+def _min_norm_working_set(
+    A: np.ndarray,
+    b: np.ndarray,
+    A_eq: np.ndarray,
+    b_eq: np.ndarray,
+    *,
+    solver: str | None = None,
+    start: int = 256,
+    add: int = 256,
+    max_rounds: int = 20,
+    feasibility_tol: float = 1e-7,
+) -> tuple[np.ndarray, int]:
     """argmin ‖x‖₂ over {A x <= b, A_eq x = b_eq} by constraint generation on the engine's QP: single-entry
     rows are kept as variable bounds; solve over the ``start`` rows most violated at the current point (0
     clipped to the bounds), add the ``add`` most violated rows at the iterate, repeat until the iterate

@@ -5,6 +5,7 @@ Public names: ``MultiHeadAttention`` (the layer), ``sample_inputs`` / ``plant`` 
 and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttention interop, torch imported
 lazily), ``LearnResult`` / ``PhaseRecord`` (results), ``Settings`` (every option of ``learn``, typed), ``PhaseFailed``; gradient baselines in ``sculpt.baselines``.
 """
+
 from .certify import Certificate, certify
 from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
 from .errors import PhaseFailed, SculptError
@@ -15,7 +16,20 @@ from .settings import Settings
 from .torch_interop import from_torch, to_torch
 
 __all__ = [
-    "MultiHeadAttention", "HeadDistance", "sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport",
-    "from_torch", "to_torch", "LearnResult", "PhaseRecord", "learn", "Settings", "PhaseFailed", "SculptError",
-    "certify", "Certificate",
+    "MultiHeadAttention",
+    "HeadDistance",
+    "sample_inputs",
+    "plant",
+    "nondegeneracy",
+    "NondegeneracyReport",
+    "from_torch",
+    "to_torch",
+    "LearnResult",
+    "PhaseRecord",
+    "learn",
+    "Settings",
+    "PhaseFailed",
+    "SculptError",
+    "certify",
+    "Certificate",
 ]

@@ -3,6 +3,7 @@
 Every helper returns a clean float64 array (or int) and raises ValueError naming the argument and what is
 wrong (TypeError when the argument is not array-like / not an integer at all).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -10,19 +11,31 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_inputs", "check_outputs", "check_data", "check_m", "check_positive_int", "check_params",
-           "check_positive", "as_generator", "MAX_INPUT", "MAX_VALUE"]
+__all__ = [
+    "check_inputs",
+    "check_outputs",
+    "check_data",
+    "check_m",
+    "check_positive_int",
+    "check_params",
+    "check_positive",
+    "as_generator",
+    "MAX_INPUT",
+    "MAX_VALUE",
+]
 
 #: Ranges float64 can carry through the layer: the logits x_aᵀ Θ x_b are quadratic in the tokens, the
 #: relative MSE squares labels and outputs. Larger entries are a ValueError naming the range.
-MAX_INPUT = 1e100   # |X| (token entries)
-MAX_VALUE = 1e150   # |Y|, |Θ|, |W|
+MAX_INPUT = 1e100  # |X| (token entries)
+MAX_VALUE = 1e150  # |Y|, |Θ|, |W|
 
 
 def _check_range(arr: np.ndarray, name: str, limit: float) -> None:
     if arr.size and float(np.max(np.abs(arr))) > limit:
-        raise ValueError(f"{name} has an entry of magnitude {float(np.max(np.abs(arr))):.3g}; entries must lie "
-                         f"within ±{limit:.0e} (float64 squares them)")
+        raise ValueError(
+            f"{name} has an entry of magnitude {float(np.max(np.abs(arr))):.3g}; entries must lie "
+            f"within ±{limit:.0e} (float64 squares them)"
+        )
 
 
 def _as_float_array(value: Any, name: str) -> np.ndarray:
@@ -37,8 +50,9 @@ def _as_float_array(value: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_inputs(X: Any, name: str = "X", *, d: int | None = None, k: int | None = None,
-                 boolean: bool = False) -> tuple[np.ndarray, bool]:
+def check_inputs(
+    X: Any, name: str = "X", *, d: int | None = None, k: int | None = None, boolean: bool = False
+) -> tuple[np.ndarray, bool]:
     """Validate token sequences: shape (k, d) or (N, k, d), finite, optionally ±1 entries.
 
     Returns ``(X3, single)`` with ``X3`` float64 of shape (N, k, d) (a (k, d) input becomes N = 1) and
@@ -150,10 +164,10 @@ def check_sum_w(W_sum, d: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------- npz files
 #: Limits of the file readers (``MultiHeadAttention.load``, ``sculpt learn --data``): checked from the zip
 #: directory and each array's .npy header before anything is allocated or parsed.
-MAX_MODEL_BYTES = 2**30        # a model file's arrays: 1 GiB (m·d² = 67 million float64 per array)
-MAX_DATA_BYTES = 2**34         # a data file's arrays: 16 GiB
-MAX_METADATA_CHARS = 65_536    # the JSON metadata of a model file
-MAX_JSON_DEPTH = 32            # nesting of that JSON
+MAX_MODEL_BYTES = 2**30  # a model file's arrays: 1 GiB (m·d² = 67 million float64 per array)
+MAX_DATA_BYTES = 2**34  # a data file's arrays: 16 GiB
+MAX_METADATA_CHARS = 65_536  # the JSON metadata of a model file
+MAX_JSON_DEPTH = 32  # nesting of that JSON
 
 
 def _npy_header(fh: Any, member: str) -> tuple[tuple[int, ...], bool, np.dtype]:
@@ -167,8 +181,9 @@ def _npy_header(fh: Any, member: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     return tuple(int(s) for s in shape), bool(fortran), np.dtype(dtype)
 
 
-def read_npz(path: str, names: tuple[str, ...], *, max_bytes: int,
-             max_member_bytes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+def read_npz(
+    path: str, names: tuple[str, ...], *, max_bytes: int, max_member_bytes: dict[str, int] | None = None
+) -> dict[str, np.ndarray]:
     """The arrays ``names`` of an npz file, read without pickles and only after checking, from the zip
     directory and each array's header, that every array's declared size is at most ``max_bytes`` in total and
     matches the bytes stored. ValueError naming the file and the problem (missing, not a zip, a single .npy,
@@ -190,17 +205,20 @@ def read_npz(path: str, names: tuple[str, ...], *, max_bytes: int,
     out: dict[str, np.ndarray] = {}
     with zf:
         try:
-            members = {info.filename[:-4] if info.filename.endswith(".npy") else info.filename: info
-                       for info in zf.infolist()}
+            members = {
+                info.filename[:-4] if info.filename.endswith(".npy") else info.filename: info for info in zf.infolist()
+            }
             missing = [n for n in names if n not in members]
             if missing:
                 held = ", ".join(sorted(members)[:10]) or "nothing"
-                raise ValueError(f"{path!r} has no array{'s' if len(missing) > 1 else ''} {' and '.join(missing)} "
-                                 f"(it holds {held})")
+                raise ValueError(
+                    f"{path!r} has no array{'s' if len(missing) > 1 else ''} {' and '.join(missing)} (it holds {held})"
+                )
             total = sum(members[n].file_size for n in names)
             if total > max_bytes:
-                raise ValueError(f"{path!r}: arrays {', '.join(names)} take {total} bytes, above the limit of "
-                                 f"{max_bytes} bytes")
+                raise ValueError(
+                    f"{path!r}: arrays {', '.join(names)} take {total} bytes, above the limit of {max_bytes} bytes"
+                )
             for n, cap in (max_member_bytes or {}).items():
                 if n in members and members[n].file_size > cap:
                     raise ValueError(f"array {n} takes {members[n].file_size} bytes, above its limit of {cap}")
@@ -214,8 +232,10 @@ def read_npz(path: str, names: tuple[str, ...], *, max_bytes: int,
                     count = int(np.prod(shape, dtype=object))
                     nbytes = count * dtype.itemsize
                     if nbytes != info.file_size - header_len:
-                        raise ValueError(f"array {n} claims shape {shape} of {dtype} ({nbytes} bytes) but stores "
-                                         f"{info.file_size - header_len} bytes")
+                        raise ValueError(
+                            f"array {n} claims shape {shape} of {dtype} ({nbytes} bytes) but stores "
+                            f"{info.file_size - header_len} bytes"
+                        )
                     data = fh.read(nbytes)
                     if len(data) != nbytes:
                         raise ValueError(f"array {n} is truncated ({len(data)} of {nbytes} bytes)")

@@ -5,6 +5,7 @@ with the analytic gradient of ``sculpt.gradients``. Random initialisation (docs/
 N(0, 1/d²) (‖Θ_i‖_F ≈ 1), W_i entries N(0, 1/d). Several restarts keep the best; the run stops early once a
 restart reaches ``tol``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -48,8 +49,18 @@ def _blas_context(single_thread: bool) -> contextlib.AbstractContextManager[None
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _lbfgs_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float, *, max_iter: int,
-               tol: float, deadline: float, history: int) -> tuple[np.ndarray, float, int, int, str]:
+def _lbfgs_run(
+    p0: np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    m: int,
+    scale: float,
+    *,
+    max_iter: int,
+    tol: float,
+    deadline: float,
+    history: int,
+) -> tuple[np.ndarray, float, int, int, str]:
     """One L-BFGS restart: scipy L-BFGS-B (no bounds) with memory ``history``, re-entered with fresh
     memory after a line-search failure as long as that made progress. Returns (x, loss, iterations,
     evaluations, stop reason)."""
@@ -87,9 +98,21 @@ def _lbfgs_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: floa
         if remaining <= 0:
             reason = reason or "max_iter"
             break
-        res = minimize(fun, x, jac=True, method="L-BFGS-B", callback=callback,
-                       options={"maxcor": history, "maxiter": remaining, "maxfun": 4 * remaining + 20,
-                                "ftol": 0.0, "gtol": 0.0, "maxls": 40})
+        res = minimize(
+            fun,
+            x,
+            jac=True,
+            method="L-BFGS-B",
+            callback=callback,
+            options={
+                "maxcor": history,
+                "maxiter": remaining,
+                "maxfun": 4 * remaining + 20,
+                "ftol": 0.0,
+                "gtol": 0.0,
+                "maxls": 40,
+            },
+        )
         x = best["x"]
         if reason:
             break
@@ -104,9 +127,21 @@ def _lbfgs_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: floa
     return best["x"], best["f"], len(trace), n_eval, reason
 
 
-def _adam_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float, *, max_iter: int,
-              tol: float, deadline: float, lr: float, batch_size: int, gen: np.random.Generator,
-              eval_every: int = 50) -> tuple[np.ndarray, float, int, int, str]:
+def _adam_run(
+    p0: np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    m: int,
+    scale: float,
+    *,
+    max_iter: int,
+    tol: float,
+    deadline: float,
+    lr: float,
+    batch_size: int,
+    gen: np.random.Generator,
+    eval_every: int = 50,
+) -> tuple[np.ndarray, float, int, int, str]:
     """One Adam restart (β = 0.9, 0.999, ε = 1e-8), learning rate lr cosine-decayed to lr·1e-3 over
     ``max_iter`` steps, minibatches of ``batch_size`` (full batch if N ≤ batch_size) drawn from shuffled
     epochs; the full training loss is evaluated every ``eval_every`` steps (best iterate kept)."""
@@ -128,7 +163,7 @@ def _adam_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float
         else:
             if cursor + batch_size > N:
                 order, cursor = gen.permutation(N), 0
-            idx = order[cursor:cursor + batch_size]
+            idx = order[cursor : cursor + batch_size]
             cursor += batch_size
             Xb, Yb = X[idx], Y[idx]
             sb = scale * batch_size / N
@@ -142,7 +177,7 @@ def _adam_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float
         mom = b1 * mom + (1 - b1) * g
         vel = b2 * vel + (1 - b2) * g * g
         rate = lr * (1e-3 + (1 - 1e-3) * 0.5 * (1 + math.cos(math.pi * (step - 1) / max_iter)))
-        p = p - rate * (mom / (1 - b1 ** step)) / (np.sqrt(vel / (1 - b2 ** step)) + eps)
+        p = p - rate * (mom / (1 - b1**step)) / (np.sqrt(vel / (1 - b2**step)) + eps)
         if step % eval_every == 0 or step == max_iter:
             if not full:
                 f_full, _ = loss_and_grad_flat(p, X, Y, m, scale=scale)
@@ -165,10 +200,23 @@ def _adam_run(p0: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, scale: float
     return best_x, best_f, step, n_eval, reason
 
 
-def _restarts(X: np.ndarray, Y: np.ndarray, m: int, method: str, gen: np.random.Generator,
-              init: MultiHeadAttention | None, restarts: int, scale: float, *, max_iter: int, tol: float,
-              deadline: float, history: int, lr: float, batch_size: int
-              ) -> tuple[list[dict[str, Any]], np.ndarray, float, int]:
+def _restarts(
+    X: np.ndarray,
+    Y: np.ndarray,
+    m: int,
+    method: str,
+    gen: np.random.Generator,
+    init: MultiHeadAttention | None,
+    restarts: int,
+    scale: float,
+    *,
+    max_iter: int,
+    tol: float,
+    deadline: float,
+    history: int,
+    lr: float,
+    batch_size: int,
+) -> tuple[list[dict[str, Any]], np.ndarray, float, int]:
     """Run up to ``restarts`` fits (the first from ``init`` if given), stopping once one reaches ``tol`` or
     the deadline passes; returns (per-restart figures, best parameters, best loss, total iterations)."""
     d = X.shape[2]
@@ -182,25 +230,48 @@ def _restarts(X: np.ndarray, Y: np.ndarray, m: int, method: str, gen: np.random.
         p0 = init.params() if (r == 0 and init is not None) else random_init(m, d, gen)
         tr = time.perf_counter()
         if method == "lbfgs":
-            x, f, it, nev, why = _lbfgs_run(p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline,
-                                            history=history)
+            x, f, it, nev, why = _lbfgs_run(
+                p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline, history=history
+            )
         else:
-            x, f, it, nev, why = _adam_run(p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline,
-                                           lr=lr, batch_size=batch_size, gen=gen)
+            x, f, it, nev, why = _adam_run(
+                p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline, lr=lr, batch_size=batch_size, gen=gen
+            )
         total_iter += it
-        runs.append({"restart": r, "init": "given" if (r == 0 and init is not None) else "random",
-                     "train_error": f, "iterations": it, "evaluations": nev,
-                     "time": time.perf_counter() - tr, "stop": why})
+        runs.append(
+            {
+                "restart": r,
+                "init": "given" if (r == 0 and init is not None) else "random",
+                "train_error": f,
+                "iterations": it,
+                "evaluations": nev,
+                "time": time.perf_counter() - tr,
+                "stop": why,
+            }
+        )
         if f < best_f or best_x is None:
             best_x, best_f = x, f
     assert best_x is not None
     return runs, best_x, best_f, total_iter
 
 
-def gradient_descent(X: Any, Y: Any, m: int, *, method: str = "lbfgs", seed: Any = None, restarts: int = 1,
-                     max_iter: int | None = None, tol: float = 1e-20, time_limit: float | None = None,
-                     init: MultiHeadAttention | None = None, history: int = 50, lr: float = 0.03,
-                     batch_size: int = 2000, single_thread: bool = True) -> LearnResult:
+def gradient_descent(
+    X: Any,
+    Y: Any,
+    m: int,
+    *,
+    method: str = "lbfgs",
+    seed: Any = None,
+    restarts: int = 1,
+    max_iter: int | None = None,
+    tol: float = 1e-20,
+    time_limit: float | None = None,
+    init: MultiHeadAttention | None = None,
+    history: int = 50,
+    lr: float = 0.03,
+    batch_size: int = 2000,
+    single_thread: bool = True,
+) -> LearnResult:
     """Fit m heads to (X, Y) by minimising the training relative MSE Σ‖F(X) − Y‖² / Σ‖Y‖².
 
     ``method="lbfgs"``: full-batch scipy L-BFGS-B with the analytic gradient, memory ``history``, at most
@@ -241,26 +312,64 @@ def gradient_descent(X: Any, Y: Any, m: int, *, method: str = "lbfgs", seed: Any
 
     with _blas_context(single_thread):
         runs, best_x, best_f, total_iter = _restarts(
-            X, Y, m, method, gen, init, restarts, scale, max_iter=max_iter, tol=tol, deadline=deadline,
-            history=history, lr=lr, batch_size=batch_size)
+            X,
+            Y,
+            m,
+            method,
+            gen,
+            init,
+            restarts,
+            scale,
+            max_iter=max_iter,
+            tol=tol,
+            deadline=deadline,
+            history=history,
+            lr=lr,
+            batch_size=batch_size,
+        )
     model = MultiHeadAttention.from_params(best_x, m, d)
     best_run = min(range(len(runs)), key=lambda i: runs[i]["train_error"])
     converged = best_f <= tol
     return LearnResult(
-        model=model, method=method, train_error=float(best_f), converged=converged,
-        time=time.perf_counter() - t0, iterations=total_iter, samples_used=N,
-        reason=(f"restart {best_run}: {runs[best_run]['stop']} (training relative MSE {best_f:.2e} "
-                f"{'<=' if converged else '>'} tol {tol:.0e})"),
-        info={"restarts": runs, "best_restart": best_run, "tol": tol, "max_iter": max_iter,
-              "history": history if method == "lbfgs" else None,
-              "lr": lr if method == "adam" else None, "batch_size": batch_size if method == "adam" else None,
-              "single_thread_blas": single_thread})
+        model=model,
+        method=method,
+        train_error=float(best_f),
+        converged=converged,
+        time=time.perf_counter() - t0,
+        iterations=total_iter,
+        samples_used=N,
+        reason=(
+            f"restart {best_run}: {runs[best_run]['stop']} (training relative MSE {best_f:.2e} "
+            f"{'<=' if converged else '>'} tol {tol:.0e})"
+        ),
+        info={
+            "restarts": runs,
+            "best_restart": best_run,
+            "tol": tol,
+            "max_iter": max_iter,
+            "history": history if method == "lbfgs" else None,
+            "lr": lr if method == "adam" else None,
+            "batch_size": batch_size if method == "adam" else None,
+            "single_thread_blas": single_thread,
+        },
+    )
 
 
-def lbfgs_growing(X: Any, Y: Any, m: int, *, seed: Any = None, first: int = 1000, growth: int = 2,
-                  restarts: int = 3, tol: float = 1e-12, validation_size: int | None = None,
-                  time_limit: float | None = None, max_iter: int | None = None,
-                  single_thread: bool = True) -> LearnResult:
+def lbfgs_growing(
+    X: Any,
+    Y: Any,
+    m: int,
+    *,
+    seed: Any = None,
+    first: int = 1000,
+    growth: int = 2,
+    restarts: int = 3,
+    tol: float = 1e-12,
+    validation_size: int | None = None,
+    time_limit: float | None = None,
+    max_iter: int | None = None,
+    single_thread: bool = True,
+) -> LearnResult:
     """L-BFGS as a practitioner uses it: on the first ``first`` training examples, then ``growth`` times more,
     … until the validation relative MSE is <= ``tol`` (the strongest gradient peer of the benchmarks).
 
@@ -278,22 +387,50 @@ def lbfgs_growing(X: Any, Y: Any, m: int, *, seed: Any = None, first: int = 1000
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
     if N < 2:
         raise ValueError(f"lbfgs_growing needs at least 2 examples (one held out), got N = {N}")
-    n_val = (max(1, min(2000, N // 10)) if validation_size is None
-             else check_positive_int(validation_size, "validation_size"))
+    n_val = (
+        max(1, min(2000, N // 10))
+        if validation_size is None
+        else check_positive_int(validation_size, "validation_size")
+    )
     if n_val >= N:
         raise ValueError(f"validation_size must be < N = {N}, got {n_val}")
     deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
     gen = as_generator(seed, "seed")
     perm = gen.permutation(N)
-    fit = grow_lbfgs(X[perm[n_val:]], Y[perm[n_val:]], X[perm[:n_val]], Y[perm[:n_val]], m, gen, first=first,
-                     growth=growth, restarts=restarts, tol=float(tol), deadline=deadline, max_iter=max_iter,
-                     single_thread=single_thread)
-    return LearnResult(model=fit.model, method="lbfgs-growing", train_error=fit.train_error,
-                       validation_error=fit.validation_error, converged=fit.converged,
-                       time=time.perf_counter() - t0, iterations=fit.iterations,
-                       samples_used=int(fit.examples + n_val), reason=fit.reason,
-                       info={"stages": fit.stages, "validation_examples": int(n_val), "first": first,
-                             "growth": growth, "restarts": restarts, "tol": tol})
+    fit = grow_lbfgs(
+        X[perm[n_val:]],
+        Y[perm[n_val:]],
+        X[perm[:n_val]],
+        Y[perm[:n_val]],
+        m,
+        gen,
+        first=first,
+        growth=growth,
+        restarts=restarts,
+        tol=float(tol),
+        deadline=deadline,
+        max_iter=max_iter,
+        single_thread=single_thread,
+    )
+    return LearnResult(
+        model=fit.model,
+        method="lbfgs-growing",
+        train_error=fit.train_error,
+        validation_error=fit.validation_error,
+        converged=fit.converged,
+        time=time.perf_counter() - t0,
+        iterations=fit.iterations,
+        samples_used=int(fit.examples + n_val),
+        reason=fit.reason,
+        info={
+            "stages": fit.stages,
+            "validation_examples": int(n_val),
+            "first": first,
+            "growth": growth,
+            "restarts": restarts,
+            "tol": tol,
+        },
+    )
 
 
 @dataclass
@@ -310,11 +447,24 @@ class GrowingFit:
     reason: str
 
 
-def grow_lbfgs(Xtr: np.ndarray, Ytr: np.ndarray, Xva: np.ndarray, Yva: np.ndarray, m: int,
-               gen: np.random.Generator, *, first: int = 1000, growth: int = 2, restarts: int = 3,
-               tol: float = 1e-12, deadline: float = math.inf, max_iter: int | None = None,
-               init: MultiHeadAttention | None = None, single_thread: bool = True,
-               max_examples: int | None = None) -> GrowingFit:
+def grow_lbfgs(
+    Xtr: np.ndarray,
+    Ytr: np.ndarray,
+    Xva: np.ndarray,
+    Yva: np.ndarray,
+    m: int,
+    gen: np.random.Generator,
+    *,
+    first: int = 1000,
+    growth: int = 2,
+    restarts: int = 3,
+    tol: float = 1e-12,
+    deadline: float = math.inf,
+    max_iter: int | None = None,
+    init: MultiHeadAttention | None = None,
+    single_thread: bool = True,
+    max_examples: int | None = None,
+) -> GrowingFit:
     """The growing-subset protocol on given splits (see ``lbfgs_growing``); ``init`` seeds the first attempt,
     ``max_iter`` caps each L-BFGS run, ``max_examples`` the largest subset (default: the whole training split)."""
     first = check_positive_int(first, "first")
@@ -339,14 +489,30 @@ def grow_lbfgs(Xtr: np.ndarray, Ytr: np.ndarray, Xva: np.ndarray, Yva: np.ndarra
                 break
             start = best_model if attempt == 0 else None
             ta = time.perf_counter()
-            res = gradient_descent(Xtr[:n], Ytr[:n], m, method="lbfgs", seed=gen, init=start, tol=min(1e-20, tol),
-                                   time_limit=None if math.isinf(left) else left, max_iter=max_iter,
-                                   single_thread=single_thread)
+            res = gradient_descent(
+                Xtr[:n],
+                Ytr[:n],
+                m,
+                method="lbfgs",
+                seed=gen,
+                init=start,
+                tol=min(1e-20, tol),
+                time_limit=None if math.isinf(left) else left,
+                max_iter=max_iter,
+                single_thread=single_thread,
+            )
             iters += res.iterations
             val = relative_mse(res.model.thetas, res.model.ws, Xva, Yva)
-            stages.append({"examples": int(n), "init": "warm" if start is not None else "random",
-                           "iterations": int(res.iterations), "train_error": res.train_error,
-                           "validation_error": val, "time": time.perf_counter() - ta})
+            stages.append(
+                {
+                    "examples": int(n),
+                    "init": "warm" if start is not None else "random",
+                    "iterations": int(res.iterations),
+                    "train_error": res.train_error,
+                    "validation_error": val,
+                    "time": time.perf_counter() - ta,
+                }
+            )
             if val < best_val or best_model is None or not math.isfinite(best_val):
                 best_val, best_model, best_train = val, res.model, res.train_error
             if val <= tol:
@@ -356,6 +522,8 @@ def grow_lbfgs(Xtr: np.ndarray, Ytr: np.ndarray, Xva: np.ndarray, Yva: np.ndarra
             break
         n = min(top, n * growth)
     converged = bool(best_val <= tol)
-    reason = (f"{stop}: validation relative MSE {best_val:.2e} {'<=' if converged else '>'} tol {tol:.0e} after "
-              f"{len(stages)} L-BFGS runs")
+    reason = (
+        f"{stop}: validation relative MSE {best_val:.2e} {'<=' if converged else '>'} tol {tol:.0e} after "
+        f"{len(stages)} L-BFGS runs"
+    )
     return GrowingFit(best_model, float(best_val), float(best_train), converged, int(n), iters, stages, reason)

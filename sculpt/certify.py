@@ -58,6 +58,7 @@ Symmetries (derived, and checked on the null space of J)
 ``body_widths`` measures a convex body (e.g. the sculpted K* over vec Θ) along directions normal to a
 recovered span with the engine's ``oracles.widths``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -125,8 +126,9 @@ class _Kernel:
         return J.reshape(n * k * d, 2 * m * d * d)
 
 
-def _accumulate(kern: _Kernel, X: np.ndarray, Y: np.ndarray, scores: bool
-                ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None]:
+def _accumulate(
+    kern: _Kernel, X: np.ndarray, Y: np.ndarray, scores: bool
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None]:
     """(JᵀJ, Jᵀr, RSS, Σ_n g_n g_nᵀ or None) over all examples, chunked."""
     m, d = kern.m, kern.d
     N, k, _ = X.shape
@@ -140,7 +142,7 @@ def _accumulate(kern: _Kernel, X: np.ndarray, Y: np.ndarray, scores: bool
     meat = np.zeros((2 * md2, 2 * md2)) if scores else None
     rss = 0.0
     for s in range(0, N, kern.step):
-        Xc, Yc = X[s:s + kern.step], Y[s:s + kern.step]
+        Xc, Yc = X[s : s + kern.step], Y[s : s + kern.step]
         n = Xc.shape[0]
         F, Am, T = kern.pieces(Xc)
         R = F - Yc
@@ -206,12 +208,23 @@ class BodyWidths:
         return float(np.max(self.normal)) if self.normal.size else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"normal": _jsonable(self.normal), "along": _jsonable(self.along),
-                "max_normal": _finite_or_none(self.max_normal)}
+        return {
+            "normal": _jsonable(self.normal),
+            "along": _jsonable(self.along),
+            "max_normal": _finite_or_none(self.max_normal),
+        }
 
 
-def body_widths(body: Any, span_basis: Any, *, directions: Any = None, max_directions: int = 32,
-                seed: Any = 0, solver: str | None = None, **width_options: Any) -> BodyWidths:
+def body_widths(
+    body: Any,
+    span_basis: Any,
+    *,
+    directions: Any = None,
+    max_directions: int = 32,
+    seed: Any = 0,
+    solver: str | None = None,
+    **width_options: Any,
+) -> BodyWidths:
     """Widths of ``body`` (an ``oracles`` convex body, or an object with a ``.polytope`` such as the sculpted
     body) along directions normal to span(``span_basis``) (columns of an (n, r) array; orthonormalised here).
 
@@ -255,10 +268,16 @@ def body_widths(body: Any, span_basis: Any, *, directions: Any = None, max_direc
         D = D @ comp
     norms = np.linalg.norm(D, axis=1)
     D = D[norms > 1e-12] / norms[norms > 1e-12, None]
-    normal = (np.asarray(oracles.widths(target, D, solver=solver, **width_options), dtype=float)
-              if D.shape[0] else np.zeros(0))
-    along = (np.asarray(oracles.widths(target, Q.T, solver=solver, **width_options), dtype=float)
-             if Q.shape[1] else np.zeros(0))
+    normal = (
+        np.asarray(oracles.widths(target, D, solver=solver, **width_options), dtype=float)
+        if D.shape[0]
+        else np.zeros(0)
+    )
+    along = (
+        np.asarray(oracles.widths(target, Q.T, solver=solver, **width_options), dtype=float)
+        if Q.shape[1]
+        else np.zeros(0)
+    )
     return BodyWidths(normal=normal, along=along, normal_directions=D)
 
 
@@ -347,9 +366,9 @@ class Certificate:
         out = np.empty(X3.shape)
         step = max(1, kern.step // max(1, self.model.d))
         for s in range(0, X3.shape[0], step):
-            Xc = X3[s:s + step]
+            Xc = X3[s : s + step]
             JL = kern.dense(Xc) @ L
-            out[s:s + step] = np.sqrt(np.einsum("ij,ij->i", JL, JL)).reshape(Xc.shape)
+            out[s : s + step] = np.sqrt(np.einsum("ij,ij->i", JL, JL)).reshape(Xc.shape)
         return out[0] if single else out
 
     def prediction_interval(self, X_new: Any, *, kind: str = "mean") -> tuple[np.ndarray, np.ndarray]:
@@ -360,7 +379,7 @@ class Certificate:
         X3, single = check_inputs(X_new, "X_new", d=self.model.d)
         se = self.prediction_se(X3)
         if kind == "observation":
-            se = np.sqrt(se ** 2 + self.noise ** 2)
+            se = np.sqrt(se**2 + self.noise**2)
         F = self.model(X3)
         lo, hi = F - self.quantile * se, F + self.quantile * se
         return (lo[0], hi[0]) if single else (lo, hi)
@@ -370,34 +389,48 @@ class Certificate:
         """A few lines for a terminal."""
         s = self.singular_values
         head = "locally unique" if self.locally_unique else "NOT locally unique"
-        lines = [f"certificate: {head} (rank {self.rank} / {self.n_params} parameters; "
-                 f"s_min/s_max = {self.smallest_relative_singular_value:.3g}, s_max = {s[-1] if s.size else 0:.3g})",
-                 f"  noise σ = {self.noise:.3g} ({'given' if self.noise_given else 'estimated'}), "
-                 f"relative residual {self.relative_residual:.3g}, {self.covariance_kind} covariance, "
-                 f"level {self.level:g}",
-                 f"  median se: Θ {_median_finite(self.theta_se):.3g}, W {_median_finite(self.w_se):.3g}"]
+        lines = [
+            f"certificate: {head} (rank {self.rank} / {self.n_params} parameters; "
+            f"s_min/s_max = {self.smallest_relative_singular_value:.3g}, s_max = {s[-1] if s.size else 0:.3g})",
+            f"  noise σ = {self.noise:.3g} ({'given' if self.noise_given else 'estimated'}), "
+            f"relative residual {self.relative_residual:.3g}, {self.covariance_kind} covariance, "
+            f"level {self.level:g}",
+            f"  median se: Θ {_median_finite(self.theta_se):.3g}, W {_median_finite(self.w_se):.3g}",
+        ]
         lines += [f"  unidentifiable: {u}" for u in self.unidentifiable]
         lines += [f"  note: {n}" for n in self.notes]
         if self.widths is not None and self.widths.normal.size:
-            lines.append(f"  body width normal to the span: max {self.widths.max_normal:.3g} over "
-                         f"{self.widths.normal.size} directions")
+            lines.append(
+                f"  body width normal to the span: max {self.widths.max_normal:.3g} over "
+                f"{self.widths.normal.size} directions"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (strict: non-finite numbers become None; the covariance matrix is left out)."""
         return {
-            "locally_unique": bool(self.locally_unique), "rank": int(self.rank), "n_params": int(self.n_params),
-            "m": self.model.m, "d": self.model.d,
-            "singular_values": _jsonable(self.singular_values), "rtol": self.rtol,
-            "unidentifiable": list(self.unidentifiable), "notes": list(self.notes),
-            "noise": _finite_or_none(self.noise), "noise_estimate": _finite_or_none(self.noise_estimate),
-            "noise_given": bool(self.noise_given), "rss": _finite_or_none(self.rss),
-            "n_residuals": int(self.n_residuals), "dof": int(self.dof),
+            "locally_unique": bool(self.locally_unique),
+            "rank": int(self.rank),
+            "n_params": int(self.n_params),
+            "m": self.model.m,
+            "d": self.model.d,
+            "singular_values": _jsonable(self.singular_values),
+            "rtol": self.rtol,
+            "unidentifiable": list(self.unidentifiable),
+            "notes": list(self.notes),
+            "noise": _finite_or_none(self.noise),
+            "noise_estimate": _finite_or_none(self.noise_estimate),
+            "noise_given": bool(self.noise_given),
+            "rss": _finite_or_none(self.rss),
+            "n_residuals": int(self.n_residuals),
+            "dof": int(self.dof),
             "relative_residual": _finite_or_none(self.relative_residual),
             "gradient_norm": _finite_or_none(self.gradient_norm),
-            "level": self.level, "quantile": _finite_or_none(self.quantile),
+            "level": self.level,
+            "quantile": _finite_or_none(self.quantile),
             "covariance_kind": self.covariance_kind,
-            "theta_se": _jsonable(self.theta_se), "w_se": _jsonable(self.w_se),
+            "theta_se": _jsonable(self.theta_se),
+            "w_se": _jsonable(self.w_se),
             "theta_interval": [_jsonable(self.theta_interval[0]), _jsonable(self.theta_interval[1])],
             "w_interval": [_jsonable(self.w_interval[0]), _jsonable(self.w_interval[1])],
             "widths": None if self.widths is None else self.widths.to_dict(),
@@ -485,16 +518,21 @@ class _Explainer:
                     if self.k == 1:
                         why = f"k = 1, so heads {i + 1} and {j + 1} attend identically"
                     elif gap <= 1e-3 * t_ref:
-                        why = (f"heads {i + 1} and {j + 1} have Θ_{i + 1} ≈ Θ_{j + 1} "
-                               f"(‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})")
+                        why = (
+                            f"heads {i + 1} and {j + 1} have Θ_{i + 1} ≈ Θ_{j + 1} "
+                            f"(‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})"
+                        )
                     elif cnt == self.d * self.d:
-                        why = (f"heads {i + 1} and {j + 1} attend identically on these data "
-                               f"(although ‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})")
+                        why = (
+                            f"heads {i + 1} and {j + 1} attend identically on these data "
+                            f"(although ‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})"
+                        )
                     else:
                         why = f"the data do not separate the outputs of heads {i + 1} and {j + 1}"
                     self.messages.append(
                         f"{why}: only W_{i + 1} + W_{j + 1} is identified, W_{i + 1} − W_{j + 1} is unidentifiable "
-                        f"in {self._along(cnt, v, 1, i, f'W_{i + 1}')}")
+                        f"in {self._along(cnt, v, 1, i, f'W_{i + 1}')}"
+                    )
         for i in range(m):  # coinciding heads up to the scale of W: Θ_j − λ Θ_i
             for j in range(i + 1, m):
                 if w_norm[i] <= _SMALL * w_ref or np.linalg.norm(th[i] - th[j]) > 1e-3 * t_ref + 1e-12:
@@ -511,7 +549,8 @@ class _Explainer:
                     self.messages.append(
                         f"{comb} is unidentifiable in {self._along(cnt, v, 0, j, f'Θ_{j + 1}')}: heads {i + 1} "
                         f"and {j + 1} coincide (Θ_{i + 1} ≈ Θ_{j + 1}, W_{j + 1} ≈ "
-                        f"{'' if abs(lam - 1) < 1e-3 else f'{lam:.3g}·'}W_{i + 1})")
+                        f"{'' if abs(lam - 1) < 1e-3 else f'{lam:.3g}·'}W_{i + 1})"
+                    )
         rest = self.null - self.found @ (self.found.T @ self.null)
         Ur, sr, _ = np.linalg.svd(rest, full_matrices=False) if rest.size else (rest, np.zeros(0), None)
         R = Ur[:, sr > 0.5] if sr.size else rest[:, :0]
@@ -523,7 +562,7 @@ class _Explainer:
 
     def _describe(self, v: np.ndarray) -> str:
         B = _blocks(v / np.linalg.norm(v), self.m, self.d)
-        energy = np.sqrt(np.sum(B ** 2, axis=(2, 3)))  # (2, m)
+        energy = np.sqrt(np.sum(B**2, axis=(2, 3)))  # (2, m)
         order = np.argsort(-energy.ravel())
         terms, entries, lead = [], [], {}
         for idx in order:
@@ -544,21 +583,26 @@ class _Explainer:
         return " ".join(terms) + " (largest entries: " + ", ".join(entries) + ")"
 
 
-def _notes(model: MultiHeadAttention, s: np.ndarray, rank: int, V: np.ndarray, n_res: int, dof: int,
-           noise_given: bool) -> list[str]:
+def _notes(
+    model: MultiHeadAttention, s: np.ndarray, rank: int, V: np.ndarray, n_res: int, dof: int, noise_given: bool
+) -> list[str]:
     notes = []
-    m, d = model.m, model.d
+    m = model.m
     if n_res < model.n_params:
         notes.append(f"fewer residuals ({n_res}) than parameters ({model.n_params}): more data are needed")
     if rank == s.size and s.size and s[0] < _WEAK * s[-1]:
         expl = _Explainer(model, np.zeros((s.size, 0)), 2)
-        notes.append(f"weakly identified: s_min/s_max = {s[0] / s[-1]:.2g} (above rtol) along "
-                     f"{expl._describe(V[:, 0])}; the intervals along it are wide")
+        notes.append(
+            f"weakly identified: s_min/s_max = {s[0] / s[-1]:.2g} (above rtol) along "
+            f"{expl._describe(V[:, 0])}; the intervals along it are wide"
+        )
     sw = np.linalg.svd(model.ws.sum(axis=0), compute_uv=False)
     if sw[-1] <= 1e-8 * max(sw[0], 1e-300):
-        notes.append(f"Σ W_i is singular (σ_min/σ_max = {sw[-1] / max(sw[0], 1e-300):.2g}): this does not "
-                     "affect local identifiability of the least-squares fit, but the sculpting route assumes "
-                     "Σ W_i invertible")
+        notes.append(
+            f"Σ W_i is singular (σ_min/σ_max = {sw[-1] / max(sw[0], 1e-300):.2g}): this does not "
+            "affect local identifiability of the least-squares fit, but the sculpting route assumes "
+            "Σ W_i invertible"
+        )
     t_norm = np.linalg.norm(model.thetas.reshape(m, -1), axis=1)
     for i in np.flatnonzero(t_norm <= _SMALL * max(float(t_norm.max()), 1e-300)) if m > 1 else []:
         notes.append(f"head {i + 1} has Θ ≈ 0 (uniform attention); that alone does not break identifiability")
@@ -586,9 +630,19 @@ def _check_unit(value: Any, name: str) -> float:
     return v
 
 
-def certify(model: MultiHeadAttention, X: Any, Y: Any, *, noise: float | None = None, level: float = 0.95,
-            covariance: str = "gauss-newton", rtol: float = DEFAULT_RTOL, body: Any = None,
-            span_basis: Any = None, width_options: dict[str, Any] | None = None) -> Certificate:
+def certify(
+    model: MultiHeadAttention,
+    X: Any,
+    Y: Any,
+    *,
+    noise: float | None = None,
+    level: float = 0.95,
+    covariance: str = "gauss-newton",
+    rtol: float = DEFAULT_RTOL,
+    body: Any = None,
+    span_basis: Any = None,
+    width_options: dict[str, Any] | None = None,
+) -> Certificate:
     """A ``Certificate`` for ``model`` on data (X, Y): X (N, k, d) (or (k, d)), Y of the same shape.
 
     ``noise``: the label noise σ if known (else estimated from the residual); ``level``: the confidence
@@ -643,7 +697,7 @@ def certify(model: MultiHeadAttention, X: Any, Y: Any, *, noise: float | None = 
     Vr = V[:, keep]
     G_pinv = (Vr / lam[keep]) @ Vr.T
     if covariance == "gauss-newton":
-        cov = sigma ** 2 * G_pinv if math.isfinite(sigma) else np.full((p, p), math.nan)
+        cov = sigma**2 * G_pinv if math.isfinite(sigma) else np.full((p, p), math.nan)
         if noise is None and dof > 0:
             q = float(stats.t.ppf(0.5 + level / 2, dof))
         else:
@@ -669,12 +723,30 @@ def certify(model: MultiHeadAttention, X: Any, Y: Any, *, noise: float | None = 
     if body is not None:
         widths = body_widths(body, span_basis, **(width_options or {}))
     return Certificate(
-        model=model.copy(), locally_unique=rank == p, rank=rank, n_params=p, singular_values=s, rtol=rtol,
-        unidentifiable=unidentifiable, noise=sigma, noise_estimate=sigma_hat, noise_given=noise is not None,
-        rss=rss, n_residuals=n_res, dof=dof, relative_residual=rss / y_energy if y_energy > 0 else (0.0 if rss == 0 else math.inf),
-        gradient_norm=float(np.linalg.norm(grad)) / math.sqrt(n_res), level=level, quantile=q,
-        covariance_kind=covariance, covariance=cov,
-        theta_se=se[:half].reshape(shape), w_se=se[half:].reshape(shape),
+        model=model.copy(),
+        locally_unique=rank == p,
+        rank=rank,
+        n_params=p,
+        singular_values=s,
+        rtol=rtol,
+        unidentifiable=unidentifiable,
+        noise=sigma,
+        noise_estimate=sigma_hat,
+        noise_given=noise is not None,
+        rss=rss,
+        n_residuals=n_res,
+        dof=dof,
+        relative_residual=rss / y_energy if y_energy > 0 else (0.0 if rss == 0 else math.inf),
+        gradient_norm=float(np.linalg.norm(grad)) / math.sqrt(n_res),
+        level=level,
+        quantile=q,
+        covariance_kind=covariance,
+        covariance=cov,
+        theta_se=se[:half].reshape(shape),
+        w_se=se[half:].reshape(shape),
         theta_interval=(lo[:half].reshape(shape), hi[:half].reshape(shape)),
         w_interval=(lo[half:].reshape(shape), hi[half:].reshape(shape)),
-        notes=notes, widths=widths, seconds=time.perf_counter() - t0)
+        notes=notes,
+        widths=widths,
+        seconds=time.perf_counter() - t0,
+    )

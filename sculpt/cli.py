@@ -13,6 +13,7 @@ file or setting; never a traceback (SCULPT_TRACEBACK=1 shows one for internal er
 Each subcommand is registered by an ``add_*_parser(subparsers)`` function that sets ``func`` (the runner,
 ``args -> exit status``); ``SUBCOMMANDS`` lists them in help order.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,16 @@ import numpy as np
 from ._argtypes import nonneg_int, positive_int, real_at_least
 from .toolkit import package_version, versions, write_json
 
-__all__ = ["main", "build_parser", "add_recover_parser", "add_learn_parser", "SUBCOMMANDS", "run_recover",
-           "run_learn", "versions"]
+__all__ = [
+    "main",
+    "build_parser",
+    "add_recover_parser",
+    "add_learn_parser",
+    "SUBCOMMANDS",
+    "run_recover",
+    "run_learn",
+    "versions",
+]
 
 METHODS = ("sculpt", "exact", "gradient", "auto")
 DISTRIBUTIONS = ("boolean", "gaussian")
@@ -44,16 +53,34 @@ class BadInput(Exception):
 
 
 def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> None:
-    p.add_argument("--method", choices=METHODS, default=default_method,
-                   help=f"learning route (default {default_method}); exact needs m = 1 and k < d")
-    p.add_argument("--solver", metavar="NAME", default=None,
-                   help="LP/QP backend of the engine (HIGHS, CLARABEL, SCS, MOSEK; default: the engine's choice)")
-    p.add_argument("--tol", type=real_at_least(0.0, True), default=None,
-                   help="validation relative MSE counted as converged (default: the learner's, 1e-12)")
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default=default_method,
+        help=f"learning route (default {default_method}); exact needs m = 1 and k < d",
+    )
+    p.add_argument(
+        "--solver",
+        metavar="NAME",
+        default=None,
+        help="LP/QP backend of the engine (HIGHS, CLARABEL, SCS, MOSEK; default: the engine's choice)",
+    )
+    p.add_argument(
+        "--tol",
+        type=real_at_least(0.0, True),
+        default=None,
+        help="validation relative MSE counted as converged (default: the learner's, 1e-12)",
+    )
     p.add_argument("--out", metavar="DIR", default=None, help="write DIR/result.json and DIR/model.npz")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
-                   help="a learner setting by its dotted name, e.g. --set refine.slabs.tau=0.02 (repeatable; "
-                        "VALUE is read as JSON, else as text; `sculpt settings` lists them)")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a learner setting by its dotted name, e.g. --set refine.slabs.tau=0.02 (repeatable; "
+        "VALUE is read as JSON, else as text; `sculpt settings` lists them)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines and no phase table")
 
 
@@ -61,23 +88,40 @@ def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> 
 def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``recover``: plant a layer, sample and label inputs, learn, score on fresh inputs."""
     p = subparsers.add_parser(
-        "recover", help="plant a random layer and learn it back from its examples",
+        "recover",
+        help="plant a random layer and learn it back from its examples",
         description="Plant a layer (sculpt.plant(d, k, m, scale=, seed=)), sample N inputs, label them (plus "
-                    "relative Gaussian noise if asked), learn with the chosen method, and score the result on "
-                    "fresh inputs and against the planted parameters.")
+        "relative Gaussian noise if asked), learn with the chosen method, and score the result on "
+        "fresh inputs and against the planted parameters.",
+    )
     p.add_argument("--d", type=positive_int, required=True, help="token dimension")
     p.add_argument("--k", type=positive_int, required=True, help="tokens per sequence")
     p.add_argument("--m", type=positive_int, required=True, help="number of heads")
     p.add_argument("--samples", type=positive_int, required=True, help="number of training examples N")
-    p.add_argument("--seed", type=nonneg_int, default=0,
-                   help="seed of the planted layer (as plant(seed=)) and of the data and learner streams")
+    p.add_argument(
+        "--seed",
+        type=nonneg_int,
+        default=0,
+        help="seed of the planted layer (as plant(seed=)) and of the data and learner streams",
+    )
     p.add_argument("--distribution", choices=DISTRIBUTIONS, default="boolean", help="input law (default boolean)")
-    p.add_argument("--noise", type=real_at_least(0.0, False), default=0.0, metavar="SIGMA",
-                   help="add N(0, (SIGMA·rms(Y))²) to every label entry (default 0)")
-    p.add_argument("--scale", type=real_at_least(0.0, True), default=2.5, help="‖Θ_i‖_F of the planted layer: exact for m = 1; for m ≥ 2 each head within "
-                   "0.85–1.12× at d = 8 (wider at small d) (default 2.5)")
-    p.add_argument("--test-samples", type=positive_int, default=5000,
-                   help="fresh inputs for the test relative MSE (default 5000)")
+    p.add_argument(
+        "--noise",
+        type=real_at_least(0.0, False),
+        default=0.0,
+        metavar="SIGMA",
+        help="add N(0, (SIGMA·rms(Y))²) to every label entry (default 0)",
+    )
+    p.add_argument(
+        "--scale",
+        type=real_at_least(0.0, True),
+        default=2.5,
+        help="‖Θ_i‖_F of the planted layer: exact for m = 1; for m ≥ 2 each head within "
+        "0.85–1.12× at d = 8 (wider at small d) (default 2.5)",
+    )
+    p.add_argument(
+        "--test-samples", type=positive_int, default=5000, help="fresh inputs for the test relative MSE (default 5000)"
+    )
     _add_learning_arguments(p, "sculpt")
     p.set_defaults(func=run_recover, parser=p)
     return p
@@ -86,14 +130,20 @@ def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
 def add_learn_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``learn``: learn from arrays X, Y of shape (N, k, d) stored in an npz file."""
     p = subparsers.add_parser(
-        "learn", help="learn a layer from your own arrays X, Y in an .npz file",
+        "learn",
+        help="learn a layer from your own arrays X, Y in an .npz file",
         description="Learn m heads from the arrays X and Y (both of shape (N, k, d), rows are tokens) stored "
-                    "in an .npz file (np.savez(path, X=X, Y=Y); no pickled objects).")
+        "in an .npz file (np.savez(path, X=X, Y=Y); no pickled objects).",
+    )
     p.add_argument("--data", required=True, metavar="FILE.npz", help="npz with arrays X and Y of shape (N, k, d)")
     p.add_argument("--m", type=positive_int, required=True, help="number of heads")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the learner (validation split, searches)")
-    p.add_argument("--truth", metavar="MODEL.npz", default=None,
-                   help="a saved MultiHeadAttention to report ground-truth errors against (optional)")
+    p.add_argument(
+        "--truth",
+        metavar="MODEL.npz",
+        default=None,
+        help="a saved MultiHeadAttention to report ground-truth errors against (optional)",
+    )
     _add_learning_arguments(p, "auto")
     p.set_defaults(func=run_learn, parser=p)
     return p
@@ -111,9 +161,12 @@ def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def add_settings_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``settings``: every learner setting with its default and the reason for it."""
-    p = subparsers.add_parser("settings", help="list the learner's settings (for --set NAME=VALUE)",
-                              description="Every setting of sculpt.Settings: dotted name, default ('auto' = "
-                                          "chosen from the problem size) and the one-line reason for it.")
+    p = subparsers.add_parser(
+        "settings",
+        help="list the learner's settings (for --set NAME=VALUE)",
+        description="Every setting of sculpt.Settings: dotted name, default ('auto' = "
+        "chosen from the problem size) and the one-line reason for it.",
+    )
     p.set_defaults(func=run_settings, parser=p)
     return p
 
@@ -126,15 +179,21 @@ def run_settings(args: argparse.Namespace) -> int:
 
 
 SUBCOMMANDS: list[Callable[[Any], argparse.ArgumentParser]] = [
-    add_recover_parser, add_learn_parser, _add_bench_parser, add_settings_parser]
+    add_recover_parser,
+    add_learn_parser,
+    _add_bench_parser,
+    add_settings_parser,
+]
 
 
 def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
     """The top-level parser with every registered subcommand."""
     parser = argparse.ArgumentParser(
-        prog=prog, description="Learn a multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from "
-                               "examples by sculpting a convex body (Chen & Li, STOC 2025).",
-        epilog="exit status: 0 converged, 1 not converged, 2 bad input")
+        prog=prog,
+        description="Learn a multi-head attention layer F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from "
+        "examples by sculpting a convex body (Chen & Li, STOC 2025).",
+        epilog="exit status: 0 converged, 1 not converged, 2 bad input",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version('sculpt')}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
@@ -153,8 +212,7 @@ def _check_solver(name: str | None) -> str | None:
         raise BadInput(f"--solver: unknown backend {name!r}; choose from {', '.join(solvers.registered())}")
     why = solvers.unavailable_reason(key)
     if why is not None:
-        raise BadInput(f"--solver: backend {key} is not usable here ({why}); usable: "
-                       f"{', '.join(solvers.available())}")
+        raise BadInput(f"--solver: backend {key} is not usable here ({why}); usable: {', '.join(solvers.available())}")
     return key
 
 
@@ -178,8 +236,9 @@ def _fmt(v: Any) -> str:
 
 def _items(figures: dict[str, Any]) -> list[str]:
     """Scalar entries of a figures dict as "key=value" strings (lists and dicts are left to result.json)."""
-    return [f"{k}={_fmt(v)}" for k, v in figures.items()
-            if isinstance(v, (bool, int, float, str, np.generic)) or v is None]
+    return [
+        f"{k}={_fmt(v)}" for k, v in figures.items() if isinstance(v, (bool, int, float, str, np.generic)) or v is None
+    ]
 
 
 def _wrap(items: list[str], width: int) -> list[str]:
@@ -211,9 +270,13 @@ def phase_table(phases: Sequence[Any], fig_width: int = 58, truth_width: int = 4
 
 def _summary(result: Any, extra: dict[str, Any]) -> str:
     info = result.info or {}
-    rows = [("converged", _fmt(result.converged)), ("route", f"{info.get('route', result.method)}"),
-            ("reason", result.reason or "-"),
-            ("train rel MSE", _fmt(result.train_error)), ("validation rel MSE", _fmt(result.validation_error))]
+    rows = [
+        ("converged", _fmt(result.converged)),
+        ("route", f"{info.get('route', result.method)}"),
+        ("reason", result.reason or "-"),
+        ("train rel MSE", _fmt(result.train_error)),
+        ("validation rel MSE", _fmt(result.validation_error)),
+    ]
     rows += [(k, _fmt(v)) for k, v in extra.items()]
     truth = info.get("truth") or {}
     for key in ("theta_error", "w_error", "max_theta_error", "max_w_error"):
@@ -282,8 +345,18 @@ def _learn(X: np.ndarray, Y: np.ndarray, args: argparse.Namespace, seed: Any, tr
     if args.tol is not None:
         options["tol"] = args.tol
     cfg = parse_settings(getattr(args, "settings", []) or [])
-    return learn(X, Y, args.m, method=args.method, seed=seed, solver=args.solver, progress=not args.quiet,
-                 truth=truth, settings=cfg, **options)
+    return learn(
+        X,
+        Y,
+        args.m,
+        method=args.method,
+        seed=seed,
+        solver=args.solver,
+        progress=not args.quiet,
+        truth=truth,
+        settings=cfg,
+        **options,
+    )
 
 
 def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int:
@@ -296,8 +369,9 @@ def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int
     if result.converged:
         return EXIT_OK
     why = result.reason or "no reason given"
-    print(f"sculpt {args.command}: {why if why.startswith('not converged') else 'not converged: ' + why}",
-          file=sys.stderr)
+    print(
+        f"sculpt {args.command}: {why if why.startswith('not converged') else 'not converged: ' + why}", file=sys.stderr
+    )
     return EXIT_NOT_CONVERGED
 
 
@@ -310,15 +384,18 @@ def run_recover(args: argparse.Namespace) -> int:
     _check_out(args.out)
     for flag, n in (("--samples", args.samples), ("--test-samples", args.test_samples)):
         if n * args.k * args.d > MAX_ENTRIES:
-            raise BadInput(f"{flag} × --k × --d = {n} × {args.k} × {args.d} entries per array, above the limit of "
-                           f"{MAX_ENTRIES} (16 GiB of float64)")
+            raise BadInput(
+                f"{flag} × --k × --d = {n} × {args.k} × {args.d} entries per array, above the limit of "
+                f"{MAX_ENTRIES} (16 GiB of float64)"
+            )
     streams = np.random.SeedSequence([args.seed, 0x5C0]).spawn(4)  # data, noise, learner, test
     try:
         truth = plant(args.d, args.k, args.m, scale=args.scale, seed=args.seed)
     except ValueError as exc:
         raise BadInput(f"cannot plant a layer with (d, k, m) = ({args.d}, {args.k}, {args.m}): {exc}") from None
-    X = sample_inputs(args.samples, args.k, args.d, rng=np.random.default_rng(streams[0]),
-                      distribution=args.distribution)
+    X = sample_inputs(
+        args.samples, args.k, args.d, rng=np.random.default_rng(streams[0]), distribution=args.distribution
+    )
     Y = truth(X)
     if args.noise > 0:
         rms = math.sqrt(float(np.mean(Y * Y)))
@@ -326,18 +403,42 @@ def run_recover(args: argparse.Namespace) -> int:
     result = _learn(X, Y, args, np.random.default_rng(streams[2]), truth)
     extra: dict[str, Any] = {}
     if result.model is not None:
-        Xt = sample_inputs(args.test_samples, args.k, args.d, rng=np.random.default_rng(streams[3]),
-                           distribution=args.distribution)
+        Xt = sample_inputs(
+            args.test_samples, args.k, args.d, rng=np.random.default_rng(streams[3]), distribution=args.distribution
+        )
         extra["test rel MSE (fresh)"] = truth.prediction_error(result.model, Xt)
     else:
         extra["test rel MSE (fresh)"] = None
-    config = {k: getattr(args, k) for k in ("d", "k", "m", "samples", "seed", "method", "distribution", "noise",
-                                            "scale", "solver", "tol", "test_samples")}
-    payload = {"command": args.command_line, "config": config, "seed": args.seed, "solver": args.solver,
-               "versions": versions(),
-               "evaluation": {"test_error": extra["test rel MSE (fresh)"], "test_samples": args.test_samples,
-                              "truth": (result.info or {}).get("truth", {})},
-               "truth_file": "truth.npz"}
+    config = {
+        k: getattr(args, k)
+        for k in (
+            "d",
+            "k",
+            "m",
+            "samples",
+            "seed",
+            "method",
+            "distribution",
+            "noise",
+            "scale",
+            "solver",
+            "tol",
+            "test_samples",
+        )
+    }
+    payload = {
+        "command": args.command_line,
+        "config": config,
+        "seed": args.seed,
+        "solver": args.solver,
+        "versions": versions(),
+        "evaluation": {
+            "test_error": extra["test rel MSE (fresh)"],
+            "test_samples": args.test_samples,
+            "truth": (result.info or {}).get("truth", {}),
+        },
+        "truth_file": "truth.npz",
+    }
     status = _report(result, args, extra)
     payload["exit_status"] = status
     for path in _write_outputs(args.out, result, payload, truth):
@@ -364,8 +465,7 @@ def _load_data(path: str) -> tuple[np.ndarray, np.ndarray]:
         if arr.ndim != 3:
             raise BadInput(f"--data: {path!r}: array {name} must have shape (N, k, d), got {arr.shape}")
     if X.shape != Y.shape:
-        raise BadInput(f"--data: {path!r}: X and Y must have the same shape (N, k, d), got {X.shape} and "
-                       f"{Y.shape}")
+        raise BadInput(f"--data: {path!r}: X and Y must have the same shape (N, k, d), got {X.shape} and {Y.shape}")
     from ._checks import check_data
 
     try:
@@ -388,15 +488,32 @@ def run_learn(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BadInput(f"--truth: {exc}") from None
         if (truth.m, truth.d) != (args.m, X.shape[2]):
-            raise BadInput(f"--truth: {args.truth!r} holds a layer with (m, d) = ({truth.m}, {truth.d}); --m and "
-                           f"the data give ({args.m}, {X.shape[2]})")
+            raise BadInput(
+                f"--truth: {args.truth!r} holds a layer with (m, d) = ({truth.m}, {truth.d}); --m and "
+                f"the data give ({args.m}, {X.shape[2]})"
+            )
     result = _learn(X, Y, args, args.seed, truth)
-    config = {"data": args.data, "m": args.m, "method": args.method, "seed": args.seed, "solver": args.solver,
-              "tol": args.tol, "truth": args.truth, "examples": int(X.shape[0]), "k": int(X.shape[1]),
-              "d": int(X.shape[2])}
+    config = {
+        "data": args.data,
+        "m": args.m,
+        "method": args.method,
+        "seed": args.seed,
+        "solver": args.solver,
+        "tol": args.tol,
+        "truth": args.truth,
+        "examples": int(X.shape[0]),
+        "k": int(X.shape[1]),
+        "d": int(X.shape[2]),
+    }
     status = _report(result, args, {})
-    payload = {"command": args.command_line, "config": config, "seed": args.seed, "solver": args.solver,
-               "versions": versions(), "exit_status": status}
+    payload = {
+        "command": args.command_line,
+        "config": config,
+        "seed": args.seed,
+        "solver": args.solver,
+        "versions": versions(),
+        "exit_status": status,
+    }
     for path in _write_outputs(args.out, result, payload):
         print(f"wrote {path}")
     return status
@@ -424,8 +541,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except MemoryError as exc:
         sub.print_usage(sys.stderr)
-        print(f"{sub.prog}: error: out of memory ({_one_line(exc) or 'MemoryError'}): the sizes given (--samples, "
-              "--d, --k, --m or the --data arrays) are too large for this machine", file=sys.stderr)
+        print(
+            f"{sub.prog}: error: out of memory ({_one_line(exc) or 'MemoryError'}): the sizes given (--samples, "
+            "--d, --k, --m or the --data arrays) are too large for this machine",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{sub.prog}: interrupted after {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -438,8 +558,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_NOT_CONVERGED
         if os.environ.get("SCULPT_TRACEBACK"):
             raise
-        print(f"{sub.prog}: internal error: {type(exc).__name__}: {_one_line(exc)} (please report it; "
-              "SCULPT_TRACEBACK=1 shows the traceback)", file=sys.stderr)
+        print(
+            f"{sub.prog}: internal error: {type(exc).__name__}: {_one_line(exc)} (please report it; "
+            "SCULPT_TRACEBACK=1 shows the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_NOT_CONVERGED
 
 

@@ -6,6 +6,7 @@
   cond(Σ W_i) ≤ 10, min_{i≠j} ‖Θ_i − Θ_j‖_F ≥ 0.5 s1 and ``nondegeneracy`` finds no structural problem.
 - ``nondegeneracy``: the figures behind assumptions A1–A6 of docs/method.md#recon-assumptions and a pass/fail verdict.
 """
+
 from __future__ import annotations
 
 import math
@@ -113,8 +114,14 @@ def _min_norm_point(thetas: np.ndarray) -> np.ndarray:
     return mu - C.T @ coef
 
 
-def nondegeneracy(model: MultiHeadAttention, *, k: int | None = 4, n_inputs: int = 2000, seed: Any = 0,
-                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> NondegeneracyReport:
+def nondegeneracy(
+    model: MultiHeadAttention,
+    *,
+    k: int | None = 4,
+    n_inputs: int = 2000,
+    seed: Any = 0,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> NondegeneracyReport:
     """Check a layer against the non-degeneracy conditions A1–A6 (docs/method.md#recon-assumptions) with ``thresholds``.
 
     The attention statistics (entropy, top weight) are averaged over ``n_inputs`` uniform ±1 inputs with
@@ -165,29 +172,60 @@ def nondegeneracy(model: MultiHeadAttention, *, k: int | None = 4, n_inputs: int
         if not passed:
             problems.append(f"{name}: {message}")
 
-    check("sum_w", cond <= t.max_cond_sum_w,
-          f"cond(Σ W_i) = {cond:.3g} > {t.max_cond_sum_w:g} (σ_min = {sigma_min:.3g})")
+    check(
+        "sum_w", cond <= t.max_cond_sum_w, f"cond(Σ W_i) = {cond:.3g} > {t.max_cond_sum_w:g} (σ_min = {sigma_min:.3g})"
+    )
     if m > 1:
-        check("head_separation", min_dist >= t.min_head_separation * scale,
-              f"min ‖Θ_i − Θ_j‖_F = {min_dist:.3g} < {t.min_head_separation:g} × mean‖Θ_i‖ = {mean_norm:.3g}")
-        check("centred_sv", centred_sv >= t.min_centred_sv * scale,
-              f"centred heads' σ_(m−1) = {centred_sv:.3g} < {t.min_centred_sv:g} × mean‖Θ_i‖ ({mean_norm:.3g}):"
-              " heads nearly affinely dependent")
-        check("w_ratio", w_ratio >= t.min_w_ratio,
-              f"min ‖W_i‖ / max ‖W_i‖ = {w_ratio:.3g} < {t.min_w_ratio:g}: a head is nearly silent")
-    check("affine_offset", offset >= t.min_affine_offset * scale,
-          f"min-norm point of aff{{Θ_i}} has norm {offset:.3g} < {t.min_affine_offset:g} × mean‖Θ_i‖"
-          f" ({mean_norm:.3g})")
+        check(
+            "head_separation",
+            min_dist >= t.min_head_separation * scale,
+            f"min ‖Θ_i − Θ_j‖_F = {min_dist:.3g} < {t.min_head_separation:g} × mean‖Θ_i‖ = {mean_norm:.3g}",
+        )
+        check(
+            "centred_sv",
+            centred_sv >= t.min_centred_sv * scale,
+            f"centred heads' σ_(m−1) = {centred_sv:.3g} < {t.min_centred_sv:g} × mean‖Θ_i‖ ({mean_norm:.3g}):"
+            " heads nearly affinely dependent",
+        )
+        check(
+            "w_ratio",
+            w_ratio >= t.min_w_ratio,
+            f"min ‖W_i‖ / max ‖W_i‖ = {w_ratio:.3g} < {t.min_w_ratio:g}: a head is nearly silent",
+        )
+    check(
+        "affine_offset",
+        offset >= t.min_affine_offset * scale,
+        f"min-norm point of aff{{Θ_i}} has norm {offset:.3g} < {t.min_affine_offset:g} × mean‖Θ_i‖ ({mean_norm:.3g})",
+    )
     if not math.isnan(entropy):
-        check("entropy", t.min_entropy <= entropy <= t.max_entropy,
-              f"attention entropy H/log k = {entropy:.3g} outside [{t.min_entropy:g}, {t.max_entropy:g}]"
-              " (attention nearly uniform or one-hot)")
-        check("top_weight", top <= t.max_top_weight,
-              f"mean top attention weight {top:.4g} > {t.max_top_weight:g} (attention nearly one-hot)")
+        check(
+            "entropy",
+            t.min_entropy <= entropy <= t.max_entropy,
+            f"attention entropy H/log k = {entropy:.3g} outside [{t.min_entropy:g}, {t.max_entropy:g}]"
+            " (attention nearly uniform or one-hot)",
+        )
+        check(
+            "top_weight",
+            top <= t.max_top_weight,
+            f"mean top attention weight {top:.4g} > {t.max_top_weight:g} (attention nearly one-hot)",
+        )
     return NondegeneracyReport(
-        m=m, d=d, k=k, sigma_min_sum_w=sigma_min, cond_sum_w=cond, min_head_distance=min_dist,
-        affine_offset=offset, centred_sv=centred_sv, mean_theta_norm=mean_norm, w_ratio=w_ratio,
-        entropy=entropy, top_weight=top, ok=not problems, problems=problems, checks=checks)
+        m=m,
+        d=d,
+        k=k,
+        sigma_min_sum_w=sigma_min,
+        cond_sum_w=cond,
+        min_head_distance=min_dist,
+        affine_offset=offset,
+        centred_sv=centred_sv,
+        mean_theta_norm=mean_norm,
+        w_ratio=w_ratio,
+        entropy=entropy,
+        top_weight=top,
+        ok=not problems,
+        problems=problems,
+        checks=checks,
+    )
 
 
 # ----------------------------------------------------------------------------------------------- plant
@@ -196,8 +234,9 @@ def _rescaled(gen: np.random.Generator, d: int, norm: float) -> np.ndarray:
     return g * (norm / np.linalg.norm(g))
 
 
-def _draw_ws(gen: np.random.Generator, m: int, d: int, weak_head: float | None, max_cond: float,
-             min_w_ratio: float | None) -> np.ndarray:
+def _draw_ws(
+    gen: np.random.Generator, m: int, d: int, weak_head: float | None, max_cond: float, min_w_ratio: float | None
+) -> np.ndarray:
     """W_i ~ N(0, 1/d) (W_m scaled by ``weak_head``), redrawn until cond(Σ W_i) ≤ max_cond and
     min‖W_i‖/max‖W_i‖ ≥ min_w_ratio; candidates are drawn and tested in vectorised batches (the
     acceptance rate of cond ≤ 10 is ~11 % at d = 8 and ~0.1 % at d = 16)."""
@@ -213,12 +252,22 @@ def _draw_ws(gen: np.random.Generator, m: int, d: int, weak_head: float | None, 
         hits = np.flatnonzero(ok)
         if hits.size:
             return W[hits[0]]
-    raise ValueError(f"no W_1..W_{m} with cond(Σ W_i) <= {max_cond:g} in {_MAX_W_BATCHES * _W_BATCH} draws at "
-                     f"d={d} (such draws are very rare for d >= 24): pass a larger max_cond")
+    raise ValueError(
+        f"no W_1..W_{m} with cond(Σ W_i) <= {max_cond:g} in {_MAX_W_BATCHES * _W_BATCH} draws at "
+        f"d={d} (such draws are very rare for d >= 24): pass a larger max_cond"
+    )
 
 
-def _draw_thetas(gen: np.random.Generator, d: int, m: int, scale: float, s0: float, s1: float,
-                 thresholds: Thresholds, waived: set[str]) -> np.ndarray:
+def _draw_thetas(
+    gen: np.random.Generator,
+    d: int,
+    m: int,
+    scale: float,
+    s0: float,
+    s1: float,
+    thresholds: Thresholds,
+    waived: set[str],
+) -> np.ndarray:
     """Θ_i = Θ_0 + Δ_i (‖Θ_0‖ = s0, ‖Δ_i‖ = s1; m = 1: ‖Θ‖ = scale), redrawn until the heads are ≥ 0.5 s1
     apart and the Θ-only checks of ``nondegeneracy`` (separation, affine offset, centred σ) pass."""
     for _ in range(_MAX_TRIES):
@@ -232,12 +281,22 @@ def _draw_thetas(gen: np.random.Generator, d: int, m: int, scale: float, s0: flo
         rep = nondegeneracy(MultiHeadAttention(thetas, np.ones((m, d, d))), k=None, thresholds=thresholds)
         if all(rep.checks[c] for c in ("head_separation", "centred_sv", "affine_offset") if c not in waived):
             return thetas
-    raise ValueError(f"no {m} distinct, affinely independent heads found at d={d} in {_MAX_TRIES} draws "
-                     "(d too small for m heads?)")
+    raise ValueError(
+        f"no {m} distinct, affinely independent heads found at d={d} in {_MAX_TRIES} draws (d too small for m heads?)"
+    )
 
 
-def plant(d: int, k: int, m: int, *, scale: float = 2.5, seed: Any = None, weak_head: float | None = None,
-          separation: float | None = None, max_cond: float = 10.0) -> MultiHeadAttention:
+def plant(
+    d: int,
+    k: int,
+    m: int,
+    *,
+    scale: float = 2.5,
+    seed: Any = None,
+    weak_head: float | None = None,
+    separation: float | None = None,
+    max_cond: float = 10.0,
+) -> MultiHeadAttention:
     """A planted layer (docs/method.md#recon-plant): Θ_i = Θ_0 + Δ_i, ‖Θ_0‖_F = s0, ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5,
     √(s0² + s1²) = ``scale`` (m = 1: ‖Θ‖_F = scale exactly; m ≥ 2: Θ_0 and Δ_i are not orthogonal, so each
     ‖Θ_i‖_F is within 0.85–1.12 × scale over 30 seeds at d = 8, 0.59–1.34 at (d, m) = (3, 3)); W_i ~ N(0, 1/d) entrywise.
@@ -279,8 +338,7 @@ def plant(d: int, k: int, m: int, *, scale: float = 2.5, seed: Any = None, weak_
         s0, s1 = scale * 2.0 / 2.5, scale * 1.5 / 2.5
     gen = as_generator(seed, "seed")
     thetas = _draw_thetas(gen, d, m, scale, s0, s1, thresholds, waived)
-    ws = _draw_ws(gen, m, d, weak_head, max_cond,
-                  None if "w_ratio" in waived else thresholds.min_w_ratio)
+    ws = _draw_ws(gen, m, d, weak_head, max_cond, None if "w_ratio" in waived else thresholds.min_w_ratio)
     model = MultiHeadAttention(thetas, ws)
     report = nondegeneracy(model, k=None, thresholds=thresholds)
     failed = [p for p in report.problems if p.split(":")[0] not in waived]

@@ -6,6 +6,7 @@ pipeline records it and stops the route (``converged=False``, the reason names t
 failures come from the engine as ``oracles.OracleError`` subclasses. Anything else (a ``ValueError`` or
 ``IndexError`` from inside a phase) is a bug and propagates.
 """
+
 from __future__ import annotations
 
 __all__ = ["SculptError", "PhaseFailed"]

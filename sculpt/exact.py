@@ -5,6 +5,7 @@ satisfies the linear equations Y M (I − X⁺X) = 0 and Y M X⁺ 1 = 1; then A 
 linear log-ratio equations log(A_aj / A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ (r = argmax of row a).
 Derivation and measurements: docs/method.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,6 +48,7 @@ def exact_sample_size(d: int, k: int) -> int:
 # --------------------------------------------------------------------------------------------------
 # Streaming least squares
 # --------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class _LstsqSolution:
@@ -108,6 +110,7 @@ def _chunks(n_items: int, size: int) -> Iterator[slice]:
 # The two systems
 # --------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _TokenGeometry:
     """Per example (rank(X) = k): pseudo-inverse X⁺ (d, k) and an orthonormal basis of null(X) as rows (d−k, d)."""
@@ -131,12 +134,13 @@ def _token_geometry(X: np.ndarray) -> _TokenGeometry:
     return _TokenGeometry(pinv, null)
 
 
-def _inverse_projection_blocks(Y: np.ndarray, geo: _TokenGeometry, per_block: int
-                               ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _inverse_projection_blocks(
+    Y: np.ndarray, geo: _TokenGeometry, per_block: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Rows of the W⁻¹-system in vec(M) (row-major): kron(y_a, u_c) · vec M = 0 for u_c ∈ null(X), and
     kron(y_a, X⁺1) · vec M = 1."""
     d = Y.shape[2]
-    ones_pinv = geo.pinv.sum(axis=2)                                     # X⁺ 1, (n, d)
+    ones_pinv = geo.pinv.sum(axis=2)  # X⁺ 1, (n, d)
     for sl in _chunks(Y.shape[0], per_block):
         y = Y[sl]
         hom = np.einsum("nap,ncq->nacpq", y, geo.null[sl]).reshape(-1, d * d)
@@ -144,24 +148,25 @@ def _inverse_projection_blocks(Y: np.ndarray, geo: _TokenGeometry, per_block: in
         yield np.vstack([hom, inh]), np.concatenate([np.zeros(hom.shape[0]), np.ones(inh.shape[0])])
 
 
-def _log_ratio_blocks(X: np.ndarray, A: np.ndarray, per_block: int, floor: float, weighting: str,
-                      counter: dict[str, int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _log_ratio_blocks(
+    X: np.ndarray, A: np.ndarray, per_block: int, floor: float, weighting: str, counter: dict[str, int]
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Rows of the Θ-system: w · kron(x_a, x_j − x_r) · vec Θ = w · log(A_aj / A_ar), r = argmax_j A_aj,
     over j ≠ r with A_aj, A_ar > floor; w = (A_aj⁻² + A_ar⁻²)^(−1/2) ("inverse-variance") or 1."""
     n_all, k, d = X.shape
     for sl in _chunks(n_all, per_block):
         x, a = X[sl], A[sl]
-        r = np.argmax(a, axis=2)                                         # (n, k)
-        a_r = np.take_along_axis(a, r[:, :, None], axis=2)               # (n, k, 1)
-        x_r = np.take_along_axis(x, r[:, :, None], axis=1)               # (n, k, d): x_{r(a)}
-        diff = x[:, None, :, :] - x_r[:, :, None, :]                     # (n, a, j, d)
+        r = np.argmax(a, axis=2)  # (n, k)
+        a_r = np.take_along_axis(a, r[:, :, None], axis=2)  # (n, k, 1)
+        x_r = np.take_along_axis(x, r[:, :, None], axis=1)  # (n, k, d): x_{r(a)}
+        diff = x[:, None, :, :] - x_r[:, :, None, :]  # (n, a, j, d)
         not_ref = np.arange(k)[None, None, :] != r[:, :, None]
         usable = not_ref & (a > floor) & (a_r > floor)
         counter["equations"] += int(usable.sum())
         counter["guarded"] += int((not_ref & ~usable).sum())
         with np.errstate(divide="ignore", invalid="ignore"):
             rhs = np.log(a / a_r)
-            w = (a ** -2.0 + a_r ** -2.0) ** -0.5 if weighting == "inverse-variance" else np.ones_like(a)
+            w = (a**-2.0 + a_r**-2.0) ** -0.5 if weighting == "inverse-variance" else np.ones_like(a)
         rows = np.einsum("nap,najq->najpq", x, diff)[usable].reshape(-1, d * d)
         wu = w[usable]
         yield rows * wu[:, None], rhs[usable] * wu
@@ -187,10 +192,23 @@ def _block_examples(row_count: int, n: int) -> int:
 # The route
 # --------------------------------------------------------------------------------------------------
 
-def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, token_tol: float = 1e-8,
-                      tol: float = 1e-12, weighting: str = "inverse-variance", attention_floor: float = 1e-12,
-                      max_examples: int | None = None, truth: Any = None, seed: Any = None, solver: Any = None,
-                      progress: bool = False) -> LearnResult:
+
+def exact_single_head(
+    X: Any,
+    Y: Any,
+    *,
+    m: int = 1,
+    rank_tol: float = 1e-9,
+    token_tol: float = 1e-8,
+    tol: float = 1e-12,
+    weighting: str = "inverse-variance",
+    attention_floor: float = 1e-12,
+    max_examples: int | None = None,
+    truth: Any = None,
+    seed: Any = None,
+    solver: Any = None,
+    progress: bool = False,
+) -> LearnResult:
     """Learn one head exactly: solve Y M (I − X⁺X) = 0, Y M X⁺ 1 = 1 for M = W⁻¹, then the log-ratio
     system log(A_aj/A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ with A = Y M X⁺, and refit W by least squares on A(Θ) X.
 
@@ -218,8 +236,10 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     X, Y = check_data(X, Y)
     N, k, d = X.shape
     if k >= d:
-        raise ValueError(f"the exact route needs k < d (tokens must leave a null space), got k = {k}, d = {d}; "
-                         "use method='sculpt' or 'gradient'")
+        raise ValueError(
+            f"the exact route needs k < d (tokens must leave a null space), got k = {k}, d = {d}; "
+            "use method='sculpt' or 'gradient'"
+        )
     if k < 2:
         raise ValueError(f"the exact route needs k >= 2 (with one token the attention is constant), got k = {k}")
     true_theta, true_w = _truth_params(truth) if truth is not None else (None, None)
@@ -237,9 +257,17 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     def fail(record: PhaseRecord, reason: str, samples: int) -> LearnResult:
         record.status, record.message = "failed", reason
         phases.append(record)
-        return LearnResult(model=None, method="exact", train_error=math.inf, converged=False,
-                           time=time.perf_counter() - start, samples_used=samples, phases=phases, reason=reason,
-                           info={"recommended_samples": recommended, "examples_given": N})
+        return LearnResult(
+            model=None,
+            method="exact",
+            train_error=math.inf,
+            converged=False,
+            time=time.perf_counter() - start,
+            samples_used=samples,
+            phases=phases,
+            reason=reason,
+            info={"recommended_samples": recommended, "examples_given": N},
+        )
 
     def more_needed(rank: int, per_example: int, valid: int) -> int:
         """Examples to draw: the missing rank over the per-example count (at least up to the recommended
@@ -256,25 +284,47 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     n_valid = int(chosen.size)
     Xk, Yk = X[chosen], Y[chosen]
     geo = _token_geometry(Xk)
-    rec_w = PhaseRecord("exact-w", figures={"examples_given": N, "examples_used": n_valid,
-                                            "examples_dropped": dropped, "max_examples": cap,
-                                            "unknowns": n_unknown})
+    rec_w = PhaseRecord(
+        "exact-w",
+        figures={
+            "examples_given": N,
+            "examples_used": n_valid,
+            "examples_dropped": dropped,
+            "max_examples": cap,
+            "unknowns": n_unknown,
+        },
+    )
     drop_note = f" ({dropped} of {N} examples dropped: tokens linearly dependent)" if dropped else ""
     if n_valid == 0:
         rec_w.time = time.perf_counter() - t0
-        return fail(rec_w, f"no example has k linearly independent tokens{drop_note}; need about "
-                           f"{recommended} examples with rank(X) = k", 0)
-    sol_m = _streaming_lstsq(_inverse_projection_blocks(Yk, geo, _block_examples(per_w, n_unknown)),
-                             n_unknown, rank_tol)
+        return fail(
+            rec_w,
+            f"no example has k linearly independent tokens{drop_note}; need about "
+            f"{recommended} examples with rank(X) = k",
+            0,
+        )
+    sol_m = _streaming_lstsq(
+        _inverse_projection_blocks(Yk, geo, _block_examples(per_w, n_unknown)), n_unknown, rank_tol
+    )
     M = sol_m.x.reshape(d, d)
-    rec_w.figures.update({"rank": sol_m.rank, "rows": sol_m.rows, "relative_residual": sol_m.relative_residual,
-                          "condition": sol_m.condition})
+    rec_w.figures.update(
+        {
+            "rank": sol_m.rank,
+            "rows": sol_m.rows,
+            "relative_residual": sol_m.relative_residual,
+            "condition": sol_m.condition,
+        }
+    )
     rec_w.time = time.perf_counter() - t0
     if sol_m.rank < n_unknown:
         more = more_needed(sol_m.rank, per_w, n_valid)
-        return fail(rec_w, f"W⁻¹-system rank deficient: rank {sol_m.rank} < d² = {n_unknown} from {n_valid} usable "
-                           f"examples{drop_note}; need about {more} more examples (recommended: "
-                           f"{recommended} usable ones), or W is singular", n_valid)
+        return fail(
+            rec_w,
+            f"W⁻¹-system rank deficient: rank {sol_m.rank} < d² = {n_unknown} from {n_valid} usable "
+            f"examples{drop_note}; need about {more} more examples (recommended: "
+            f"{recommended} usable ones), or W is singular",
+            n_valid,
+        )
     try:
         W_from_m = np.linalg.inv(M)
     except np.linalg.LinAlgError:
@@ -289,21 +339,36 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     t0 = time.perf_counter()
     A = np.einsum("nap,pq,nqb->nab", Yk, M, geo.pinv)
     counter = {"equations": 0, "guarded": 0}
-    sol_t = _streaming_lstsq(_log_ratio_blocks(Xk, A, _block_examples(per_theta, n_unknown), attention_floor,
-                                               weighting, counter), n_unknown, rank_tol)
+    sol_t = _streaming_lstsq(
+        _log_ratio_blocks(Xk, A, _block_examples(per_theta, n_unknown), attention_floor, weighting, counter),
+        n_unknown,
+        rank_tol,
+    )
     theta = sol_t.x.reshape(d, d)
-    rec_t = PhaseRecord("exact-theta", figures={
-        "rank": sol_t.rank, "rows": sol_t.rows, "relative_residual": sol_t.relative_residual,
-        "condition": sol_t.condition, "guarded_entries": counter["guarded"], "weighting": weighting,
-        "attention_row_sum_error": float(np.max(np.abs(A.sum(axis=2) - 1.0))),
-        "attention_min": float(A.min())})
+    rec_t = PhaseRecord(
+        "exact-theta",
+        figures={
+            "rank": sol_t.rank,
+            "rows": sol_t.rows,
+            "relative_residual": sol_t.relative_residual,
+            "condition": sol_t.condition,
+            "guarded_entries": counter["guarded"],
+            "weighting": weighting,
+            "attention_row_sum_error": float(np.max(np.abs(A.sum(axis=2) - 1.0))),
+            "attention_min": float(A.min()),
+        },
+    )
     if sol_t.rank < n_unknown:
         rec_t.time = time.perf_counter() - t0
         more = more_needed(sol_t.rank, per_theta, n_valid)
         guard = f"; {counter['guarded']} non-positive attention entries skipped" if counter["guarded"] else ""
-        return fail(rec_t, f"Θ-system rank deficient: rank {sol_t.rank} < d² = {n_unknown} from {n_valid} usable "
-                           f"examples{drop_note}{guard}; need about {more} more examples (recommended: "
-                           f"{recommended} usable ones)", n_valid)
+        return fail(
+            rec_t,
+            f"Θ-system rank deficient: rank {sol_t.rank} < d² = {n_unknown} from {n_valid} usable "
+            f"examples{drop_note}{guard}; need about {more} more examples (recommended: "
+            f"{recommended} usable ones)",
+            n_valid,
+        )
     # Refit W given Θ on every example (dropped ones included): Y ≈ (A(Θ) X) W.
     AX = np.einsum("naj,njq->naq", attention_patterns(theta[None], X)[:, 0], X).reshape(-1, d)
     W = np.linalg.lstsq(AX, Y.reshape(-1, d), rcond=None)[0]
@@ -320,11 +385,24 @@ def exact_single_head(X: Any, Y: Any, *, m: int = 1, rank_tol: float = 1e-9, tok
     phases.append(rec_t)
 
     model = MultiHeadAttention(theta[None], W[None])
-    reason = ("both linear systems full rank and the training residual is at round-off" if converged
-              else f"training relative MSE {train:.3g} above tol {tol:g}")
+    reason = (
+        "both linear systems full rank and the training residual is at round-off"
+        if converged
+        else f"training relative MSE {train:.3g} above tol {tol:g}"
+    )
     info: dict[str, Any] = {"recommended_samples": recommended, "examples_given": N, "examples_dropped": dropped}
     if true_theta is not None:
         info["truth"] = {**rec_t.truth, "w_inverse_error": rec_w.truth["w_inverse_error"]}
-    return LearnResult(model=model, method="exact", train_error=train, validation_error=None, converged=converged,
-                       time=time.perf_counter() - start, iterations=0, samples_used=n_valid, phases=phases,
-                       reason=reason, info=info)
+    return LearnResult(
+        model=model,
+        method="exact",
+        train_error=train,
+        validation_error=None,
+        converged=converged,
+        time=time.perf_counter() - start,
+        iterations=0,
+        samples_used=n_valid,
+        phases=phases,
+        reason=reason,
+        info=info,
+    )

@@ -8,6 +8,7 @@ V_i = X W_i (the softmax backward). Everything is vectorised and chunked over ex
 Flat parameter layout (``pack`` / ``unpack``, also MultiHeadAttention.params()): [vec Θ_1..Θ_m, vec W_1..W_m],
 row-major, length 2 m d². Residuals for least squares: r = vec(F(X) − Y) in (N, k, d) row-major order.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,17 @@ from scipy.sparse.linalg import LinearOperator
 from ._checks import check_data, check_inputs, check_m, check_params
 from .model import chunk_size, concat_thetas, forward, forward_chunk
 
-__all__ = ["pack", "unpack", "loss_and_grad", "loss_and_grad_flat", "residuals", "jacobian",
-           "jacobian_operator", "jvp", "vjp"]
+__all__ = [
+    "pack",
+    "unpack",
+    "loss_and_grad",
+    "loss_and_grad_flat",
+    "residuals",
+    "jacobian",
+    "jacobian_operator",
+    "jvp",
+    "vjp",
+]
 
 
 # ------------------------------------------------------------------------------------------ flat layout
@@ -43,8 +53,9 @@ def _dims(params: Any, X: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------- kernels
-def _backward_chunk(wt_cat: np.ndarray, X: np.ndarray, P: np.ndarray, A: np.ndarray, G: np.ndarray, m: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def _backward_chunk(
+    wt_cat: np.ndarray, X: np.ndarray, P: np.ndarray, A: np.ndarray, G: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Vector-Jacobian product for one chunk: given G = ∂L/∂F (n, k, d) and the forward's P, A return
     (∂L/∂Θ_cat (d, m d), ∂L/∂W_cat (m d, d)) where Θ_cat = concat_thetas(thetas), W_cat = ws.reshape(m d, d)
     and wt_cat = [W_1ᵀ | … | W_mᵀ] (d, m d)."""
@@ -60,8 +71,9 @@ def _backward_chunk(wt_cat: np.ndarray, X: np.ndarray, P: np.ndarray, A: np.ndar
     return g_t, g_w
 
 
-def _tangent_chunk(dtheta_cat: np.ndarray, dw_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, P: np.ndarray,
-                   A: np.ndarray, m: int) -> np.ndarray:
+def _tangent_chunk(
+    dtheta_cat: np.ndarray, dw_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, P: np.ndarray, A: np.ndarray, m: int
+) -> np.ndarray:
     """Jacobian-vector product for one chunk: dF (n, k, d) for parameter directions (dΘ, dW)."""
     n, k, d = X.shape
     Xf = X.reshape(n * k, d)
@@ -78,8 +90,9 @@ def _grads_from_cat(g_t: np.ndarray, g_w: np.ndarray, m: int, d: int) -> tuple[n
 
 
 # ---------------------------------------------------------------------------------------------- public
-def loss_and_grad(thetas: Any, ws: Any, X: Any, Y: Any, *, normalize: bool = False, checked: bool = False
-                  ) -> tuple[float, np.ndarray, np.ndarray]:
+def loss_and_grad(
+    thetas: Any, ws: Any, X: Any, Y: Any, *, normalize: bool = False, checked: bool = False
+) -> tuple[float, np.ndarray, np.ndarray]:
     """(L, ∂L/∂Θ (m, d, d), ∂L/∂W (m, d, d)) for L = Σ_n ‖F(X_n) − Y_n‖_F², divided by Σ‖Y‖² if
     ``normalize`` (then L is the relative training MSE). ``checked=True`` skips input validation (hot loops:
     arrays must already be float64 (m, d, d) and (N, k, d))."""
@@ -97,7 +110,7 @@ def loss_and_grad(thetas: Any, ws: Any, X: Any, Y: Any, *, normalize: bool = Fal
     g_w = np.zeros((m * d, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc, Yc = X[s:s + step], Y[s:s + step]
+        Xc, Yc = X[s : s + step], Y[s : s + step]
         P, A, F = forward_chunk(theta_cat, w_cat, Xc, m)
         R = F - Yc
         loss += float(np.einsum("ijk,ijk->", R, R))
@@ -116,8 +129,9 @@ def loss_and_grad(thetas: Any, ws: Any, X: Any, Y: Any, *, normalize: bool = Fal
     return loss, g_thetas, g_ws
 
 
-def loss_and_grad_flat(params: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, *, scale: float = 1.0
-                       ) -> tuple[float, np.ndarray]:
+def loss_and_grad_flat(
+    params: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, *, scale: float = 1.0
+) -> tuple[float, np.ndarray]:
     """(L / scale, ∇ L / scale) over the flat layout, for scipy.optimize.minimize(..., jac=True).
 
     No validation (call ``sculpt._checks.check_data`` once beforehand); pass scale = Σ‖Y‖² for the
@@ -152,17 +166,16 @@ def jacobian(params: Any, X: Any, Y: Any, m: int) -> np.ndarray:
     eye = np.eye(d)
     step = max(1, chunk_size(k, d, m) // d)
     for s in range(0, N, step):
-        Xc = X[s:s + step]
+        Xc = X[s : s + step]
         n = Xc.shape[0]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
         Pm = P.reshape(n, k, k, m)  # [n, b, a, i]
         Am = A.reshape(n, k, m, d)  # [n, a, i, p]
         V = np.einsum("nbp,ipc->nibc", Xc, ws)  # X W_i
         O = np.einsum("nbai,nibc->niac", Pm, V)  # head outputs P_i V_i
-        T = (np.einsum("nbai,nbq,nibc->niaqc", Pm, Xc, V, optimize=True)
-             - np.einsum("naiq,niac->niaqc", Am, O))
-        J[s:s + n, :, :, 0] = np.einsum("nap,niaqc->nacipq", Xc, T)
-        J[s:s + n, :, :, 1] = np.einsum("naip,cq->nacipq", Am, eye)
+        T = np.einsum("nbai,nbq,nibc->niaqc", Pm, Xc, V, optimize=True) - np.einsum("naiq,niac->niaqc", Am, O)
+        J[s : s + n, :, :, 0] = np.einsum("nap,niaqc->nacipq", Xc, T)
+        J[s : s + n, :, :, 1] = np.einsum("naip,cq->nacipq", Am, eye)
     return J.reshape(N * k * d, 2 * m * d * d)
 
 
@@ -180,9 +193,9 @@ def jvp(params: Any, X: Any, m: int, direction: Any, *, checked: bool = False) -
     out = np.empty((N, k, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc = X[s:s + step]
+        Xc = X[s : s + step]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
-        out[s:s + step] = _tangent_chunk(dtheta_cat, dw_cat, w_cat, Xc, P, A, m)
+        out[s : s + step] = _tangent_chunk(dtheta_cat, dw_cat, w_cat, Xc, P, A, m)
     return out.ravel()
 
 
@@ -204,9 +217,9 @@ def vjp(params: Any, X: Any, m: int, cotangent: Any, *, checked: bool = False) -
     g_w = np.zeros((m * d, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc = X[s:s + step]
+        Xc = X[s : s + step]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
-        gt, gw = _backward_chunk(wt_cat, Xc, P, A, np.ascontiguousarray(U[s:s + step]), m)
+        gt, gw = _backward_chunk(wt_cat, Xc, P, A, np.ascontiguousarray(U[s : s + step]), m)
         g_t += gt
         g_w += gw
     gth, gws = _grads_from_cat(g_t, g_w, m, d)
@@ -223,5 +236,9 @@ def jacobian_operator(params: Any, X: Any, Y: Any, m: int) -> LinearOperator:
     _dims(p, X, m)
     N, k, d = X.shape
     shape = (N * k * d, 2 * m * d * d)
-    return LinearOperator(shape, matvec=lambda v: jvp(p, X, m, np.ravel(v), checked=True),
-                          rmatvec=lambda u: vjp(p, X, m, np.ravel(u), checked=True), dtype=np.float64)
+    return LinearOperator(
+        shape,
+        matvec=lambda v: jvp(p, X, m, np.ravel(v), checked=True),
+        rmatvec=lambda u: vjp(p, X, m, np.ravel(u), checked=True),
+        dtype=np.float64,
+    )

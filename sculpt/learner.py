@@ -8,12 +8,14 @@ minimum N, which checks its overdetermined systems on their own rows and says so
 means the validation relative MSE is at most ``tol`` (1e-12 by default), never less. Every option is a field of
 ``sculpt.Settings`` (defaults and reasons: ``print(Settings.describe())``).
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +53,7 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
 
         return exact_sample_size(d, k)
     if method == "sculpt":
-        return _SCULPT_NEED_PER_D2[min(m, 3)] * d * d + min(2000, max(1, _SCULPT_NEED_PER_D2[min(m, 3)] * d * d
-                                                                      // 9))
+        return _SCULPT_NEED_PER_D2[min(m, 3)] * d * d + min(2000, max(1, _SCULPT_NEED_PER_D2[min(m, 3)] * d * d // 9))
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 
@@ -72,14 +73,18 @@ def _truth_summary(model: MultiHeadAttention | None, truth: Any) -> dict[str, An
     if model is None or truth is None or not isinstance(truth, MultiHeadAttention) or truth.m != model.m:
         return {}
     dist = truth.distance(model)
-    return {"theta_error": dist.theta_error, "w_error": dist.w_error, "max_theta_error": dist.max_theta_error,
-            "max_w_error": dist.max_w_error, "permutation": list(dist.permutation)}
+    return {
+        "theta_error": dist.theta_error,
+        "w_error": dist.w_error,
+        "max_theta_error": dist.max_theta_error,
+        "max_w_error": dist.max_w_error,
+        "permutation": list(dist.permutation),
+    }
 
 
 def _split(N: int, n_val: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     perm = gen.permutation(N)
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
-
 
 
 @dataclass
@@ -111,36 +116,61 @@ class _Run:
         return {"train_examples": int(self.Xtr.shape[0]), "validation_examples": int(self.n_val), "tol": self.tol}
 
 
-def _failure_reason(failure: Any, records: list[PhaseRecord], examples: int | None = None,
-                    kd: tuple[int, int] | None = None, m: int | None = None) -> str:
+def _failure_reason(
+    failure: Any,
+    records: list[PhaseRecord],
+    examples: int | None = None,
+    kd: tuple[int, int] | None = None,
+    m: int | None = None,
+) -> str:
     why = f"phase {failure.phase} failed: {failure.reason}"
     if failure.phase == "1-sum-w" and examples is not None and kd is not None and examples * kd[0] < 3 * kd[1]:
         # the crude estimate (1/kN) Σ s tᵀ has rank <= N·k: with fewer rows than d it is singular whatever
         # the layer (one training example gave "degenerate instance, condition number 1.3e49")
         k, d = kd
-        return (f"phase 1-sum-w failed: too few training examples: {examples} example(s) give {examples * k} "
-                f"single-token rows for the {d}×{d} matrix Σ W_i (phase 1 needs at least 3d = {3 * d}), so its "
-                f"estimate is singular; this says nothing about the layer (give more examples, or a smaller "
-                f"validation_size) [{failure.reason}]")
+        return (
+            f"phase 1-sum-w failed: too few training examples: {examples} example(s) give {examples * k} "
+            f"single-token rows for the {d}×{d} matrix Σ W_i (phase 1 needs at least 3d = {3 * d}), so its "
+            f"estimate is singular; this says nothing about the layer (give more examples, or a smaller "
+            f"validation_size) [{failure.reason}]"
+        )
     if failure.phase == "1-sum-w" and examples is not None and kd is not None:
         need = min_examples("sculpt", kd[1], kd[0], m) if m is not None else 0
         if examples < need:
-            why += (f" (on {examples} training examples, below the {need} method='sculpt' asks for: phase 1's "
-                    "estimate is mostly noise, which need not be a property of the layer)")
+            why += (
+                f" (on {examples} training examples, below the {need} method='sculpt' asks for: phase 1's "
+                "estimate is mostly noise, which need not be a property of the layer)"
+            )
     first = records[0] if records else None
     cond = first.figures.get("cond", 0.0) if first is not None and first.name == "1-sum-w" else 0.0
     if failure.phase != "1-sum-w" and cond > _COND_HINT:
         # an exactly singular Σ W leaves only noise in phase 1's estimate, whose condition number ranged
         # 52–6e7 over planted W_2 = −W_1 layers (below max_cond = 1e3 in some), against <= 10 for plant()
-        why += (f" (phase 1's Σ W estimate has condition number {cond:.3g}: Σ W_i may be singular, a "
-                "degenerate instance for the sculpting route)")
+        why += (
+            f" (phase 1's Σ W estimate has condition number {cond:.3g}: Σ W_i may be singular, a "
+            "degenerate instance for the sculpting route)"
+        )
     return why
 
 
-def _sculpt_attempt(run: _Run, X_body: np.ndarray, Y_body: np.ndarray,
-                    records: list[PhaseRecord]) -> tuple[LearnState, Any]:
-    state = LearnState(run.Xtr, run.Ytr, run.Xva, run.Yva, run.m, run.settings, run.gen, solver=run.solver,
-                       truth=run.truth, note=run.progress.note, info=run.base_info(), X_body=X_body, Y_body=Y_body)
+def _sculpt_attempt(
+    run: _Run, X_body: np.ndarray, Y_body: np.ndarray, records: list[PhaseRecord]
+) -> tuple[LearnState, Any]:
+    state = LearnState(
+        run.Xtr,
+        run.Ytr,
+        run.Xva,
+        run.Yva,
+        run.m,
+        run.settings,
+        run.gen,
+        solver=run.solver,
+        truth=run.truth,
+        note=run.progress.note,
+        info=run.base_info(),
+        X_body=X_body,
+        Y_body=Y_body,
+    )
     state.info["sculpt_examples"] = int(X_body.shape[0])
     failure = run_pipeline(SCULPT_PHASES, state, records, run.progress)
     return state, failure
@@ -165,9 +195,13 @@ def _sculpt_route(run: _Run) -> LearnResult:
         ta = time.perf_counter()
         sub = np.sort(order[:n])
         state, failure = _sculpt_attempt(run, run.Xtr[sub], run.Ytr[sub], records)
-        outcome = ("validated" if failure is None and state.converged else
-                   f"phase {failure.phase} failed: {failure.reason}" if failure is not None else
-                   f"the polish stopped at validation relative MSE {state.validation_error:.2e} > tol {run.tol:.0e}")
+        outcome = (
+            "validated"
+            if failure is None and state.converged
+            else f"phase {failure.phase} failed: {failure.reason}"
+            if failure is not None
+            else f"the polish stopped at validation relative MSE {state.validation_error:.2e} > tol {run.tol:.0e}"
+        )
         attempts.append({"examples": int(n), "outcome": outcome, "time": time.perf_counter() - ta})
         if (failure is None and state.converged) or n >= cap or cfg.sculpt_growth < 2:
             break
@@ -180,26 +214,44 @@ def _sculpt_route(run: _Run) -> LearnResult:
         reason = _failure_reason(failure, records, int(n), (run.Xtr.shape[1], run.Xtr.shape[2]), run.m)
         if model is not None:
             reason += " (model: phase 6's, unpolished)"
-        converged, val = False, (relative_mse(model.thetas, model.ws, run.Xva, run.Yva) if model is not None
-                                 else None)
+        converged, val = False, (relative_mse(model.thetas, model.ws, run.Xva, run.Yva) if model is not None else None)
     else:
         val = state.validation_error
         converged = state.converged
-        reason = (f"validation relative MSE {val:.2e} <= tol {tol:.0e}" if converged else
-                  f"not converged: validation relative MSE {val:.2e} > tol {tol:.0e}")
+        reason = (
+            f"validation relative MSE {val:.2e} <= tol {tol:.0e}"
+            if converged
+            else f"not converged: validation relative MSE {val:.2e} > tol {tol:.0e}"
+        )
     if len(attempts) > 1:
-        reason += (f" (phases 1–3 on {attempts[-1]['examples']} examples, attempt {len(attempts)}; earlier: "
-                   + "; ".join(f"{a['examples']}: {a['outcome']}" for a in attempts[:-1]) + ")")
+        reason += (
+            f" (phases 1–3 on {attempts[-1]['examples']} examples, attempt {len(attempts)}; earlier: "
+            + "; ".join(f"{a['examples']}: {a['outcome']}" for a in attempts[:-1])
+            + ")"
+        )
     train = relative_mse(model.thetas, model.ws, run.Xtr, run.Ytr) if model is not None else math.inf
     state.info["truth"] = _truth_summary(model, run.truth)
     used = int(max(a["examples"] for a in attempts))
     if model is not None:  # phases 5–6 and the polish read the training split beyond phases 1–3's subset
         used = max(used, _polish_examples(records), min(cfg.search_examples, n_tr))
-    state.info["examples_used"] = {"phases_1_3": int(attempts[-1]["examples"]), "training": used,
-                                   "validation": int(run.n_val)}
-    res = LearnResult(model=model, method="sculpt", train_error=train, validation_error=val, converged=converged,
-                      time=time.perf_counter() - t_start, iterations=state.iterations,
-                      samples_used=used + int(run.n_val), phases=records, reason=reason, info=state.info)
+    state.info["examples_used"] = {
+        "phases_1_3": int(attempts[-1]["examples"]),
+        "training": used,
+        "validation": int(run.n_val),
+    }
+    res = LearnResult(
+        model=model,
+        method="sculpt",
+        train_error=train,
+        validation_error=val,
+        converged=converged,
+        time=time.perf_counter() - t_start,
+        iterations=state.iterations,
+        samples_used=used + int(run.n_val),
+        phases=records,
+        reason=reason,
+        info=state.info,
+    )
     if state.body is not None and state.span is not None:
         res.attach_body(state.body, state.span.span)
     return res
@@ -210,9 +262,7 @@ def _polish_examples(records: list[PhaseRecord]) -> int:
 
 
 def _exact_route(run: _Run) -> LearnResult:
-    from .exact import exact_single_head
-
-    from .exact import exact_sample_size
+    from .exact import exact_sample_size, exact_single_head
 
     run.progress.start("exact")
     kw = run.settings.exact.kwargs()
@@ -234,8 +284,10 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
         run.progress.end(res.phases[-1])
     res.info.update(run.base_info())
     if run.n_val == 0:
-        res.info["validation_on"] = (f"the {run.Xtr.shape[0]} training examples (N = {run.N} is the exact route's "
-                                     "minimum; give more for a held-out check)")
+        res.info["validation_on"] = (
+            f"the {run.Xtr.shape[0]} training examples (N = {run.N} is the exact route's "
+            "minimum; give more for a held-out check)"
+        )
     read = int(res.samples_used or run.Xtr.shape[0])  # the training examples the route read
     res.samples_used = min(run.N, read + int(run.n_val))
     if res.model is None:
@@ -246,12 +298,23 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
     if val > tol and np.isfinite(val):
         t0 = run.progress.start("polish")
         try:
-            pol, rec = polish(res.model.thetas, run.Xtr, run.Ytr, run.Xva, run.Yva, tol=tol, rng=run.gen,
-                              truth=run.truth, callback=run.progress.note, **run.settings.polish.kwargs())
+            pol, rec = polish(
+                res.model.thetas,
+                run.Xtr,
+                run.Ytr,
+                run.Xva,
+                run.Yva,
+                tol=tol,
+                rng=run.gen,
+                truth=run.truth,
+                callback=run.progress.note,
+                **run.settings.polish.kwargs(),
+            )
         except PHASE_FAILURES as exc:
             pol = None
-            rec = PhaseRecord("polish", time=time.perf_counter() - t0, status="failed",
-                              message=f"{type(exc).__name__}: {exc}")
+            rec = PhaseRecord(
+                "polish", time=time.perf_counter() - t0, status="failed", message=f"{type(exc).__name__}: {exc}"
+            )
         res.phases.append(rec)
         run.progress.end(rec)
         if pol is not None:
@@ -264,8 +327,13 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
     res.converged = bool(val <= tol)
     # the route's own reason speaks of its training fit ("tol reached" is the training loss); say what decided
     verdict = f"validation relative MSE {val:.2e} {'<=' if res.converged else '>'} tol {tol:.0e}"
-    res.reason = (f"{res.reason}; {verdict}" if res.converged else
-                  f"not converged: {verdict} ({res.reason})" if res.reason else f"not converged: {verdict}")
+    res.reason = (
+        f"{res.reason}; {verdict}"
+        if res.converged
+        else f"not converged: {verdict} ({res.reason})"
+        if res.reason
+        else f"not converged: {verdict}"
+    )
     res.info["truth"] = _truth_summary(res.model, run.truth)
     return res
 
@@ -286,15 +354,32 @@ def _fit_result(fit: Any, run: _Run, name: str, t0: float) -> LearnResult:
     """A LearnResult from a ``grow_lbfgs`` fit on the learner's splits, with its run recorded as a phase."""
     model = fit.model
     train = relative_mse(model.thetas, model.ws, run.Xtr, run.Ytr) if model is not None else math.inf
-    rec = PhaseRecord(name, figures={"stages": fit.stages, "iterations": fit.iterations, "examples": fit.examples,
-                                     "validation_error": fit.validation_error},
-                      time=time.perf_counter() - t0, message=fit.reason)
+    rec = PhaseRecord(
+        name,
+        figures={
+            "stages": fit.stages,
+            "iterations": fit.iterations,
+            "examples": fit.examples,
+            "validation_error": fit.validation_error,
+        },
+        time=time.perf_counter() - t0,
+        message=fit.reason,
+    )
     if run.truth is not None and model is not None:
         rec.truth.update(_truth_summary(model, run.truth))
-    return LearnResult(model=model, method="gradient", train_error=train, validation_error=fit.validation_error,
-                       converged=fit.converged, time=time.perf_counter() - t0, iterations=fit.iterations,
-                       samples_used=int(fit.examples + run.n_val), phases=[rec], reason=fit.reason,
-                       info={**run.base_info(), "truth": _truth_summary(model, run.truth)})
+    return LearnResult(
+        model=model,
+        method="gradient",
+        train_error=train,
+        validation_error=fit.validation_error,
+        converged=fit.converged,
+        time=time.perf_counter() - t0,
+        iterations=fit.iterations,
+        samples_used=int(fit.examples + run.n_val),
+        phases=[rec],
+        reason=fit.reason,
+        info={**run.base_info(), "truth": _truth_summary(model, run.truth)},
+    )
 
 
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
@@ -314,11 +399,20 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
         nonlocal best
         records.extend(res.phases)
         val = res.validation_error if res.validation_error is not None else math.inf
-        tried.append(f"{label} ({time.perf_counter() - t0:.2f} s: "
-                     + ("validated" if res.converged else
-                        f"validation relative MSE {val:.2e}" if math.isfinite(val) else "no model") + ")")
-        if res.model is not None and (best is None or val < (best.validation_error
-                                                              if best.validation_error is not None else math.inf)):
+        tried.append(
+            f"{label} ({time.perf_counter() - t0:.2f} s: "
+            + (
+                "validated"
+                if res.converged
+                else f"validation relative MSE {val:.2e}"
+                if math.isfinite(val)
+                else "no model"
+            )
+            + ")"
+        )
+        if res.model is not None and (
+            best is None or val < (best.validation_error if best.validation_error is not None else math.inf)
+        ):
             best = res
             best.info["model_from"] = label.split(":")[0].split(" ")[0]
         return bool(res.converged)
@@ -332,13 +426,23 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     else:
         if a.peer_first:
             t0 = run.progress.start("auto-peer")
-            fit = grow_lbfgs(run.Xtr, run.Ytr, run.Xva, run.Yva, m, run.gen, first=a.peer_examples, restarts=1,
-                             tol=tol, max_iter=a.peer_iterations, max_examples=a.peer_examples,
-                             single_thread=cfg.gradient.single_thread)
+            fit = grow_lbfgs(
+                run.Xtr,
+                run.Ytr,
+                run.Xva,
+                run.Yva,
+                m,
+                run.gen,
+                first=a.peer_examples,
+                restarts=1,
+                tol=tol,
+                max_iter=a.peer_iterations,
+                max_examples=a.peer_examples,
+                single_thread=cfg.gradient.single_thread,
+            )
             res = _fit_result(fit, run, "auto-peer", t0)
             run.progress.end(res.phases[-1])
-            done = keep(res, f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations",
-                        t0)
+            done = keep(res, f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations", t0)
         need = min_examples("sculpt", d, k, m)
         if not done and N >= need:
             t0 = time.perf_counter()
@@ -350,32 +454,57 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
         init = best.model if a.warm_start and best is not None and best.model is not None else None
         g = cfg.gradient
         deadline = math.inf if g.time_limit is None else t0 + g.time_limit
-        fit = grow_lbfgs(run.Xtr, run.Ytr, run.Xva, run.Yva, m, run.gen, first=a.peer_examples,
-                         restarts=a.restarts, tol=tol, deadline=deadline, max_iter=g.max_iter, init=init,
-                         single_thread=g.single_thread)
+        fit = grow_lbfgs(
+            run.Xtr,
+            run.Ytr,
+            run.Xva,
+            run.Yva,
+            m,
+            run.gen,
+            first=a.peer_examples,
+            restarts=a.restarts,
+            tol=tol,
+            deadline=deadline,
+            max_iter=g.max_iter,
+            init=init,
+            single_thread=g.single_thread,
+        )
         res = _fit_result(fit, run, "fallback-gradient", t0)
         res.phases[-1].figures["init"] = "warm, then random" if init is not None else "random"
         run.progress.end(res.phases[-1])
         keep(res, f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size", t0)
-    out = best if best is not None else LearnResult(model=None, method="auto", train_error=math.inf,
-                                                    info=run.base_info())
+    out = (
+        best if best is not None else LearnResult(model=None, method="auto", train_error=math.inf, info=run.base_info())
+    )
     out.phases = records
     val = out.validation_error
     out.converged = bool(val is not None and val <= tol)
     out.info["tried"] = tried
     out.info["route"] = out.method
     out.info["truth"] = _truth_summary(out.model, run.truth)
-    tail = (f"validation relative MSE {val:.2e} {'<=' if out.converged else '>'} tol {tol:.0e}"
-            if val is not None and math.isfinite(val) else "no step produced a usable model")
-    out.reason = (f"auto tried {'; then '.join(tried)}. Kept the model of "
-                  f"{out.info.get('model_from', 'none')}: {tail}")
+    tail = (
+        f"validation relative MSE {val:.2e} {'<=' if out.converged else '>'} tol {tol:.0e}"
+        if val is not None and math.isfinite(val)
+        else "no step produced a usable model"
+    )
+    out.reason = f"auto tried {'; then '.join(tried)}. Kept the model of {out.info.get('model_from', 'none')}: {tail}"
     out.samples_used = max([int(r.figures.get("examples", 0)) for r in records] + [out.samples_used or 0])
     return out
 
 
-def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, solver: str | None = None,
-          progress: bool = False, truth: MultiHeadAttention | None = None,
-          settings: Settings | Mapping[str, Any] | None = None, **overrides: Any) -> LearnResult:
+def learn(
+    X: Any,
+    Y: Any,
+    m: int,
+    *,
+    method: str = "sculpt",
+    seed: Any = None,
+    solver: str | None = None,
+    progress: bool = False,
+    truth: MultiHeadAttention | None = None,
+    settings: Settings | Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> LearnResult:
     """Learn m heads (Θ_i, W_i) of F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from examples X, Y of shape (N, k, d).
 
     ``method``: "sculpt" (phases 1–6 + polish), "exact" (m = 1, 2 ≤ k < d), "gradient" (L-BFGS from random
@@ -420,17 +549,25 @@ def learn(X: Any, Y: Any, m: int, *, method: str = "sculpt", seed: Any = None, s
             raise ValueError(f"method='exact' learns one head (m = 1), got m = {m}")
         if not 2 <= k < d:
             raise ValueError(f"method='exact' needs 2 <= k < d, got k = {k}, d = {d}")
-    need = min_examples(route, d, k, m) if route != "auto" else min(min_examples("gradient", d, k, m),
-                                                                       _exact_need(m, k, d))
+    need = (
+        min_examples(route, d, k, m)
+        if route != "auto"
+        else min(min_examples("gradient", d, k, m), _exact_need(m, k, d))
+    )
     if N < need:
-        raise ValueError(f"too few examples for method={route!r}: got N = {N}, need at least {need} for "
-                         f"(d, k, m) = ({d}, {k}, {m})")
+        raise ValueError(
+            f"too few examples for method={route!r}: got N = {N}, need at least {need} for (d, k, m) = ({d}, {k}, {m})"
+        )
     cfg = cfg.resolve(d, k, m, N)
     need_train = {"sculpt": 0, "exact": need}.get(route, need - 1)
     if route == "auto" and _exact_applies(m, k, d, N):
         need_train = min_examples("exact", d, k, m)
-    n_val = _validation_size(N, need_train, cfg.validation_size,
-                             allow_none=route == "exact" or (route == "auto" and _exact_applies(m, k, d, N)))
+    n_val = _validation_size(
+        N,
+        need_train,
+        cfg.validation_size,
+        allow_none=route == "exact" or (route == "auto" and _exact_applies(m, k, d, N)),
+    )
     tr, va = _split(N, n_val, gen)
     Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
@@ -460,10 +597,20 @@ def _gradient(run: _Run, init: MultiHeadAttention | None, t0: float) -> LearnRes
     """The L-BFGS baseline on the training split, with its run recorded as a phase."""
     from .baselines import gradient_descent
 
-    res = gradient_descent(run.Xtr, run.Ytr, run.m, method="lbfgs", seed=run.gen, init=init,
-                           **run.settings.gradient.kwargs())
+    res = gradient_descent(
+        run.Xtr, run.Ytr, run.m, method="lbfgs", seed=run.gen, init=init, **run.settings.gradient.kwargs()
+    )
     res.method = "gradient"
-    res.phases.append(PhaseRecord("gradient", figures={"train_error": res.train_error, "iterations": res.iterations,
-                                                       "init": "warm" if init is not None else "random"},
-                                  time=time.perf_counter() - t0, message=res.reason))
+    res.phases.append(
+        PhaseRecord(
+            "gradient",
+            figures={
+                "train_error": res.train_error,
+                "iterations": res.iterations,
+                "init": "warm" if init is not None else "random",
+            },
+            time=time.perf_counter() - t0,
+            message=res.reason,
+        )
+    )
     return res

@@ -6,6 +6,7 @@ chunked forward pass, shared with ``sculpt.gradients``, the phases and the bench
 ``concat_thetas``, ``softmax_axis1``, ``forward_chunk``, ``forward`` and ``attention_patterns`` stay
 importable from here.
 """
+
 from __future__ import annotations
 
 import json
@@ -145,26 +146,30 @@ class MultiHeadAttention:
         # (exact): squares of entries near 1e300 would overflow, of entries near 1e-300 underflow
         A_t, B_t = _common_scale(self.thetas, other.thetas)
         A_w, B_w = _common_scale(self.ws, other.ws)
-        t_sq = max(float(np.sum(A_t ** 2)), tiny)
-        w_sq = max(float(np.sum(A_w ** 2)), tiny)
+        t_sq = max(float(np.sum(A_t**2)), tiny)
+        w_sq = max(float(np.sum(A_w**2)), tiny)
         dt = np.sum((A_t[:, None] - B_t[None]) ** 2, axis=(2, 3))  # (m, m)
         dw = np.sum((A_w[:, None] - B_w[None]) ** 2, axis=(2, 3))
         with np.errstate(over="ignore"):  # a ratio beyond float64 is inf, as documented
             return self._distance(dt, dw, t_sq, w_sq, A_t, A_w, tiny)
 
-    def _distance(self, dt: np.ndarray, dw: np.ndarray, t_sq: float, w_sq: float, A_t: np.ndarray,
-                  A_w: np.ndarray, tiny: float) -> HeadDistance:
+    def _distance(
+        self, dt: np.ndarray, dw: np.ndarray, t_sq: float, w_sq: float, A_t: np.ndarray, A_w: np.ndarray, tiny: float
+    ) -> HeadDistance:
         cost = dt / t_sq + dw / w_sq
         rows, cols = linear_sum_assignment(np.where(np.isfinite(cost), cost, np.finfo(float).max / (4 * self.m)))
         perm = tuple(int(c) for c in cols[np.argsort(rows)])
         idx = np.arange(self.m)
         et, ew = dt[idx, list(perm)], dw[idx, list(perm)]
-        tn = np.maximum(np.sum(A_t ** 2, axis=(1, 2)), tiny)
-        wn = np.maximum(np.sum(A_w ** 2, axis=(1, 2)), tiny)
+        tn = np.maximum(np.sum(A_t**2, axis=(1, 2)), tiny)
+        wn = np.maximum(np.sum(A_w**2, axis=(1, 2)), tiny)
         return HeadDistance(
-            theta_error=float(np.sqrt(et.sum() / t_sq)), w_error=float(np.sqrt(ew.sum() / w_sq)),
-            permutation=perm, max_theta_error=float(np.sqrt(np.max(et / tn))),
-            max_w_error=float(np.sqrt(np.max(ew / wn))))
+            theta_error=float(np.sqrt(et.sum() / t_sq)),
+            w_error=float(np.sqrt(ew.sum() / w_sq)),
+            permutation=perm,
+            max_theta_error=float(np.sqrt(np.max(et / tn))),
+            max_w_error=float(np.sqrt(np.max(ew / wn))),
+        )
 
     def prediction_error(self, other: MultiHeadAttention, X: Any) -> float:
         """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf;
@@ -191,8 +196,12 @@ class MultiHeadAttention:
         pickled objects; the metadata is a JSON text of at most 65,536 characters nested at most 32 deep,
         with integer ``m``, ``d`` >= 1 matching the arrays' shape (m, d, d) of float64."""
         p = _as_path(path)
-        z = read_npz(p, ("thetas", "ws", "metadata"), max_bytes=MAX_MODEL_BYTES,
-                     max_member_bytes={"metadata": 4 * MAX_METADATA_CHARS + 4096})
+        z = read_npz(
+            p,
+            ("thetas", "ws", "metadata"),
+            max_bytes=MAX_MODEL_BYTES,
+            max_member_bytes={"metadata": 4 * MAX_METADATA_CHARS + 4096},
+        )
         meta_arr, thetas, ws = z["metadata"], z["thetas"], z["ws"]
         try:
             if meta_arr.ndim != 0 or meta_arr.dtype.kind != "U":

@@ -6,11 +6,13 @@ records each, and stops at the first phase that cannot go on: ``sculpt.errors.Ph
 phase, or a record whose status is "failed"), an engine failure (``oracles.OracleError``) or a numerical
 failure (``numpy.linalg.LinAlgError``, ``FloatingPointError``). Any other exception is a bug and propagates.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +31,7 @@ __all__ = ["LearnState", "Phase", "SCULPT_PHASES", "run_pipeline", "PHASE_FAILUR
 CERTIFY_MIN_EXAMPLES = 5000
 
 #: what a phase may raise to say it cannot go on (anything else propagates)
-PHASE_FAILURES: tuple[type[BaseException], ...] = (PhaseFailed, OracleError, np.linalg.LinAlgError,
-                                                   FloatingPointError)
+PHASE_FAILURES: tuple[type[BaseException], ...] = (PhaseFailed, OracleError, np.linalg.LinAlgError, FloatingPointError)
 
 
 @dataclass
@@ -147,8 +148,9 @@ def _sculpt(state: LearnState) -> PhaseRecord:
     if rec_argmax is not None:
         return rec_argmax
     X, Y = _body_subset(state)
-    state.body, rec = sculpt(X, Y, state.sum_w, rng=state.rng, solver=state.solver, truth=state.truth,
-                             **state.settings.sculpt.kwargs())
+    state.body, rec = sculpt(
+        X, Y, state.sum_w, rng=state.rng, solver=state.solver, truth=state.truth, **state.settings.sculpt.kwargs()
+    )
     return rec
 
 
@@ -163,8 +165,17 @@ def _refine(state: LearnState) -> PhaseRecord:
     if kw["certify"] is None:  # d² <= 100: certify when the subset is large enough to gain from it
         kw["certify"] = X.shape[0] >= CERTIFY_MIN_EXAMPLES
     state.sum_w, state.body, rec = refine_sum_w(
-        X, Y, state.sum_w, state.body, rng=state.rng, solver=state.solver, truth=state.truth,
-        sculpt_opts=r.resculpt.kwargs(), slab_opts=r.slabs.kwargs(), **kw)
+        X,
+        Y,
+        state.sum_w,
+        state.body,
+        rng=state.rng,
+        solver=state.solver,
+        truth=state.truth,
+        sculpt_opts=r.resculpt.kwargs(),
+        slab_opts=r.slabs.kwargs(),
+        **kw,
+    )
     return rec
 
 
@@ -172,10 +183,12 @@ def _span(state: LearnState) -> PhaseRecord:
     from .phases.span import extract_span
 
     if state.route == "argmax":
-        return PhaseRecord("4-span", status="skipped",
-                           message="argmax route: each head is solved on its own, no span is needed")
-    state.span, rec = extract_span(state.body, state.m, solver=state.solver, rng=state.rng, truth=state.truth,
-                                   **state.settings.span.kwargs())
+        return PhaseRecord(
+            "4-span", status="skipped", message="argmax route: each head is solved on its own, no span is needed"
+        )
+    state.span, rec = extract_span(
+        state.body, state.m, solver=state.solver, rng=state.rng, truth=state.truth, **state.settings.span.kwargs()
+    )
     state.info["m_estimate"] = state.span.m_estimate
     return rec
 
@@ -185,8 +198,15 @@ def _heads(state: LearnState) -> PhaseRecord:
 
     if state.route == "argmax":
         return state.pending["5-heads"]
-    state.candidates, rec = candidate_heads(state.span, state.X_train, state.Y_train, state.m, rng=state.rng,
-                                            truth=state.truth, **state.settings.heads.kwargs())
+    state.candidates, rec = candidate_heads(
+        state.span,
+        state.X_train,
+        state.Y_train,
+        state.m,
+        rng=state.rng,
+        truth=state.truth,
+        **state.settings.heads.kwargs(),
+    )
     return rec
 
 
@@ -194,8 +214,14 @@ def _projections(state: LearnState) -> PhaseRecord:
     from .phases.projections import fit_projections
 
     ns = min(state.settings.search_examples, state.X_train.shape[0])
-    fit, rec = fit_projections(list(state.candidates.thetas), state.X_train[:ns], state.Y_train[:ns],
-                               state.X_val, state.Y_val, truth=state.truth)
+    fit, rec = fit_projections(
+        list(state.candidates.thetas),
+        state.X_train[:ns],
+        state.Y_train[:ns],
+        state.X_val,
+        state.Y_val,
+        truth=state.truth,
+    )
     if np.isfinite(fit.validation_error):
         state.model, state.model_from = MultiHeadAttention(fit.thetas, fit.ws), "6-projections"
         state.validation_error = float(fit.validation_error)
@@ -207,9 +233,18 @@ def _polish(state: LearnState) -> PhaseRecord:
 
     if state.model is None:
         raise PhaseFailed("polish", "no model to polish")
-    pol, rec = polish(state.model.thetas, state.X_train, state.Y_train, state.X_val, state.Y_val, rng=state.rng,
-                      truth=state.truth, callback=state.note, tol=state.settings.tol,
-                      **state.settings.polish.kwargs())
+    pol, rec = polish(
+        state.model.thetas,
+        state.X_train,
+        state.Y_train,
+        state.X_val,
+        state.Y_val,
+        rng=state.rng,
+        truth=state.truth,
+        callback=state.note,
+        tol=state.settings.tol,
+        **state.settings.polish.kwargs(),
+    )
     state.model, state.model_from = MultiHeadAttention(pol.thetas, pol.ws), "polish"
     state.validation_error, state.converged, state.iterations = pol.validation_error, pol.converged, pol.iterations
     return rec
@@ -217,13 +252,19 @@ def _polish(state: LearnState) -> PhaseRecord:
 
 #: Chen & Li's six phases and the final polish, in order
 SCULPT_PHASES: tuple[Phase, ...] = (
-    Phase("1-sum-w", _sum_w), Phase("2-sculpt", _sculpt), Phase("3-refine", _refine), Phase("4-span", _span),
-    Phase("5-heads", _heads), Phase("6-projections", _projections), Phase("polish", _polish),
+    Phase("1-sum-w", _sum_w),
+    Phase("2-sculpt", _sculpt),
+    Phase("3-refine", _refine),
+    Phase("4-span", _span),
+    Phase("5-heads", _heads),
+    Phase("6-projections", _projections),
+    Phase("polish", _polish),
 )
 
 
-def run_pipeline(phases: tuple[Phase, ...] | list[Phase], state: LearnState, records: list[PhaseRecord],
-                 progress: Any = None) -> PhaseFailed | None:
+def run_pipeline(
+    phases: tuple[Phase, ...] | list[Phase], state: LearnState, records: list[PhaseRecord], progress: Any = None
+) -> PhaseFailed | None:
     """Run ``phases`` in order on ``state``, appending each record to ``records``. Returns None when every
     phase ran, else the ``PhaseFailed`` that stopped the route (its record is appended with status
     "failed")."""

@@ -1,4 +1,5 @@
 """Result types shared by the learner and the gradient baselines."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -90,9 +91,16 @@ class LearnResult:
         computed (``certificate``)."""
         cert = getattr(self, "_certificate", None)
         extra = {"certificate": cert.to_dict()} if cert is not None else {}
-        return {**extra,
-            "method": self.method, "train_error": self.train_error, "validation_error": self.validation_error,
-            "converged": self.converged, "time": self.time, "iterations": self.iterations,
-            "samples_used": self.samples_used, "reason": self.reason,
-            "phases": [p.to_dict() for p in self.phases], "info": self.info,
+        return {
+            **extra,
+            "method": self.method,
+            "train_error": self.train_error,
+            "validation_error": self.validation_error,
+            "converged": self.converged,
+            "time": self.time,
+            "iterations": self.iterations,
+            "samples_used": self.samples_used,
+            "reason": self.reason,
+            "phases": [p.to_dict() for p in self.phases],
+            "info": self.info,
         }

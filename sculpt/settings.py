@@ -7,6 +7,7 @@ place where size-dependent defaults are computed. ``Settings.merged(...)`` appli
 (``{"refine": {"slabs": {"tau": 0.02}}}`` changes that one field and keeps every other); an unknown name at
 any depth is a ``TypeError`` naming it and the closest valid name.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,12 +15,23 @@ import difflib
 import math
 import numbers
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
-    "Settings", "ArgmaxSettings", "SumWSettings", "BodySettings", "RefineSettings", "SpanSettings", "HeadsSettings",
-    "PolishSettings", "ExactSettings", "GradientSettings", "AutoSettings", "settings_from_options",
+    "Settings",
+    "ArgmaxSettings",
+    "SumWSettings",
+    "BodySettings",
+    "RefineSettings",
+    "SpanSettings",
+    "HeadsSettings",
+    "PolishSettings",
+    "ExactSettings",
+    "GradientSettings",
+    "AutoSettings",
+    "settings_from_options",
     "DEPRECATED_OPTIONS",
 ]
 
@@ -28,6 +40,7 @@ Check = Callable[[str, Any], Any]
 
 
 # --- validators: (name, value) -> normalised value, or ValueError naming the field ---------------------------
+
 
 def _num(name: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
@@ -79,6 +92,7 @@ def boolean(name: str, v: Any) -> bool:
 def optional(check: Check) -> Check:
     def run(name: str, v: Any) -> Any:
         return None if v is None else check(name, v)
+
     return run
 
 
@@ -87,6 +101,7 @@ def choice(*options: Any) -> Check:
         if v not in options:
             raise ValueError(f"{name} must be one of {options}, got {v!r}")
         return v
+
     return run
 
 
@@ -121,6 +136,7 @@ def group(cls: type, why: str) -> Any:
 
 # --- the machinery shared by every group ---------------------------------------------------------------------
 
+
 def _closest(name: str, valid: list[str], path: str) -> str:
     near = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
     prefix = path + "." if path else ""
@@ -137,8 +153,9 @@ class _Group:
                 if isinstance(v, Mapping):
                     v = f.metadata["group"]().merged(v, path=f.name)
                 elif not isinstance(v, f.metadata["group"]):
-                    raise TypeError(f"{f.name} must be a {f.metadata['group'].__name__} or a dict, "
-                                    f"got {type(v).__name__}")
+                    raise TypeError(
+                        f"{f.name} must be a {f.metadata['group'].__name__} or a dict, got {type(v).__name__}"
+                    )
             elif "check" in f.metadata:
                 v = f.metadata["check"](f.name, v)
             object.__setattr__(self, f.name, v)
@@ -147,14 +164,12 @@ class _Group:
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]  # type: ignore[arg-type]
 
-    def merged(self: G, overrides: Mapping[str, Any] | _Group | None = None, *, path: str = "",
-               **kw: Any) -> G:
+    def merged(self: G, overrides: Mapping[str, Any] | _Group | None = None, *, path: str = "", **kw: Any) -> G:
         """A copy with ``overrides`` (a mapping, nested mappings for sub-groups, or a group of this type)
         applied field by field. Unknown names raise TypeError naming them and the closest valid name."""
         if isinstance(overrides, _Group):
             if not isinstance(overrides, type(self)):
-                raise TypeError(f"{path or 'settings'} must be a {type(self).__name__}, got "
-                                f"{type(overrides).__name__}")
+                raise TypeError(f"{path or 'settings'} must be a {type(self).__name__}, got {type(overrides).__name__}")
             overrides = {f.name: getattr(overrides, f.name) for f in fields(overrides)}  # type: ignore[arg-type]
         items = {**dict(overrides or {}), **kw}
         valid = self.field_names()
@@ -185,8 +200,11 @@ class _Group:
 
     def kwargs(self) -> dict[str, Any]:
         """The fields as keyword arguments for the phase function (sub-groups excluded)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)  # type: ignore[arg-type]
-                if "group" not in f.metadata}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)  # type: ignore[arg-type]
+            if "group" not in f.metadata
+        }
 
     @classmethod
     def describe(cls, prefix: str = "") -> str:
@@ -204,29 +222,42 @@ class _Group:
 
 # --- the phases ----------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SumWSettings(_Group):
     """Phase 1, ``estimate_sum_w``: Σ̂W = Σ_i W_i from single-token rows."""
 
     improve: bool = opt(True, "refine the crude moment estimate (it is 30 % off at (8,4,2))", boolean)
-    fractions: tuple[float, ...] = opt((0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.005, 0.005),
-                                       "trimmed least-squares rounds keep these fractions of rows", fractions_tuple)
+    fractions: tuple[float, ...] = opt(
+        (0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.005, 0.005),
+        "trimmed least-squares rounds keep these fractions of rows",
+        fractions_tuple,
+    )
     min_rows: int | None = opt(None, "rows a trimmed round needs (auto: 3d)", optional(pos_int))
-    vp_rounds: int = opt(1, "agreement variable-projection refits (one on 1,000 rows: 0.04 s instead of 0.3 s for "
-                         "two on 2,000, 15/15 exact at (8,4,2) generic, weak-head, near-identical)", nonneg_int)
+    vp_rounds: int = opt(
+        1,
+        "agreement variable-projection refits (one on 1,000 rows: 0.04 s instead of 0.3 s for "
+        "two on 2,000, 15/15 exact at (8,4,2) generic, weak-head, near-identical)",
+        nonneg_int,
+    )
     vp_rows: int = opt(1000, "agreeing rows per refit", pos_int)
     max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
-    max_single_residual: float | None = opt(0.3, "with cond(Σ̂W) > max_cond: best 0.5 % of rows fitted by one "
-                                            "token worse than this: the failure names nearly uniform heads next "
-                                            "to a singular Σ W (torch init 0.7–2.9; planted <= 0.09)", optional(positive))
+    max_single_residual: float | None = opt(
+        0.3,
+        "with cond(Σ̂W) > max_cond: best 0.5 % of rows fitted by one "
+        "token worse than this: the failure names nearly uniform heads next "
+        "to a singular Σ W (torch init 0.7–2.9; planted <= 0.09)",
+        optional(positive),
+    )
 
 
 @dataclass(frozen=True)
 class BodySettings(_Group):
     """Phase 2 and phase 3's re-sculpts, ``sculpt``: the body of agreeing-row constraints over vec Θ."""
 
-    n_rows: int | None = opt(None, "agreeing rows kept (auto: 1000 for d <= 8, 600 above; 2000 for slabs)",
-                             optional(pos_int))
+    n_rows: int | None = opt(
+        None, "agreeing rows kept (auto: 1000 for d <= 8, 600 above; 2000 for slabs)", optional(pos_int)
+    )
     q_tol: float | None = opt(None, "rows need q̂ >= −q_tol (auto: 0.02 half-spaces, 1e-3 slabs)", optional(nonneg))
     tau: float = opt(0.01, "relative residual bound of a slab row", positive)
     tau_max: float = opt(0.05, "tau widens up to this until min_equalities rows exist", positive)
@@ -252,10 +283,13 @@ class RefineSettings(_Group):
     max_cond: float = opt(30.0, "condition number of the certified token design", positive)
     change_tol: float = opt(5e-3, "stop rounds when Σ̂W moves less than this (relative)", positive)
     working: int = opt(64, "working-set size of the certification LPs", pos_int)
-    certify: bool | None = opt(None, "run certification (auto: d² <= 100 and >= 5,000 examples in phases 1–3; "
-                               "at d = 16, or on 1,500 examples, it costs 0.4–2.4 s for nothing)", optional(boolean))
-    resculpt: BodySettings = group(BodySettings,
-                                   "half-space re-sculpts between rounds")
+    certify: bool | None = opt(
+        None,
+        "run certification (auto: d² <= 100 and >= 5,000 examples in phases 1–3; "
+        "at d = 16, or on 1,500 examples, it costs 0.4–2.4 s for nothing)",
+        optional(boolean),
+    )
+    resculpt: BodySettings = group(BodySettings, "half-space re-sculpts between rounds")
     slabs: BodySettings = group(BodySettings, "the final body K* (slab mode)")
 
 
@@ -264,8 +298,9 @@ class SpanSettings(_Group):
     """Phase 4, ``extract_span``: aff{Θ_i} and span{Θ_i} from K*'s equality rows."""
 
     width_probes: int = opt(0, "random widths normal to the span (LPs over the body cost seconds)", nonneg_int)
-    radius: float | None = opt(None, "phase 5's search radius (auto: from the body's extent in the flat)",
-                               optional(positive))
+    radius: float | None = opt(
+        None, "phase 5's search radius (auto: from the body's extent in the flat)", optional(positive)
+    )
     max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m)", optional(pos_int))
 
 
@@ -274,29 +309,40 @@ class ArgmaxSettings(_Group):
     """The argmax route for peaked heads (``sculpt.phases.argmax``): replaces phases 2–5 when most rows are
     one-hot in every head (log-ratio equalities are then almost absent)."""
 
-    enabled: bool = opt(True, "take the route when phase 1 finds many one-hot rows (peaked ‖Θ‖_F = 40: 32–42 % of "
-                        "rows; every generic/weak/near-identical/m = 3 row measured: 0 %)", boolean)
+    enabled: bool = opt(
+        True,
+        "take the route when phase 1 finds many one-hot rows (peaked ‖Θ‖_F = 40: 32–42 % of "
+        "rows; every generic/weak/near-identical/m = 3 row measured: 0 %)",
+        boolean,
+    )
     onehot_tol: float = opt(1e-4, "relative single-token residual of a one-hot row (Σ̂W is 1e-6 off there)", positive)
-    detect_fraction: float = opt(0.02, "one-hot rows under phase 1's Σ̂W that trigger the robust Σ̂W refit (peaked: "
-                                 "0.11–0.42 even with Σ̂W 32 % off; generic: 0)", fraction)
+    detect_fraction: float = opt(
+        0.02,
+        "one-hot rows under phase 1's Σ̂W that trigger the robust Σ̂W refit (peaked: "
+        "0.11–0.42 even with Σ̂W 32 % off; generic: 0)",
+        fraction,
+    )
     min_fraction: float = opt(0.1, "one-hot rows under the robust Σ̂W needed to take the route", fraction)
     restarts: int = opt(12, "random starts of the mixed regression (40 % of starts converged at (8,4,2))", pos_int)
     max_iter: int = opt(25, "alternations per start (converging starts took 10–17)", pos_int)
     keep_fraction: float = opt(0.3, "rows each alternation refits on (the best-explained)", fraction)
-    stop_fraction: float = opt(0.1, "a start explaining this fraction to onehot_tol is kept (right: 0.34–0.37, "
-                               "wrong: <= 0.002)", fraction)
+    stop_fraction: float = opt(
+        0.1, "a start explaining this fraction to onehot_tol is kept (right: 0.34–0.37, wrong: <= 0.002)", fraction
+    )
     max_rows: int = opt(2000, "rows the mixed regression uses", pos_int)
     p_min: float = opt(1e-12, "attention entries below this give no log-ratio equation", positive)
-    fixed_point_rounds: int = opt(3, "W_i on all rows under Θ_i, then Θ_i again (Θ error 1e-8 → 4e-9 → 1e-10 → 3e-11 "
-                                  "at (8,4,2))", nonneg_int)
+    fixed_point_rounds: int = opt(
+        3, "W_i on all rows under Θ_i, then Θ_i again (Θ error 1e-8 → 4e-9 → 1e-10 → 3e-11 at (8,4,2))", nonneg_int
+    )
 
 
 @dataclass(frozen=True)
 class HeadsSettings(_Group):
     """Phase 5, ``candidate_heads``: a net on the flat, VP least squares, LM on the best subsets."""
 
-    grid: int | None = opt(None, "grid points per axis of the net (auto: 17 for m = 2, 7 for m = 3, else 5)",
-                           optional(pos_int))
+    grid: int | None = opt(
+        None, "grid points per axis of the net (auto: 17 for m = 2, 7 for m = 3, else 5)", optional(pos_int)
+    )
     radius: float | None = opt(None, "net radius (auto: phase 4's)", optional(positive))
     n_refine: int = opt(4, "best subsets refined by Levenberg–Marquardt", pos_int)
     max_nfev: int = opt(100, "LM evaluations per refined subset", pos_int)
@@ -320,14 +366,20 @@ class ExactSettings(_Group):
 
     rank_tol: float = opt(1e-9, "relative rank tolerance of the two linear systems", fraction)
     token_tol: float = opt(1e-8, "examples with rank(X) < k (to this tolerance) are dropped", fraction)
-    weighting: str = opt("inverse-variance", "log-ratio weights (Θ error 2e-10 vs 7e-5 unweighted at ‖Θ‖=5)",
-                         choice("inverse-variance", "none"))
+    weighting: str = opt(
+        "inverse-variance",
+        "log-ratio weights (Θ error 2e-10 vs 7e-5 unweighted at ‖Θ‖=5)",
+        choice("inverse-variance", "none"),
+    )
     attention_floor: float = opt(1e-12, "attention entries below this give no log-ratio equation", positive)
-    max_examples: int | None = opt(None, "examples in the systems (auto: 10 × the exact budget)",
-                                   optional(pos_int))
-    train_examples: int | None = opt(None, "training examples the route reads (auto: 20 × the exact budget: at "
-                                     "N = 20,000 reading all took 0.25 s against 0.1 s for L-BFGS); the polish "
-                                     "uses the rest if validation is not yet at tol", optional(pos_int))
+    max_examples: int | None = opt(None, "examples in the systems (auto: 10 × the exact budget)", optional(pos_int))
+    train_examples: int | None = opt(
+        None,
+        "training examples the route reads (auto: 20 × the exact budget: at "
+        "N = 20,000 reading all took 0.25 s against 0.1 s for L-BFGS); the polish "
+        "uses the rest if validation is not yet at tol",
+        optional(pos_int),
+    )
 
 
 @dataclass(frozen=True)
@@ -346,13 +398,21 @@ class GradientSettings(_Group):
 class AutoSettings(_Group):
     """``method="auto"``: exact when it applies; else a capped L-BFGS try, then sculpt, then the growing peer."""
 
-    peer_first: bool = opt(True, "try L-BFGS on a small subset first (generic layers: 35–130 iterations, 0.1–0.3 s)",
-                           boolean)
-    peer_examples: int = opt(500, "examples of that first try (with 50·m iterations every generic layer tried "
-                             "validated <= 1e-17 from 500, at half the cost of 1,000)", pos_int)
-    peer_iterations: int | None = opt(None, "iteration cap of that first try (auto: 50·m: after 40·m generic layers "
-                                      "validated <= 1e-14, weak or near-identical heads stayed >= 7e-6)",
-                                      optional(pos_int))
+    peer_first: bool = opt(
+        True, "try L-BFGS on a small subset first (generic layers: 35–130 iterations, 0.1–0.3 s)", boolean
+    )
+    peer_examples: int = opt(
+        500,
+        "examples of that first try (with 50·m iterations every generic layer tried "
+        "validated <= 1e-17 from 500, at half the cost of 1,000)",
+        pos_int,
+    )
+    peer_iterations: int | None = opt(
+        None,
+        "iteration cap of that first try (auto: 50·m: after 40·m generic layers "
+        "validated <= 1e-14, weak or near-identical heads stayed >= 7e-6)",
+        optional(pos_int),
+    )
     fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
     restarts: int = opt(3, "fallback starts per subset size (the first warm, the rest random)", pos_int)
     warm_start: bool = opt(True, "the fallback's first start is the best model so far on validation", boolean)
@@ -364,15 +424,24 @@ class Settings(_Group):
 
     tol: float = opt(1e-12, "validation relative MSE counted as converged", nonneg)
     validation_size: int | None = opt(None, "held-out examples (auto: min(2000, N/10))", optional(pos_int))
-    inputs: str | None = opt(None, "'boolean' requires ±1 entries; None/'gaussian'/'real' accept any",
-                             optional(choice("boolean", "gaussian", "real")))
-    sculpt_examples: int | None = opt(None, "first subset phases 1–3 use (auto: max(1500, 10d²); generic (8,4,2) "
-                                      "layers recover from 1,500)", optional(pos_int))
-    sculpt_growth: int = opt(2, "an attempt that does not validate reruns phases 1–6 on this many times more "
-                             "examples (1: one attempt)",
-                             pos_int)
-    max_sculpt_examples: int | None = opt(None, "largest subset for phases 1–3 (auto: 20,000; cost is linear in it)",
-                                          optional(pos_int))
+    inputs: str | None = opt(
+        None,
+        "'boolean' requires ±1 entries; None/'gaussian'/'real' accept any",
+        optional(choice("boolean", "gaussian", "real")),
+    )
+    sculpt_examples: int | None = opt(
+        None,
+        "first subset phases 1–3 use (auto: max(1500, 10d²); generic (8,4,2) layers recover from 1,500)",
+        optional(pos_int),
+    )
+    sculpt_growth: int = opt(
+        2,
+        "an attempt that does not validate reruns phases 1–6 on this many times more examples (1: one attempt)",
+        pos_int,
+    )
+    max_sculpt_examples: int | None = opt(
+        None, "largest subset for phases 1–3 (auto: 20,000; cost is linear in it)", optional(pos_int)
+    )
     search_examples: int = opt(1000, "training examples phase 6 compares candidates on", pos_int)
     sum_w: SumWSettings = group(SumWSettings, "phase 1")
     sculpt: BodySettings = group(BodySettings, "phase 2 (half-space body)")
@@ -395,42 +464,58 @@ class Settings(_Group):
         from .phases.sculpting import default_dist_min, default_rows
 
         def body(b: BodySettings, mode: str, min_eq: int, box: float) -> BodySettings:
-            return b.merged({
-                "n_rows": b.n_rows if b.n_rows is not None else default_rows(d, mode),
-                "q_tol": b.q_tol if b.q_tol is not None else (1e-3 if mode == "slabs" else 0.02),
-                "min_equalities": b.min_equalities if b.min_equalities is not None else min_eq,
-                "dist_min": b.dist_min if b.dist_min is not None else default_dist_min(d),
-                "box": b.box if b.box is not None else box,
-            })
+            return b.merged(
+                {
+                    "n_rows": b.n_rows if b.n_rows is not None else default_rows(d, mode),
+                    "q_tol": b.q_tol if b.q_tol is not None else (1e-3 if mode == "slabs" else 0.02),
+                    "min_equalities": b.min_equalities if b.min_equalities is not None else min_eq,
+                    "dist_min": b.dist_min if b.dist_min is not None else default_dist_min(d),
+                    "box": b.box if b.box is not None else box,
+                }
+            )
 
         box = self.sculpt.box if self.sculpt.box is not None else 4.0
         eq = 10 * d * d if m >= 3 else 3 * d * d
         r = self.refine
-        return self.merged({
-            "sculpt_examples": self.sculpt_examples if self.sculpt_examples is not None else max(1500, 10 * d * d),
-            "max_sculpt_examples": (self.max_sculpt_examples if self.max_sculpt_examples is not None else
-                                    max(20_000, self.sculpt_examples or 0)),
-            "sum_w": {"min_rows": self.sum_w.min_rows if self.sum_w.min_rows is not None else 3 * d},
-            "sculpt": body(self.sculpt, "halfspaces", 3 * d * d, box),
-            "refine": {
-                "need": r.need if r.need is not None else 3 * d,
-                "certify": r.certify if r.certify is not None else (d * d <= 100 and None),
-                "resculpt": body(r.resculpt, "halfspaces", 3 * d * d, box),
-                "slabs": body(r.slabs, "slabs", eq, box),
-            },
-            "auto": {"peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None
-                     else 50 * m},
-            "heads": {"grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5)},
-            "polish": {"first_examples": self.polish.first_examples if self.polish.first_examples is not None
-                       else max(64, int(math.ceil(4 * 2 * m * d * d / (k * d))))},
-        })
+        return self.merged(
+            {
+                "sculpt_examples": self.sculpt_examples if self.sculpt_examples is not None else max(1500, 10 * d * d),
+                "max_sculpt_examples": (
+                    self.max_sculpt_examples
+                    if self.max_sculpt_examples is not None
+                    else max(20_000, self.sculpt_examples or 0)
+                ),
+                "sum_w": {"min_rows": self.sum_w.min_rows if self.sum_w.min_rows is not None else 3 * d},
+                "sculpt": body(self.sculpt, "halfspaces", 3 * d * d, box),
+                "refine": {
+                    "need": r.need if r.need is not None else 3 * d,
+                    "certify": r.certify if r.certify is not None else (d * d <= 100 and None),
+                    "resculpt": body(r.resculpt, "halfspaces", 3 * d * d, box),
+                    "slabs": body(r.slabs, "slabs", eq, box),
+                },
+                "auto": {
+                    "peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None else 50 * m
+                },
+                "heads": {"grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5)},
+                "polish": {
+                    "first_examples": self.polish.first_examples
+                    if self.polish.first_examples is not None
+                    else max(64, int(math.ceil(4 * 2 * m * d * d / (k * d))))
+                },
+            }
+        )
 
 
 # --- the old dict options --------------------------------------------------------------------------------------
 
 DEPRECATED_OPTIONS = {
-    "sum_w_options": "sum_w", "sculpt_options": "sculpt", "refine_options": "refine", "span_options": "span",
-    "heads_options": "heads", "polish_options": "polish", "gradient_options": "gradient",
+    "sum_w_options": "sum_w",
+    "sculpt_options": "sculpt",
+    "refine_options": "refine",
+    "span_options": "span",
+    "heads_options": "heads",
+    "polish_options": "polish",
+    "gradient_options": "gradient",
 }
 _REFINE_RENAMES = {"sculpt_opts": "resculpt", "slab_opts": "slabs"}
 
@@ -452,8 +537,11 @@ def settings_from_options(settings: Settings | Mapping[str, Any] | None, options
     for key, value in options.items():
         if key in DEPRECATED_OPTIONS:
             name = DEPRECATED_OPTIONS[key]
-            warnings.warn(f"learn({key}=...) is deprecated; pass {name}={{...}} or settings=Settings(...)",
-                          DeprecationWarning, stacklevel=3)
+            warnings.warn(
+                f"learn({key}=...) is deprecated; pass {name}={{...}} or settings=Settings(...)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
             if value is None:
                 continue
             if not isinstance(value, Mapping):

@@ -5,6 +5,7 @@ start (Θ entries N(0, 1/d²), so ‖Θ_i‖_F ≈ 1; W entries N(0, 1/d)), with
 (1 + cos(π t / max_iter)). torch is imported lazily; ``sculpt.baselines.gradient_descent(method="adam")``
 is the numpy fallback when torch is absent.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,10 @@ def _import_torch() -> Any:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("torch_adam needs torch (pip install 'sculpt[torch]'); "
-                          "use sculpt.baselines.gradient_descent(method='adam') instead") from exc
+        raise ImportError(
+            "torch_adam needs torch (pip install 'sculpt[torch]'); "
+            "use sculpt.baselines.gradient_descent(method='adam') instead"
+        ) from exc
     return torch
 
 
@@ -36,9 +39,21 @@ def _forward(torch: Any, thetas: Any, ws: Any, X: Any) -> Any:
     return torch.einsum("nhab,nbd,hde->nae", att, X, ws)
 
 
-def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, max_iter: int = 3000,
-               lr: float = 0.03, lr_min: float | None = None, batch_size: int | None = 2000, tol: float = 1e-18,
-               time_limit: float | None = None, threads: int | None = 1) -> LearnResult:
+def torch_adam(
+    X: Any,
+    Y: Any,
+    m: int,
+    *,
+    seed: Any = None,
+    restarts: int = 1,
+    max_iter: int = 3000,
+    lr: float = 0.03,
+    lr_min: float | None = None,
+    batch_size: int | None = 2000,
+    tol: float = 1e-18,
+    time_limit: float | None = None,
+    threads: int | None = 1,
+) -> LearnResult:
     """Fit m heads to (X, Y) with Adam (float64, cosine schedule from ``lr`` to ``lr_min`` over ``max_iter``
     steps; default lr·1e-3, as the numpy Adam of ``gradient_descent``); minibatches of ``batch_size``
     drawn at random (full batch when N ≤ batch_size or batch_size is None); stop a restart when the
@@ -69,7 +84,7 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
     try:
         Xt = torch.from_numpy(X3)
         Yt = torch.from_numpy(Y3)
-        y_norm = float(np.mean(Y3 ** 2)) or 1.0
+        y_norm = float(np.mean(Y3**2)) or 1.0
         best: tuple[float, np.ndarray, np.ndarray] | None = None
         best_restart = -1
         full = batch_size is None or batch_size >= n
@@ -79,8 +94,7 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
         for r in range(restarts):
             t_r = time.perf_counter()
             th = torch.tensor(gen.standard_normal((m, d, d)) / d, dtype=torch.float64, requires_grad=True)
-            w = torch.tensor(gen.standard_normal((m, d, d)) / math.sqrt(d), dtype=torch.float64,
-                             requires_grad=True)
+            w = torch.tensor(gen.standard_normal((m, d, d)) / math.sqrt(d), dtype=torch.float64, requires_grad=True)
             opt = torch.optim.Adam([th, w], lr=lr)
             it, loss_val = 0, math.inf
             for it in range(1, max_iter + 1):
@@ -108,10 +122,14 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
             with torch.no_grad():
                 final = float(torch.mean((_forward(torch, th, w, Xt) - Yt) ** 2)) / y_norm
             total_iter += it
-            phases.append(PhaseRecord(f"adam-{r}", figures={"iterations": it, "train_error": final,
-                                                             "final_lr": opt.param_groups[0]["lr"]},
-                                      time=time.perf_counter() - t_r,
-                                      status="ok" if math.isfinite(final) else "failed"))
+            phases.append(
+                PhaseRecord(
+                    f"adam-{r}",
+                    figures={"iterations": it, "train_error": final, "final_lr": opt.param_groups[0]["lr"]},
+                    time=time.perf_counter() - t_r,
+                    status="ok" if math.isfinite(final) else "failed",
+                )
+            )
             if math.isfinite(final) and (best is None or final < best[0]):
                 best = (final, th.detach().numpy().copy(), w.detach().numpy().copy())
                 best_restart = r
@@ -120,14 +138,38 @@ def torch_adam(X: Any, Y: Any, m: int, *, seed: Any = None, restarts: int = 1, m
     finally:
         torch.set_num_threads(saved_threads)
     if best is None:
-        return LearnResult(model=None, method="adam-torch", train_error=math.inf, converged=False,
-                           time=time.perf_counter() - t0, iterations=total_iter, samples_used=n, phases=phases,
-                           reason="every restart diverged", info={"implementation": "torch"})
+        return LearnResult(
+            model=None,
+            method="adam-torch",
+            train_error=math.inf,
+            converged=False,
+            time=time.perf_counter() - t0,
+            iterations=total_iter,
+            samples_used=n,
+            phases=phases,
+            reason="every restart diverged",
+            info={"implementation": "torch"},
+        )
     err, th_best, w_best = best
-    reason = ("training loss <= tol" if err <= tol else
-              "time limit" if timed_out else f"{max_iter} steps per restart done")
-    return LearnResult(model=MultiHeadAttention(th_best, w_best), method="adam-torch", train_error=err,
-                       converged=err <= tol, time=time.perf_counter() - t0, iterations=total_iter,
-                       samples_used=n, phases=phases, reason=reason,
-                       info={"implementation": "torch", "lr": lr, "lr_min": lr_min, "batch_size": batch_size,
-                             "restarts_run": len(phases), "best_restart": best_restart})
+    reason = (
+        "training loss <= tol" if err <= tol else "time limit" if timed_out else f"{max_iter} steps per restart done"
+    )
+    return LearnResult(
+        model=MultiHeadAttention(th_best, w_best),
+        method="adam-torch",
+        train_error=err,
+        converged=err <= tol,
+        time=time.perf_counter() - t0,
+        iterations=total_iter,
+        samples_used=n,
+        phases=phases,
+        reason=reason,
+        info={
+            "implementation": "torch",
+            "lr": lr,
+            "lr_min": lr_min,
+            "batch_size": batch_size,
+            "restarts_run": len(phases),
+            "best_restart": best_restart,
+        },
+    )

@@ -4,6 +4,7 @@ With per-head query/key/value rows Q_h, K_h, V_h (d_h × d blocks of ``in_proj_w
 O_h (d × d_h block of ``out_proj.weight``), torch computes Σ_h softmax(X Q_hᵀ K_h Xᵀ/√d_h) X V_hᵀ O_hᵀ, so in
 the row-vector convention Θ_h = Q_hᵀ K_h / √d_h and W_h = V_hᵀ O_hᵀ.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,8 @@ def from_torch(module: Any) -> MultiHeadAttention:
     if not (np.all(np.isfinite(w_in)) and np.all(np.isfinite(w_out))):
         raise ValueError("module weights contain NaN or inf")
     Q = w_in[:d].reshape(h, dh, d)
-    K = w_in[d:2 * d].reshape(h, dh, d)
-    V = w_in[2 * d:].reshape(h, dh, d)
+    K = w_in[d : 2 * d].reshape(h, dh, d)
+    V = w_in[2 * d :].reshape(h, dh, d)
     O = w_out.reshape(d, h, dh).transpose(1, 0, 2)  # O[h] = out_proj.weight[:, h dh:(h+1) dh]
     thetas = np.einsum("hrp,hrq->hpq", Q, K) / math.sqrt(dh)
     ws = np.einsum("hrp,hcr->hpc", V, O)
@@ -67,8 +68,9 @@ def _factor(M: np.ndarray, r: int, rtol: float, what: str) -> tuple[np.ndarray, 
     """M = L Rᵀ with L, R of shape (d, r) (balanced SVD factors, zero-padded); ValueError if rank(M) > r."""
     U, s, Vt = np.linalg.svd(M)
     if len(s) > r and s[r] > rtol * max(s[0], np.finfo(float).tiny):
-        raise ValueError(f"{what} has numerical rank above the head dimension {r} "
-                         f"(singular value {s[r]:.3g} vs largest {s[0]:.3g})")
+        raise ValueError(
+            f"{what} has numerical rank above the head dimension {r} (singular value {s[r]:.3g} vs largest {s[0]:.3g})"
+        )
     root = np.sqrt(s[:r])
     return U[:, :r] * root, Vt[:r].T * root
 
@@ -100,8 +102,9 @@ def to_torch(model: MultiHeadAttention, num_heads: int | None = None, *, rtol: f
         V[i], O[i] = lw.T, rw
     module = torch.nn.MultiheadAttention(d, m, bias=False, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
-        module.in_proj_weight.copy_(torch.from_numpy(np.concatenate(
-            [Q.reshape(d, d), K.reshape(d, d), V.reshape(d, d)], axis=0)))
+        module.in_proj_weight.copy_(
+            torch.from_numpy(np.concatenate([Q.reshape(d, d), K.reshape(d, d), V.reshape(d, d)], axis=0))
+        )
         module.out_proj.weight.copy_(torch.from_numpy(O.transpose(1, 0, 2).reshape(d, d)))
     module.eval()
     return module

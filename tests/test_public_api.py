@@ -14,9 +14,24 @@ def _keywords(fn) -> set[str]:
 
 def test_oracles_contract_imports_and_keywords() -> None:
     import oracles
-    from oracles import (AffineSubspace, Ball, Cut, EmptyBodyError, OracleBody, Polytope, SolverError,
-                         UnboundedError, affine_hull, chebyshev_center, cutting_plane, ellipsoid, linear_span,
-                         min_norm_point, solvers, width)
+    from oracles import (
+        AffineSubspace,
+        Ball,
+        Cut,
+        EmptyBodyError,
+        OracleBody,
+        Polytope,
+        SolverError,
+        UnboundedError,
+        affine_hull,
+        chebyshev_center,
+        cutting_plane,
+        ellipsoid,
+        linear_span,
+        min_norm_point,
+        solvers,
+        width,
+    )
 
     for name in oracles.__all__:  # everything advertised is importable
         assert hasattr(oracles, name), name

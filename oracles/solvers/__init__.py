@@ -11,6 +11,7 @@ Each adapter class declares what it can do (``SUPPORTS_LP``, ``SUPPORTS_QP``, ``
 ½ xᵀP x + cᵀx over the same constraints. Infeasible -> EmptyBodyError, unbounded -> UnboundedError,
 any other untrusted status -> SolverError(backend=..., status=...).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,9 +30,11 @@ from .backend_scs import ScsBackend
 _log = logging.getLogger("oracles.solvers")
 KINDS = ("lp", "qp", "conic")
 _REGISTRY: dict[str, Backend] = {b.name: b for b in (HighsBackend(), ClarabelBackend(), ScsBackend(), MosekBackend())}
-_PREFERENCE = {"lp": ("HIGHS", "MOSEK", "CLARABEL", "SCS"),
-               "qp": ("CLARABEL", "MOSEK", "SCS", "HIGHS"),
-               "conic": ("MOSEK", "CLARABEL", "SCS")}
+_PREFERENCE = {
+    "lp": ("HIGHS", "MOSEK", "CLARABEL", "SCS"),
+    "qp": ("CLARABEL", "MOSEK", "SCS", "HIGHS"),
+    "conic": ("MOSEK", "CLARABEL", "SCS"),
+}
 _probe_cache: dict[str, tuple[bool, str]] = {}
 
 
@@ -104,13 +107,26 @@ def get(solver: str | None = None, kind: str = "lp") -> Backend:
         raise SolverError(f"solver {name!r} is not usable here: {why}", backend=name, status="unavailable")
     be = _REGISTRY[name]
     if not be.supports(kind):
-        raise SolverError(f"solver {name!r} cannot solve {kind} problems (it handles {sorted(be.kinds)})",
-                          backend=name, status="unsupported")
+        raise SolverError(
+            f"solver {name!r} cannot solve {kind} problems (it handles {sorted(be.kinds)})",
+            backend=name,
+            status="unsupported",
+        )
     return be
 
 
-def solve_lp(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
-             interior: bool = False, options: dict | None = None) -> LPSolution:
+def solve_lp(
+    c,
+    A_ub=None,
+    b_ub=None,
+    A_eq=None,
+    b_eq=None,
+    bounds=None,
+    *,
+    solver: str | None = None,
+    interior: bool = False,
+    options: dict | None = None,
+) -> LPSolution:
     """min cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds (None: all free; (lo, hi); or per-variable pairs).
 
     ``interior=True`` asks for a central point of the optimal face (HiGHS IPM without crossover).
@@ -119,8 +135,18 @@ def solve_lp(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solv
     return get(solver, "lp").solve(data, interior=interior, options=options)
 
 
-def solve_qp(P, c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
-             options: dict | None = None) -> QPSolution:
+def solve_qp(
+    P,
+    c,
+    A_ub=None,
+    b_ub=None,
+    A_eq=None,
+    b_eq=None,
+    bounds=None,
+    *,
+    solver: str | None = None,
+    options: dict | None = None,
+) -> QPSolution:
     """min ½ xᵀP x + cᵀx (P symmetric PSD) s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds."""
     data = prepare(c, A_ub, b_ub, A_eq, b_eq, bounds, P=P)
     return get(solver, "qp").solve(data, options=options)
@@ -154,8 +180,18 @@ class LPModel:
     warm-starts from the previous basis). Other backends re-solve from the kept, validated data.
     """
 
-    def __init__(self, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, *, solver: str | None = None,
-                 algorithm: str = "ipm", options: dict | None = None):
+    def __init__(
+        self,
+        A_ub=None,
+        b_ub=None,
+        A_eq=None,
+        b_eq=None,
+        bounds=None,
+        *,
+        solver: str | None = None,
+        algorithm: str = "ipm",
+        options: dict | None = None,
+    ):
         from ..bodies import Polytope
 
         poly = None
@@ -177,8 +213,11 @@ class LPModel:
         self.backend = get(solver, "lp")
         self.options = options
         self._c = np.zeros(n)
-        self._kept = self.backend.kept_model(self.data, algorithm=algorithm, options=options) \
-            if self.backend.WARM_START else None
+        self._kept = (
+            self.backend.kept_model(self.data, algorithm=algorithm, options=options)
+            if self.backend.WARM_START
+            else None
+        )
         self.n_solves = 0
 
     @property
@@ -221,13 +260,39 @@ class LPModel:
         else:
             import scipy.sparse as sp
 
-            A_ub = sp.vstack([sp.csr_matrix(self.data.A_ub), sp.csr_matrix(extra.A_ub)], format="csr") \
-                if sp.issparse(self.data.A_ub) else np.vstack([self.data.A_ub, extra.A_ub])
-            self.data = ProblemData(self.data.c, A_ub, np.concatenate([self.data.b_ub, extra.b_ub]),
-                                    self.data.A_eq, self.data.b_eq, self.data.lb, self.data.ub)
+            A_ub = (
+                sp.vstack([sp.csr_matrix(self.data.A_ub), sp.csr_matrix(extra.A_ub)], format="csr")
+                if sp.issparse(self.data.A_ub)
+                else np.vstack([self.data.A_ub, extra.A_ub])
+            )
+            self.data = ProblemData(
+                self.data.c,
+                A_ub,
+                np.concatenate([self.data.b_ub, extra.b_ub]),
+                self.data.A_eq,
+                self.data.b_eq,
+                self.data.lb,
+                self.data.ub,
+            )
         return self
 
 
-__all__ = ["Backend", "ProblemData", "LPSolution", "QPSolution", "LPModel", "available", "registered", "default", "get",
-           "unavailable_reason", "capabilities", "mosek_licence_status", "solve_lp", "solve_qp", "solve_cvxpy",
-           "maximize_explicit", "KINDS"]
+__all__ = [
+    "Backend",
+    "ProblemData",
+    "LPSolution",
+    "QPSolution",
+    "LPModel",
+    "available",
+    "registered",
+    "default",
+    "get",
+    "unavailable_reason",
+    "capabilities",
+    "mosek_licence_status",
+    "solve_lp",
+    "solve_qp",
+    "solve_cvxpy",
+    "maximize_explicit",
+    "KINDS",
+]

@@ -4,6 +4,7 @@ Every backend solves   min ½ xᵀP x + cᵀx  s.t.  A_ub x <= b_ub,  A_eq x = b
 (P = 0 for an LP) and reports multipliers in one convention: ``dual_ub >= 0`` and free ``dual_eq`` with
 P x + c + A_ubᵀ dual_ub + A_eqᵀ dual_eq + (bound multipliers) = 0.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -208,8 +209,15 @@ class Backend(ABC):
     @property
     def kinds(self) -> frozenset:
         """The problem kinds ("lp", "qp", "conic") this backend declares."""
-        return frozenset(k for k, ok in (("lp", self.SUPPORTS_LP), ("qp", self.SUPPORTS_QP),
-                                         ("conic", self.SUPPORTS_CONIC and self.cvxpy_name is not None)) if ok)
+        return frozenset(
+            k
+            for k, ok in (
+                ("lp", self.SUPPORTS_LP),
+                ("qp", self.SUPPORTS_QP),
+                ("conic", self.SUPPORTS_CONIC and self.cvxpy_name is not None),
+            )
+            if ok
+        )
 
     def supports(self, problem) -> bool:
         """Whether this backend can solve ``problem``: a kind ("lp", "qp", "conic") or a ``ProblemData``
@@ -263,5 +271,8 @@ class Backend(ABC):
         return {}
 
     def fail(self, status: str, message: str = "") -> SolverError:
-        return SolverError(f"{self.name} returned status {status!r}{': ' + message if message else ''}",
-                           backend=self.name, status=status)
+        return SolverError(
+            f"{self.name} returned status {status!r}{': ' + message if message else ''}",
+            backend=self.name,
+            status=status,
+        )

@@ -1,4 +1,5 @@
 """Solving a cvxpy Problem on one of our backends, with the engine's status mapping."""
+
 from __future__ import annotations
 
 from ..errors import EmptyBodyError, SolverError, UnboundedError
@@ -13,8 +14,9 @@ def solve_problem(problem, backend: Backend, options: dict | None = None) -> flo
     try:
         problem.solve(solver=backend.cvxpy_name, **opts)
     except Exception as e:  # cvxpy.SolverError, mosek.Error, ...: never let a raw backend error escape
-        raise SolverError(f"{backend.name} failed through cvxpy: {type(e).__name__}: {e}",
-                          backend=backend.name, status="error") from e
+        raise SolverError(
+            f"{backend.name} failed through cvxpy: {type(e).__name__}: {e}", backend=backend.name, status="error"
+        ) from e
     st = problem.status
     if st in ("infeasible", "infeasible_inaccurate"):
         raise EmptyBodyError(f"{backend.name}: the body is empty ({st})")

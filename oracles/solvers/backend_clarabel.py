@@ -3,6 +3,7 @@
 Problem form: min ½ xᵀP x + qᵀx s.t. A x + s = b, s in (zero cone) x (non-negative cone); its dual z
 satisfies P x + q + Aᵀz = 0, which is already our multiplier convention.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,7 @@ def stack_conic(data: ProblemData) -> tuple[sp.csc_matrix, np.ndarray, int, int,
 
 
 def split_duals(z: np.ndarray, m_eq: int, m_ub: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.maximum(z[m_eq: m_eq + m_ub], 0.0), z[:m_eq].copy()
+    return np.maximum(z[m_eq : m_eq + m_ub], 0.0), z[:m_eq].copy()
 
 
 class ClarabelBackend(Backend):
@@ -63,5 +64,12 @@ class ClarabelBackend(Backend):
             raise self.fail(status)
         lam, mu = split_duals(np.array(sol.z, dtype=float), m_eq, m_ub)
         cls = QPSolution if data.P is not None else LPSolution
-        return cls(x, float(sol.obj_val), self.name, "optimal" if status == "Solved" else "almost_optimal",
-                   {"iterations": int(sol.iterations), "solve_time": float(sol.solve_time)}, lam, mu)
+        return cls(
+            x,
+            float(sol.obj_val),
+            self.name,
+            "optimal" if status == "Solved" else "almost_optimal",
+            {"iterations": int(sol.iterations), "solve_time": float(sol.solve_time)},
+            lam,
+            mu,
+        )

@@ -4,6 +4,7 @@ Default algorithm: interior point with crossover (fastest measured on dense 3000
 crossover ends on a vertex). ``interior=True`` turns crossover off, so the answer is a central point
 of the optimal face (a relative-interior point of the body when the objective is zero).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -54,9 +55,9 @@ class HighsBackend(Backend):
     cvxpy_name = "HIGHS"
     SUPPORTS_LP = SUPPORTS_QP = True
     SUPPORTS_CONIC = False
-    INTERIOR_SOLUTIONS = True   # IPM with crossover off
-    WARM_START = True           # HighsModel: costs changed and rows added in place, simplex warm-started
-    FIRST_ORDER_LP = True       # PDLP
+    INTERIOR_SOLUTIONS = True  # IPM with crossover off
+    WARM_START = True  # HighsModel: costs changed and rows added in place, simplex warm-started
+    FIRST_ORDER_LP = True  # PDLP
     SMALL_LP_OPTIONS = {"presolve": "off"}  # presolve costs more than it saves on small dense LPs (7 vs 11 ms)
     SPARSE_LP_OPTIONS = {"solver": "simplex"}  # iJO1366's FRT LP: 2.5 s (dual simplex) against 4.5 s (IPM)
 
@@ -120,19 +121,20 @@ class HighsBackend(Backend):
         rd = np.array(sol.row_dual, dtype=float)
         # HiGHS: c - Aᵀ row_dual - col_dual = 0; our convention c + A_ubᵀλ + A_eqᵀμ + ... = 0.
         lam = np.maximum(-rd[: data.m_ub], 0.0)
-        mu = -rd[data.m_ub:]
+        mu = -rd[data.m_ub :]
         value = float(h.getInfo().objective_function_value)
         cls = QPSolution if quadratic else LPSolution
-        info = {"ipm_iterations": int(h.getInfo().ipm_iteration_count),
-                "simplex_iterations": int(h.getInfo().simplex_iteration_count)}
+        info = {
+            "ipm_iterations": int(h.getInfo().ipm_iteration_count),
+            "simplex_iterations": int(h.getInfo().simplex_iteration_count),
+        }
         return cls(x, value, self.name, "optimal", info, lam, mu)
 
     def _split_unbounded_or_infeasible(self, data: ProblemData) -> None:
         """HiGHS sometimes cannot tell infeasible from unbounded: decide by a zero-objective solve."""
         h = self.new_model(algorithm="simplex")
         h.setOptionValue("presolve", "off")
-        self.pass_data(h, ProblemData(np.zeros(data.n), data.A_ub, data.b_ub, data.A_eq, data.b_eq,
-                                      data.lb, data.ub))
+        self.pass_data(h, ProblemData(np.zeros(data.n), data.A_ub, data.b_ub, data.A_eq, data.b_eq, data.lb, data.ub))
         h.run()
         if h.getModelStatus() == _highspy().HighsModelStatus.kOptimal:
             raise UnboundedError("HiGHS: the objective is unbounded over the feasible set")
@@ -177,8 +179,15 @@ class HighsModel:
         A = sp.csr_matrix(A)
         b = np.asarray(b, dtype=float)
         A_ub = sp.vstack([sp.csr_matrix(self.data.A_ub), A], format="csr")
-        self.data = ProblemData(self.data.c, A_ub, np.concatenate([self.data.b_ub, b]), self.data.A_eq,
-                                self.data.b_eq, self.data.lb, self.data.ub)
+        self.data = ProblemData(
+            self.data.c,
+            A_ub,
+            np.concatenate([self.data.b_ub, b]),
+            self.data.A_eq,
+            self.data.b_eq,
+            self.data.lb,
+            self.data.ub,
+        )
         if self.data.m_eq == 0:
             self.h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), b, A.nnz, A.indptr, A.indices, A.data)
         else:  # HiGHS keeps rows in order; our dual reading needs inequality rows first

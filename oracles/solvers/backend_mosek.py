@@ -4,6 +4,7 @@ cvxpy lists MOSEK as installed even without a licence, and solving then raises a
 (err_missing_license_file). So the licence is probed once (import mosek; Env(); checkoutlicense(pton),
 catching everything) and the result cached; problems go through cvxpy's MOSEK interface.
 """
+
 from __future__ import annotations
 
 import functools

@@ -3,15 +3,15 @@
 cvxpy's SCS default eps = 1e-4 is too coarse for zero-width tests at 1e-7, so this adapter uses
 eps_abs = eps_rel = 1e-9 (override with options). Same cone form and dual convention as Clarabel.
 """
+
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import EmptyBodyError
 from ._base import Backend, LPSolution, ProblemData, QPSolution
 from .backend_clarabel import split_duals, stack_conic
-
-import scipy.sparse as sp
 
 SCS_DEFAULTS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "eps_infeas": 1e-9, "max_iters": 200_000, "verbose": False}
 
@@ -47,5 +47,6 @@ class ScsBackend(Backend):
         x = np.array(sol["x"], dtype=float)
         lam, mu = split_duals(np.array(sol["y"], dtype=float), m_eq, m_ub)
         cls = QPSolution if data.P is not None else LPSolution
-        return cls(x, float(sol["info"]["pobj"]), self.name, "optimal",
-                   {"iterations": int(sol["info"]["iter"])}, lam, mu)
+        return cls(
+            x, float(sol["info"]["pobj"]), self.name, "optimal", {"iterations": int(sol["info"]["iter"])}, lam, mu
+        )

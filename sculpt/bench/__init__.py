@@ -62,10 +62,12 @@ Everything except the timing fields (``time``, ``learner_time``, ``timestamp``, 
 ``host``) is a deterministic function of the run key, whichever scheduler ran it — provided the method
 has no time limit (a time limit makes iteration counts depend on the machine).
 """
+
 from __future__ import annotations
 
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -76,19 +78,58 @@ _OPT_STR = (str, type(None))
 
 #: field -> allowed Python types after json.loads
 SCHEMA: dict[str, tuple[type, ...]] = {
-    "schema_version": (int,), "key": (str,), "trial_key": (str,), "cell_key": (str,), "regime": (str,),
-    "cell": (dict,), "seed": (int,), "method": (str,), "implementation": (str,), "options": (dict,),
-    "solver": _OPT_STR, "instance_seed": (int,), "data_seed": (int,), "method_seed": (int,),
-    "threshold": _NUM, "test_samples": (int,), "n_train": (int,), "status": (str,), "success": (bool,),
-    "test_error": _OPT_NUM, "train_error": _OPT_NUM, "validation_error": _OPT_NUM, "theta_error": _OPT_NUM,
-    "w_error": _OPT_NUM, "permutation": (list, type(None)), "samples_used": _OPT_INT, "iterations": _OPT_INT,
-    "converged": (bool, type(None)), "result_method": _OPT_STR, "reason": (str,), "phases": (list,),
-    "info": (dict,), "data_digest": _OPT_STR, "error": _OPT_STR, "time": _OPT_NUM, "learner_time": _OPT_NUM,
-    "versions": (dict,), "host": (str,), "timestamp": (str,),
+    "schema_version": (int,),
+    "key": (str,),
+    "trial_key": (str,),
+    "cell_key": (str,),
+    "regime": (str,),
+    "cell": (dict,),
+    "seed": (int,),
+    "method": (str,),
+    "implementation": (str,),
+    "options": (dict,),
+    "solver": _OPT_STR,
+    "instance_seed": (int,),
+    "data_seed": (int,),
+    "method_seed": (int,),
+    "threshold": _NUM,
+    "test_samples": (int,),
+    "n_train": (int,),
+    "status": (str,),
+    "success": (bool,),
+    "test_error": _OPT_NUM,
+    "train_error": _OPT_NUM,
+    "validation_error": _OPT_NUM,
+    "theta_error": _OPT_NUM,
+    "w_error": _OPT_NUM,
+    "permutation": (list, type(None)),
+    "samples_used": _OPT_INT,
+    "iterations": _OPT_INT,
+    "converged": (bool, type(None)),
+    "result_method": _OPT_STR,
+    "reason": (str,),
+    "phases": (list,),
+    "info": (dict,),
+    "data_digest": _OPT_STR,
+    "error": _OPT_STR,
+    "time": _OPT_NUM,
+    "learner_time": _OPT_NUM,
+    "versions": (dict,),
+    "host": (str,),
+    "timestamp": (str,),
 }
 CELL_FIELDS: dict[str, tuple[type, ...]] = {
-    "regime": (str,), "d": (int,), "k": (int,), "m": (int,), "N": (int,), "n_factor": _OPT_NUM,
-    "scale": _NUM, "distribution": (str,), "noise": _NUM, "weak_head": _OPT_NUM, "separation": _OPT_NUM,
+    "regime": (str,),
+    "d": (int,),
+    "k": (int,),
+    "m": (int,),
+    "N": (int,),
+    "n_factor": _OPT_NUM,
+    "scale": _NUM,
+    "distribution": (str,),
+    "noise": _NUM,
+    "weak_head": _OPT_NUM,
+    "separation": _OPT_NUM,
 }
 STATUSES = ("ok", "no-model", "refused", "error")
 #: fields that vary between identical runs (excluded when comparing schedulers)
@@ -148,5 +189,4 @@ def strip_timings(value: Any) -> Any:
     return value
 
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "CELL_FIELDS", "STATUSES", "TIMING_FIELDS", "validate_record",
-           "strip_timings"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "CELL_FIELDS", "STATUSES", "TIMING_FIELDS", "validate_record", "strip_timings"]

@@ -28,6 +28,7 @@ A block may also override ``seeds``, ``methods``, ``threshold``, ``test_samples`
 ``method_options``. Seeds are derived from the instance, never from the position in the grid, so any
 trial can be re-run alone (see :func:`derive_seed`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -44,14 +45,23 @@ from typing import Any
 
 from .methods import registered
 
-__all__ = ["Cell", "RunSpec", "Grid", "load_grid", "grid_from_dict", "builtin_grid", "builtin_grids",
-           "GRID_FOLDER", "derive_seed", "ALL_METHODS"]
+__all__ = [
+    "Cell",
+    "RunSpec",
+    "Grid",
+    "load_grid",
+    "grid_from_dict",
+    "builtin_grid",
+    "builtin_grids",
+    "GRID_FOLDER",
+    "derive_seed",
+    "ALL_METHODS",
+]
 
 ALL_METHODS: tuple[str, ...] = ("sculpt", "auto", "exact", "lbfgs-growing", "lbfgs", "adam")
 GRID_FOLDER = "grids"  # package data of sculpt.bench: the built-in grids <name>.toml
 
-_CELL_FIELDS = ("regime", "d", "k", "m", "N", "n_factor", "scale", "distribution", "noise", "weak_head",
-                "separation")
+_CELL_FIELDS = ("regime", "d", "k", "m", "N", "n_factor", "scale", "distribution", "noise", "weak_head", "separation")
 _BLOCK_ONLY = ("seeds", "methods", "threshold", "test_samples", "method_options")
 _TOP_LEVEL = ("name", "description") + _BLOCK_ONLY + ("cells",)
 MAX_CELLS = 100_000  # cells one grid may expand to (the product of a block's lists)
@@ -98,8 +108,10 @@ class Cell:
     @property
     def instance_key(self) -> str:
         """What the planted layer depends on (not N, not the noise, not the regime label)."""
-        return (f"d{self.d}k{self.k}m{self.m}:scale{_fmt(self.scale)}:{self.distribution}"
-                f":weak{_fmt(self.weak_head)}:sep{_fmt(self.separation)}")
+        return (
+            f"d{self.d}k{self.k}m{self.m}:scale{_fmt(self.scale)}:{self.distribution}"
+            f":weak{_fmt(self.weak_head)}:sep{_fmt(self.separation)}"
+        )
 
     @property
     def key(self) -> str:
@@ -134,8 +146,11 @@ class RunSpec:
     def options_digest(self) -> str:
         """Eight hex digits of the method options, threshold and test size, so that runs with changed
         settings are not mistaken for done ones."""
-        text = json.dumps({"options": dict(self.options), "threshold": self.threshold,
-                           "test_samples": self.test_samples}, sort_keys=True, default=str)
+        text = json.dumps(
+            {"options": dict(self.options), "threshold": self.threshold, "test_samples": self.test_samples},
+            sort_keys=True,
+            default=str,
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
     @property
@@ -165,9 +180,9 @@ class Grid:
 
     name: str
     cells: list[Cell]
-    seeds: dict[str, list[int]]                 # cell key -> seeds
-    methods: dict[str, list[str]]               # cell key -> methods
-    method_options: dict[str, dict[str, dict[str, Any]]]   # cell key -> method -> options
+    seeds: dict[str, list[int]]  # cell key -> seeds
+    methods: dict[str, list[str]]  # cell key -> methods
+    method_options: dict[str, dict[str, dict[str, Any]]]  # cell key -> method -> options
     threshold: dict[str, float]
     test_samples: dict[str, int]
     description: str = ""
@@ -186,8 +201,16 @@ class Grid:
                 for method in ms:
                     if method == "exact" and cell.m != 1:
                         continue
-                    out.append(RunSpec(cell, seed, method, self.method_options[cell.key].get(method, {}),
-                                       self.threshold[cell.key], self.test_samples[cell.key]))
+                    out.append(
+                        RunSpec(
+                            cell,
+                            seed,
+                            method,
+                            self.method_options[cell.key].get(method, {}),
+                            self.threshold[cell.key],
+                            self.test_samples[cell.key],
+                        )
+                    )
         return out
 
     def with_seeds(self, n: int) -> Grid:
@@ -242,8 +265,9 @@ def _check_cell(c: Cell, where: str) -> None:
 def _expand_block(block: Mapping[str, Any], where: str) -> list[Cell]:
     unknown = set(block) - set(_CELL_FIELDS) - set(_BLOCK_ONLY)
     if unknown:
-        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: "
-                         f"{sorted(set(_CELL_FIELDS) | set(_BLOCK_ONLY))}")
+        raise ValueError(
+            f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(set(_CELL_FIELDS) | set(_BLOCK_ONLY))}"
+        )
     for name in ("d", "k", "m"):
         if name not in block:
             raise ValueError(f"{where}: missing field {name!r}")
@@ -290,8 +314,17 @@ def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
             raise ValueError(f"grid: {key} must be a string, got {spec[key]!r}")
     default_methods = _methods(spec.get("methods", list(ALL_METHODS)), "grid")
     default_opts = _method_options(spec.get("method_options", {}), "grid")
-    grid = Grid(name=name or str(spec.get("name", "grid")), cells=[], seeds={}, methods={}, method_options={},
-                threshold={}, test_samples={}, description=str(spec.get("description", "")), source=dict(spec))
+    grid = Grid(
+        name=name or str(spec.get("name", "grid")),
+        cells=[],
+        seeds={},
+        methods={},
+        method_options={},
+        threshold={},
+        test_samples={},
+        description=str(spec.get("description", "")),
+        source=dict(spec),
+    )
     for i, block in enumerate(blocks):
         where = f"grid cells[{i}]"
         if not isinstance(block, Mapping):
@@ -380,7 +413,9 @@ def load_grid(path: str | Path) -> Grid:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"grid file {p}: not UTF-8 text (byte {raw[exc.start]:#04x} at position {exc.start})") from None
+        raise ValueError(
+            f"grid file {p}: not UTF-8 text (byte {raw[exc.start]:#04x} at position {exc.start})"
+        ) from None
     spec = _parse(text, p.suffix.lower(), str(p))
     try:
         return grid_from_dict(spec, name=spec.get("name", p.stem))
@@ -391,7 +426,7 @@ def load_grid(path: str | Path) -> Grid:
 def builtin_grids() -> list[str]:
     """Names of the grids shipped as package data in ``sculpt/bench/grids/`` (e.g. "default", "quick")."""
     folder = resources.files("sculpt.bench") / GRID_FOLDER
-    return sorted(e.name[:-len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml"))
+    return sorted(e.name[: -len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml"))
 
 
 def builtin_grid(name: str) -> Grid:
@@ -399,7 +434,8 @@ def builtin_grid(name: str) -> Grid:
     works from an installed wheel as from a checkout."""
     entry = resources.files("sculpt.bench") / GRID_FOLDER / f"{name}.toml"
     if not entry.is_file():
-        raise ValueError(f"no built-in grid {name!r}; built-in grids: {', '.join(builtin_grids())} "
-                         f"(or pass --grid FILE)")
+        raise ValueError(
+            f"no built-in grid {name!r}; built-in grids: {', '.join(builtin_grids())} (or pass --grid FILE)"
+        )
     spec = _parse(entry.read_text(encoding="utf-8"), ".toml", f"sculpt/bench/{GRID_FOLDER}/{name}.toml")
     return grid_from_dict(spec, name=spec.get("name", name))

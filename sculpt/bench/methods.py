@@ -12,10 +12,12 @@
 :func:`register` adds a method (tests use it for cheap stand-ins); imports are lazy so a sweep only loads
 what it runs.
 """
+
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..result import LearnResult
 
@@ -25,11 +27,16 @@ Method = Callable[..., LearnResult]
 _REGISTRY: dict[str, Method] = {}
 _WARM_UPS: dict[str, Callable[[], None]] = {}
 _WARMED: set[str] = set()
-_REQUIRES: dict[str, Callable[[Any], "str | None"]] = {}
+_REQUIRES: dict[str, Callable[[Any], str | None]] = {}
 
 
-def register(name: str, fn: Method, *, warm: Callable[[], None] | None = None,
-             requires: Callable[[Any], "str | None"] | None = None) -> None:
+def register(
+    name: str,
+    fn: Method,
+    *,
+    warm: Callable[[], None] | None = None,
+    requires: Callable[[Any], str | None] | None = None,
+) -> None:
     """Make ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult`` runnable under ``name``; ``warm``
     (optional) does the one-off work of a process (imports, first-call set-up) outside the timed call;
     ``requires(cell)`` (optional) returns why the method refuses a cell (e.g. too few examples), or None."""
@@ -144,7 +151,7 @@ def _warm_adam() -> None:
     _adam(X, Y, 1, seed=0, max_iter=2)
 
 
-def _requires(route: str) -> Callable[[Any], "str | None"]:
+def _requires(route: str) -> Callable[[Any], str | None]:
     def check(cell: Any) -> str | None:
         from ..learner import min_examples
 
@@ -152,8 +159,10 @@ def _requires(route: str) -> Callable[[Any], "str | None"]:
             return f"the exact route needs m = 1 and 2 <= k < d, got (d, k, m) = ({cell.d}, {cell.k}, {cell.m})"
         need = min_examples(route, cell.d, cell.k, cell.m)
         if cell.N < need:
-            return f"learn(method={route!r}) needs N >= {need} examples for (d, k, m) = " \
-                   f"({cell.d}, {cell.k}, {cell.m}), got N = {cell.N}"
+            return (
+                f"learn(method={route!r}) needs N >= {need} examples for (d, k, m) = "
+                f"({cell.d}, {cell.k}, {cell.m}), got N = {cell.N}"
+            )
         return None
 
     return check

@@ -6,13 +6,15 @@
 - ``phases_vs_N.png``: the sculpting learner's phase diagnostics against N — acceptance rate of the
   sculpting rows, principal angle between the estimated and the true span, relative ΣW error.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import math
 import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .grid import ALL_METHODS
 
@@ -75,7 +77,9 @@ def _sum_w_error(record: dict[str, Any]) -> float | None:
 
 #: diagnostic name -> extractor from a record (None when the record lacks it)
 DIAGNOSTICS: dict[str, Callable[[dict[str, Any]], float | None]] = {
-    "acceptance rate": _acceptance, "span angle (degrees)": _span_angle, "ΣW relative error": _sum_w_error,
+    "acceptance rate": _acceptance,
+    "span angle (degrees)": _span_angle,
+    "ΣW relative error": _sum_w_error,
 }
 
 
@@ -83,8 +87,12 @@ def phase_diagnostics(record: dict[str, Any]) -> dict[str, float | None]:
     return {name: fn(record) for name, fn in DIAGNOSTICS.items()}
 
 
-_STYLE = {"sculpt": ("tab:blue", "o"), "exact": ("tab:green", "s"), "lbfgs": ("tab:orange", "^"),
-          "adam": ("tab:red", "v")}
+_STYLE = {
+    "sculpt": ("tab:blue", "o"),
+    "exact": ("tab:green", "s"),
+    "lbfgs": ("tab:orange", "^"),
+    "adam": ("tab:red", "v"),
+}
 
 
 def _style(method: str, i: int) -> dict[str, Any]:
@@ -95,14 +103,28 @@ def _style(method: str, i: int) -> dict[str, Any]:
 def _family(cell: dict[str, Any]) -> tuple[Any, ...]:
     """The instance family of a cell: everything but N and the regime label (so that e.g. the small-N
     cells and the generic cell of the same (d, k, m) form one success-vs-N curve)."""
-    return (cell["d"], cell["k"], cell["m"], cell["scale"], cell["distribution"], cell["noise"],
-            cell.get("weak_head"), cell.get("separation"))
+    return (
+        cell["d"],
+        cell["k"],
+        cell["m"],
+        cell["scale"],
+        cell["distribution"],
+        cell["noise"],
+        cell.get("weak_head"),
+        cell.get("separation"),
+    )
 
 
 def _family_label(fam: tuple[Any, ...]) -> str:
     d, k, m, scale, law, noise, weak, sep = fam
-    extra = "".join([f" weak {weak:g}" if weak else "", f" sep {sep:g}" if sep else "",
-                     f" noise {noise:g}" if noise else "", "" if law == "boolean" else f" {law}"])
+    extra = "".join(
+        [
+            f" weak {weak:g}" if weak else "",
+            f" sep {sep:g}" if sep else "",
+            f" noise {noise:g}" if noise else "",
+            "" if law == "boolean" else f" {law}",
+        ]
+    )
     return f"({d},{k},{m}) ‖Θ‖={scale:g}{extra}"
 
 
@@ -164,8 +186,13 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
                 if m in per_method:
                     ns = sorted(per_method[m])
                     shift = 1 + 0.03 * (i - (len(methods) - 1) / 2)  # side by side, not on top of each other
-                    ax.plot([n * shift for n in ns], [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns],
-                            "-", label=m, **_style(m, i))
+                    ax.plot(
+                        [n * shift for n in ns],
+                        [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns],
+                        "-",
+                        label=m,
+                        **_style(m, i),
+                    )
             _log_x(ax, [n for per in per_method.values() for n in per])
             ax.set_ylim(-0.05, 1.05)
             ax.set_xlabel("N (examples)")
@@ -191,8 +218,14 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
                 if pts:
                     jitter = 1 + 0.015 * (i - (len(methods) - 1) / 2)
                     st = _style(m, i)
-                    ax.scatter([p[0] * jitter for p in pts], [max(p[1], 1e-4) for p in pts], label=m, s=18,
-                               color=st["color"], marker=st["marker"])
+                    ax.scatter(
+                        [p[0] * jitter for p in pts],
+                        [max(p[1], 1e-4) for p in pts],
+                        label=m,
+                        s=18,
+                        color=st["color"],
+                        marker=st["marker"],
+                    )
             ax.set_yscale("log")
             ax.set_xlabel(size)
             ax.set_ylabel("median wall time per cell (s)")
@@ -214,8 +247,7 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
             for fam, pts in series.items():
                 ns = sorted({n for n, _ in pts})
                 med = [statistics.median(v for n2, v in pts if n2 == n) for n in ns]
-                ax.plot(ns, med, "o-", label=_family_label(fam[:-1]) + ("" if fam[-1] == "sculpt" else
-                                                                        f" [{fam[-1]}]"))
+                ax.plot(ns, med, "o-", label=_family_label(fam[:-1]) + ("" if fam[-1] == "sculpt" else f" [{fam[-1]}]"))
             _log_x(ax, [n for pts in series.values() for n, _ in pts])
             if name == "acceptance rate":
                 ax.set_ylim(0, 1.05)

@@ -7,13 +7,15 @@ being ``lbfgs-growing`` (L-BFGS on growing subsets until exact on held-out data)
 ``lbfgs`` (times of runs
 that ended with status "ok" only).
 """
+
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .grid import ALL_METHODS
 
@@ -21,13 +23,18 @@ __all__ = ["MethodStats", "CellSummary", "summarize", "markdown_table", "render_
 
 REGIME_NOTES: dict[str, str] = {
     "generic": "planted instances of the default generator",
-    "small-N": ("N at 1.2-3x the parameter count 2md/k (docs/method.md#gd-failure-regimes, item 1: random-init L-BFGS "
-                "failing here)"),
+    "small-N": (
+        "N at 1.2-3x the parameter count 2md/k (docs/method.md#gd-failure-regimes, item 1: random-init L-BFGS "
+        "failing here)"
+    ),
     "weak-head": "one head's W 100x smaller (docs/method.md#gd-failure-regimes, item 2: a derivative-head valley for GD)",
-    "near-identical": ("heads at relative Θ separation 0.03 (docs/method.md#gd-failure-regimes, item 3: a merged-head valley "
-                       "for GD)"),
-    "peaked": ("very peaked attention, ‖Θ_i‖_F = 40 (docs/method.md#gd-failure-regimes, item 4: GD ill-conditioning; that "
-               "study used independent heads, plant() shares a component Θ_0)"),
+    "near-identical": (
+        "heads at relative Θ separation 0.03 (docs/method.md#gd-failure-regimes, item 3: a merged-head valley for GD)"
+    ),
+    "peaked": (
+        "very peaked attention, ‖Θ_i‖_F = 40 (docs/method.md#gd-failure-regimes, item 4: GD ill-conditioning; that "
+        "study used independent heads, plant() shares a component Θ_0)"
+    ),
     "noisy": "label noise; success threshold raised to the noise floor",
     "gaussian": "Gaussian instead of ±1 inputs",
 }
@@ -80,17 +87,23 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[CellSummary]:
     for (ck, method), rs in by.items():
         peer = "lbfgs-growing" if (ck, "lbfgs-growing") in by else "lbfgs"
         lbfgs_time = {r["trial_key"]: r.get("time") for r in by.get((ck, peer), []) if r.get("status") == "ok"}
-        ratios = [r["time"] / lbfgs_time[r["trial_key"]] for r in rs
-                  if r.get("status") == "ok" and r.get("time") is not None and lbfgs_time.get(r["trial_key"])]
+        ratios = [
+            r["time"] / lbfgs_time[r["trial_key"]]
+            for r in rs
+            if r.get("status") == "ok" and r.get("time") is not None and lbfgs_time.get(r["trial_key"])
+        ]
         cells[ck].methods[method] = MethodStats(
-            runs=len(rs), successes=sum(bool(r.get("success")) for r in rs),
+            runs=len(rs),
+            successes=sum(bool(r.get("success")) for r in rs),
             errors=sum(r.get("status") == "error" for r in rs),
             refused=sum(r.get("status") == "refused" for r in rs),
             median_test=_median(r["test_error"] if r.get("test_error") is not None else math.inf for r in rs),
             median_theta=_median(r.get("theta_error") for r in rs),
             median_w=_median(r.get("w_error") for r in rs),
             median_time=_median(r.get("time") for r in rs if r.get("status") == "ok"),
-            ratio_lbfgs=_median(ratios), median_samples=_median(r.get("samples_used") for r in rs))
+            ratio_lbfgs=_median(ratios),
+            median_samples=_median(r.get("samples_used") for r in rs),
+        )
     return list(cells.values())
 
 
@@ -135,8 +148,15 @@ def markdown_table(cells: Sequence[CellSummary], methods: Sequence[str] | None =
         head += [f"{m} succ", f"{m} err", f"{m} s", f"{m} ×lb"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
-        row = [_regime(c.cell), f"({c.cell['d']},{c.cell['k']},{c.cell['m']})", _n(c.cell),
-               f"{c.cell['scale']:g}", c.cell["distribution"], f"{c.cell['noise']:g}", str(len(c.seeds))]
+        row = [
+            _regime(c.cell),
+            f"({c.cell['d']},{c.cell['k']},{c.cell['m']})",
+            _n(c.cell),
+            f"{c.cell['scale']:g}",
+            c.cell["distribution"],
+            f"{c.cell['noise']:g}",
+            str(len(c.seeds)),
+        ]
         for m in methods:
             s = c.methods.get(m)
             if s is None:
@@ -157,15 +177,19 @@ def parameter_table(cells: Sequence[CellSummary], methods: Sequence[str]) -> str
         row = [_regime(c.cell), f"({c.cell['d']},{c.cell['k']},{c.cell['m']})", str(c.cell["N"])]
         for m in methods:
             s = c.methods.get(m)
-            row.append("—" if s is None else
-                       f"{_e(s.median_theta)} / {_e(s.median_w)} / "
-                       f"{'—' if s.median_samples is None else f'{s.median_samples:.0f}'}")
+            row.append(
+                "—"
+                if s is None
+                else f"{_e(s.median_theta)} / {_e(s.median_w)} / "
+                f"{'—' if s.median_samples is None else f'{s.median_samples:.0f}'}"
+            )
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-def render_summary(records: Sequence[dict[str, Any]], *, title: str = "Recovery benchmark",
-                   context: dict[str, Any] | None = None) -> str:
+def render_summary(
+    records: Sequence[dict[str, Any]], *, title: str = "Recovery benchmark", context: dict[str, Any] | None = None
+) -> str:
     """The whole summary.md text: context, the main table, parameter errors, regime notes, errors."""
     cells = summarize(records)
     seen = {m for c in cells for m in c.methods}
@@ -174,14 +198,20 @@ def render_summary(records: Sequence[dict[str, Any]], *, title: str = "Recovery 
     parts = [f"# {title}", ""]
     for k, v in (context or {}).items():
         parts.append(f"- {k}: {v}")
-    parts += [f"- runs: {len(records)}, cells: {len(cells)}, methods: {', '.join(methods)}",
-              f"- success: test relative MSE on fresh noise-free inputs ≤ "
-              f"{', '.join(f'{t:g}' for t in thresholds)}",
-              "- columns per method: succ = successes/runs; err = median test relative MSE (no model = inf); "
-              "s = median wall seconds of completed runs; ×lb = median per-trial time ratio to the gradient peer "
-              "(lbfgs-growing when run, else lbfgs)", "",
-              markdown_table(cells, methods), "", "## Head-matched parameter errors (medians)", "",
-              parameter_table(cells, methods), ""]
+    parts += [
+        f"- runs: {len(records)}, cells: {len(cells)}, methods: {', '.join(methods)}",
+        f"- success: test relative MSE on fresh noise-free inputs ≤ {', '.join(f'{t:g}' for t in thresholds)}",
+        "- columns per method: succ = successes/runs; err = median test relative MSE (no model = inf); "
+        "s = median wall seconds of completed runs; ×lb = median per-trial time ratio to the gradient peer "
+        "(lbfgs-growing when run, else lbfgs)",
+        "",
+        markdown_table(cells, methods),
+        "",
+        "## Head-matched parameter errors (medians)",
+        "",
+        parameter_table(cells, methods),
+        "",
+    ]
     regimes = sorted({c.cell["regime"] for c in cells})
     notes = [f"- **{r}**: {REGIME_NOTES[r]}" for r in regimes if r in REGIME_NOTES]
     if notes:

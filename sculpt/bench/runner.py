@@ -5,16 +5,18 @@ same folder loads the file and skips every run whose key is present (a torn last
 interrupted write is dropped). Records do not depend on the scheduler: each run derives all of its
 randomness from its key (:class:`sculpt.bench.grid.RunSpec`).
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TextIO
+from typing import Any, TextIO
 
 from ..toolkit import ProgressBar, dumps
 from .grid import Grid, RunSpec
@@ -75,8 +77,9 @@ class Progress:
     """Runs finished out of those to do, on ``stream`` (stderr) through ``sculpt.toolkit.ProgressBar``:
     a tqdm bar on a terminal when tqdm is installed, otherwise one plain line per finished run."""
 
-    def __init__(self, total: int, *, skipped: int = 0, stream: TextIO | None = None, enabled: bool = True,
-                 width: int = 30):
+    def __init__(
+        self, total: int, *, skipped: int = 0, stream: TextIO | None = None, enabled: bool = True, width: int = 30
+    ):
         self.total, self.skipped, self.ok, self.failed = total, skipped, 0, 0
         self.enabled = enabled
         self._bar: ProgressBar | None = None
@@ -98,8 +101,10 @@ class Progress:
         self.ok += bool(record.get("success"))
         self.failed += record.get("status") == "error"
         mark = "ok" if record.get("success") else ("ERROR" if record.get("status") == "error" else "fail")
-        self._bar.advance(f"success {self.ok} errors {self.failed} | "
-                          f"{record.get('trial_key', '?')} {record.get('method', '?')}: {mark}")
+        self._bar.advance(
+            f"success {self.ok} errors {self.failed} | "
+            f"{record.get('trial_key', '?')} {record.get('method', '?')}: {mark}"
+        )
 
     def close(self) -> None:
         if self._bar is not None:
@@ -122,8 +127,13 @@ def _single_threaded_children() -> Iterator[None]:
                 os.environ[v] = old
 
 
-def execute(specs: list[RunSpec], *, scheduler: str = "local", workers: int | None = None,
-            fn: Callable[[RunSpec], dict[str, Any]] = run_trial) -> Iterator[dict[str, Any]]:
+def execute(
+    specs: list[RunSpec],
+    *,
+    scheduler: str = "local",
+    workers: int | None = None,
+    fn: Callable[[RunSpec], dict[str, Any]] = run_trial,
+) -> Iterator[dict[str, Any]]:
     """Yield ``fn(spec)`` for every spec as runs finish (any order).
 
     ``scheduler``: "serial" (this process), "local" (a pool of ``workers`` processes; one worker means
@@ -142,8 +152,9 @@ def execute(specs: list[RunSpec], *, scheduler: str = "local", workers: int | No
         import multiprocessing as mp
 
         with _single_threaded_children():
-            pool = ProcessPoolExecutor(max_workers=min(workers or default_workers(), len(specs)),
-                                       mp_context=mp.get_context("spawn"))
+            pool = ProcessPoolExecutor(
+                max_workers=min(workers or default_workers(), len(specs)), mp_context=mp.get_context("spawn")
+            )
             try:
                 futures = [pool.submit(fn, spec) for spec in specs]
                 for fut in as_completed(futures):
@@ -154,18 +165,24 @@ def execute(specs: list[RunSpec], *, scheduler: str = "local", workers: int | No
         yield from _execute_dask(specs, scheduler, fn)
 
 
-def _execute_dask(specs: list[RunSpec], address: str, fn: Callable[[RunSpec], dict[str, Any]],
-                  connect_timeout: str = "20s") -> Iterator[dict[str, Any]]:
+def _execute_dask(
+    specs: list[RunSpec], address: str, fn: Callable[[RunSpec], dict[str, Any]], connect_timeout: str = "20s"
+) -> Iterator[dict[str, Any]]:
     try:
-        from distributed import Client, as_completed as dask_completed
+        from distributed import Client
+        from distributed import as_completed as dask_completed
     except ImportError:
-        raise RuntimeError(f"--scheduler {address} needs dask.distributed, which is not installed; "
-                           f"install the extra (pip install 'sculpt[dask]') or use --scheduler local") from None
+        raise RuntimeError(
+            f"--scheduler {address} needs dask.distributed, which is not installed; "
+            f"install the extra (pip install 'sculpt[dask]') or use --scheduler local"
+        ) from None
     try:
         client = Client(address, timeout=connect_timeout)
     except (OSError, TimeoutError) as exc:
-        raise RuntimeError(f"--scheduler {address}: cannot reach the dask scheduler ({type(exc).__name__}: "
-                           f"{exc}); start one (dask scheduler) or use --scheduler local") from None
+        raise RuntimeError(
+            f"--scheduler {address}: cannot reach the dask scheduler ({type(exc).__name__}: "
+            f"{exc}); start one (dask scheduler) or use --scheduler local"
+        ) from None
     try:
         futures = client.map(fn, specs, pure=False)
         try:
@@ -191,10 +208,19 @@ class SweepResult:
     error_messages: list[str] = field(default_factory=list)
 
 
-def run_sweep(grid: Grid, out: str | Path, *, methods: Iterable[str] | None = None, scheduler: str = "local",
-              workers: int | None = None, progress: bool = True, retry_errors: bool = False,
-              stream: TextIO | None = None, fn: Callable[[RunSpec], dict[str, Any]] = run_trial,
-              only: str | None = None) -> SweepResult:
+def run_sweep(
+    grid: Grid,
+    out: str | Path,
+    *,
+    methods: Iterable[str] | None = None,
+    scheduler: str = "local",
+    workers: int | None = None,
+    progress: bool = True,
+    retry_errors: bool = False,
+    stream: TextIO | None = None,
+    fn: Callable[[RunSpec], dict[str, Any]] = run_trial,
+    only: str | None = None,
+) -> SweepResult:
     """Run every run of ``grid`` (restricted to ``methods``, and to keys containing ``only``) whose key is
     not yet in <out>/trials.jsonl, appending records as they finish; runs that ended in status "error" are
     redone if ``retry_errors``."""
@@ -220,6 +246,13 @@ def run_sweep(grid: Grid, out: str | Path, *, methods: Iterable[str] | None = No
             bar.update(record)
     finally:
         bar.close()
-    return SweepResult(out=out, records=[done[k] for k in keys if k in done], planned=len(plan),
-                       skipped=len(plan) - len(todo), ran=len(todo), errors=len(errors),
-                       wall=time.perf_counter() - t0, error_messages=errors)
+    return SweepResult(
+        out=out,
+        records=[done[k] for k in keys if k in done],
+        planned=len(plan),
+        skipped=len(plan) - len(todo),
+        ran=len(todo),
+        errors=len(errors),
+        wall=time.perf_counter() - t0,
+        error_messages=errors,
+    )

@@ -4,6 +4,7 @@ The trial (cell, seed) fixes the data; every method of the trial sees the same X
 ``data_digest`` shows it). Scoring on ``test_samples`` fresh noise-free inputs:
 test relative MSE = Σ‖F̂(X) − F(X)‖² / Σ‖F(X)‖², success ⇔ test relative MSE ≤ threshold (1e-12).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,17 @@ from . import SCHEMA_VERSION
 from .grid import Cell, RunSpec
 from .methods import adam_implementation, get_method, refusal, warm_up
 
-__all__ = ["Problem", "make_problem", "run_trial", "spec_from_record", "predict", "score", "relative_mse",
-           "versions", "jsonable"]
+__all__ = [
+    "Problem",
+    "make_problem",
+    "run_trial",
+    "spec_from_record",
+    "predict",
+    "score",
+    "relative_mse",
+    "versions",
+    "jsonable",
+]
 
 
 @dataclass
@@ -74,11 +84,10 @@ def make_problem(spec: RunSpec) -> Problem:
     if c.separation is not None:
         plant_kw["separation"] = c.separation
     truth = plant(c.d, c.k, c.m, **plant_kw)
-    train_rng, noise_rng, test_rng = (np.random.default_rng(s)
-                                      for s in np.random.SeedSequence(spec.data_seed).spawn(3))
+    train_rng, noise_rng, test_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(spec.data_seed).spawn(3))
     X = sample_inputs(c.N, c.k, c.d, rng=train_rng, distribution=c.distribution)
     F = predict(truth, X)
-    Y = F + c.noise * float(np.sqrt(np.mean(F ** 2))) * noise_rng.standard_normal(F.shape) if c.noise else F
+    Y = F + c.noise * float(np.sqrt(np.mean(F**2))) * noise_rng.standard_normal(F.shape) if c.noise else F
     X_test = sample_inputs(spec.test_samples, c.k, c.d, rng=test_rng, distribution=c.distribution)
     return Problem(truth, X, Y, X_test, predict(truth, X_test))
 
@@ -94,8 +103,7 @@ def _distance(truth: Any, model: Any) -> tuple[float | None, float | None, list[
     dist = truth.distance(model)
     get = (lambda k: dist.get(k)) if isinstance(dist, dict) else (lambda k: getattr(dist, k, None))
     perm = get("permutation")
-    return (jsonable(get("theta_error")), jsonable(get("w_error")),
-            None if perm is None else [int(p) for p in perm])
+    return (jsonable(get("theta_error")), jsonable(get("w_error")), None if perm is None else [int(p) for p in perm])
 
 
 def run_trial(spec: RunSpec) -> dict[str, Any]:
@@ -103,17 +111,44 @@ def run_trial(spec: RunSpec) -> dict[str, Any]:
     gives a record with status "error" and the exception text; the sweep goes on."""
     c = spec.cell
     record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "key": spec.key, "trial_key": spec.trial_key, "cell_key": c.key,
-        "regime": c.regime, "cell": c.to_dict(), "seed": spec.seed, "method": spec.method,
+        "schema_version": SCHEMA_VERSION,
+        "key": spec.key,
+        "trial_key": spec.trial_key,
+        "cell_key": c.key,
+        "regime": c.regime,
+        "cell": c.to_dict(),
+        "seed": spec.seed,
+        "method": spec.method,
         "implementation": adam_implementation() if spec.method == "adam" else spec.method,
-        "options": jsonable(dict(spec.options)), "solver": spec.options.get("solver"),
-        "instance_seed": spec.instance_seed, "data_seed": spec.data_seed, "method_seed": spec.method_seed,
-        "threshold": spec.threshold, "test_samples": spec.test_samples, "n_train": c.N,
-        "status": "error", "success": False, "test_error": None, "train_error": None,
-        "validation_error": None, "theta_error": None, "w_error": None, "permutation": None,
-        "samples_used": None, "iterations": None, "converged": None, "result_method": None, "reason": "",
-        "phases": [], "info": {}, "data_digest": None, "error": None, "time": None, "learner_time": None,
-        "versions": versions(), "host": platform.node(),
+        "options": jsonable(dict(spec.options)),
+        "solver": spec.options.get("solver"),
+        "instance_seed": spec.instance_seed,
+        "data_seed": spec.data_seed,
+        "method_seed": spec.method_seed,
+        "threshold": spec.threshold,
+        "test_samples": spec.test_samples,
+        "n_train": c.N,
+        "status": "error",
+        "success": False,
+        "test_error": None,
+        "train_error": None,
+        "validation_error": None,
+        "theta_error": None,
+        "w_error": None,
+        "permutation": None,
+        "samples_used": None,
+        "iterations": None,
+        "converged": None,
+        "result_method": None,
+        "reason": "",
+        "phases": [],
+        "info": {},
+        "data_digest": None,
+        "error": None,
+        "time": None,
+        "learner_time": None,
+        "versions": versions(),
+        "host": platform.node(),
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     try:
@@ -138,12 +173,21 @@ def run_trial(spec: RunSpec) -> dict[str, Any]:
         return record
     record["time"] = time.perf_counter() - t0
     summary = jsonable(result.to_dict())
-    record.update({
-        "status": "ok", "train_error": summary["train_error"], "validation_error": summary["validation_error"],
-        "samples_used": summary["samples_used"], "iterations": summary["iterations"],
-        "converged": summary["converged"], "result_method": summary["method"], "reason": summary["reason"],
-        "phases": summary["phases"], "info": summary["info"], "learner_time": summary["time"],
-    })
+    record.update(
+        {
+            "status": "ok",
+            "train_error": summary["train_error"],
+            "validation_error": summary["validation_error"],
+            "samples_used": summary["samples_used"],
+            "iterations": summary["iterations"],
+            "converged": summary["converged"],
+            "result_method": summary["method"],
+            "reason": summary["reason"],
+            "phases": summary["phases"],
+            "info": summary["info"],
+            "learner_time": summary["time"],
+        }
+    )
     if record["solver"] is None and isinstance(summary["info"], dict):
         record["solver"] = summary["info"].get("solver")
     if result.model is None:
@@ -163,8 +207,14 @@ def spec_from_record(record: dict[str, Any]) -> RunSpec:
     """The RunSpec that produced ``record``: ``run_trial(spec_from_record(r))`` re-runs one trial alone and
     gives ``r`` again (timings aside)."""
     cell = Cell(**record["cell"])
-    spec = RunSpec(cell, int(record["seed"]), record["method"], dict(record["options"]),
-                   float(record["threshold"]), int(record["test_samples"]))
+    spec = RunSpec(
+        cell,
+        int(record["seed"]),
+        record["method"],
+        dict(record["options"]),
+        float(record["threshold"]),
+        int(record["test_samples"]),
+    )
     if spec.key != record["key"]:
         raise ValueError(f"record {record['key']!r} does not match the spec rebuilt from it ({spec.key!r})")
     return spec

@@ -6,6 +6,7 @@ row whose q̂ leaves the simplex by more than a tolerance is rejected by the cal
 also the simplex-constrained minimiser. One solve per example serves all its k query rows (B = X ΣW is
 shared), so the cost is one batched (N, k+1, k+1) solve with k right-hand sides.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ class SimplexFit:
 def simplex_lstsq(X: np.ndarray, Y: np.ndarray, W_sum: np.ndarray, *, ridge: float = 1e-12) -> SimplexFit:
     """For every example n and row a: q̂ = argmin_{Σq = 1} ‖y_a − qᵀ X_n ΣW‖ (vectorised over n)."""
     N, k, d = X.shape
-    B = X @ W_sum                                   # (N, k, d): rows x_jᵀ ΣW
-    G = B @ B.transpose(0, 2, 1)                    # (N, k, k)
+    B = X @ W_sum  # (N, k, d): rows x_jᵀ ΣW
+    G = B @ B.transpose(0, 2, 1)  # (N, k, k)
     scale = np.maximum(np.einsum("nii->n", G) / k, 1e-300)
     K = np.zeros((N, k + 1, k + 1))
     K[:, :k, :k] = G + (ridge * scale)[:, None, None] * np.eye(k)
@@ -38,8 +39,8 @@ def simplex_lstsq(X: np.ndarray, Y: np.ndarray, W_sum: np.ndarray, *, ridge: flo
     R = np.empty((N, k + 1, k))
     R[:, :k, :] = B @ Y.transpose(0, 2, 1)
     R[:, k, :] = 1.0
-    S = np.linalg.solve(K, R)                       # column a: (q for row a; λ)
-    q = S[:, :k, :].transpose(0, 2, 1)              # (N, a, j)
+    S = np.linalg.solve(K, R)  # column a: (q for row a; λ)
+    q = S[:, :k, :].transpose(0, 2, 1)  # (N, a, j)
     res = np.linalg.norm(Y - q @ B, axis=-1)
     rel = res / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
     return SimplexFit(q, res, rel)

@@ -5,6 +5,7 @@
 - ``l1_trim``: the L1 outlier fit min Σ_i s_i s.t. A x <= b + s, s >= 0 (one LP); rows with s_i > 0 at its
   optimum are the outliers that phase 2 drops.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -6,6 +6,7 @@ once from the grid points' cross-Gram matrices, φ = ‖Y‖² − tr(Bᵀ H⁻�
 Levenberg–Marquardt on the m(m−1) flat coordinates. The number of subsets is exponential in m, as in the
 paper's net. m = 1: the single head is the flat's point.
 """
+
 from __future__ import annotations
 
 import time
@@ -55,7 +56,7 @@ def _subset_objectives(Z: np.ndarray, Yf: np.ndarray, tuples: np.ndarray, chunk:
     yy = float(np.sum(Yf * Yf))
     out = np.empty(tuples.shape[0])
     for s in range(0, tuples.shape[0], chunk):
-        t = tuples[s: s + chunk]
+        t = tuples[s : s + chunk]
         H = C[t[:, :, None], t[:, None, :]]  # (T, m, m, d, d)
         H = H.transpose(0, 1, 3, 2, 4).reshape(-1, m * d, m * d)
         B = Bg[t].reshape(-1, m * d, d)
@@ -65,22 +66,33 @@ def _subset_objectives(Z: np.ndarray, Yf: np.ndarray, tuples: np.ndarray, chunk:
             sol = np.linalg.solve(H, B)
         except np.linalg.LinAlgError:
             sol = np.stack([np.linalg.lstsq(h, b, rcond=None)[0] for h, b in zip(H, B)])
-        out[s: s + chunk] = (yy - np.einsum("tij,tij->t", B, sol)) / max(yy, 1e-300)
+        out[s : s + chunk] = (yy - np.einsum("tij,tij->t", B, sol)) / max(yy, 1e-300)
     return out
 
 
-def _vp_residual(coords: np.ndarray, flat_point: np.ndarray, U: np.ndarray, m: int, d: int,
-                 X: np.ndarray, Yf: np.ndarray) -> np.ndarray:
+def _vp_residual(
+    coords: np.ndarray, flat_point: np.ndarray, U: np.ndarray, m: int, d: int, X: np.ndarray, Yf: np.ndarray
+) -> np.ndarray:
     th = (flat_point + coords.reshape(m, -1) @ U.T).reshape(m, d, d)
     Z = features(th, X)
     return (Yf - Z @ least_squares_solve(Z, Yf)).ravel()
 
 
-def candidate_heads(span: SpanEstimate, X: np.ndarray, Y: np.ndarray, m: int, *, grid: int | None = None,
-                    radius: float | None = None, n_refine: int = 4, max_nfev: int = 100,
-                    max_tuples: int = 20000, max_examples: int = 400,
-                    rng: np.random.Generator | int | None = None, truth: Any = None
-                    ) -> tuple[HeadCandidates, PhaseRecord]:
+def candidate_heads(
+    span: SpanEstimate,
+    X: np.ndarray,
+    Y: np.ndarray,
+    m: int,
+    *,
+    grid: int | None = None,
+    radius: float | None = None,
+    n_refine: int = 4,
+    max_nfev: int = 100,
+    max_tuples: int = 20000,
+    max_examples: int = 400,
+    rng: np.random.Generator | int | None = None,
+    truth: Any = None,
+) -> tuple[HeadCandidates, PhaseRecord]:
     """Net over m-subsets of grid points on ``span.flat``, VP least squares for W, LM on the best
     ``n_refine`` subsets. Uses at most ``max_examples`` examples of (X, Y); subsets beyond ``max_tuples``
     are subsampled (reported)."""
@@ -103,8 +115,15 @@ def candidate_heads(span: SpanEstimate, X: np.ndarray, Y: np.ndarray, m: int, *,
         W = least_squares_solve(Z, Yf)
         obj = np.array([float(np.sum((Yf - Z @ W) ** 2)) / yy])
         cands = HeadCandidates(th, obj, np.zeros((1, 1, 0)), 1, 1, 1)
-        rec.figures.update({"grid_points": 1, "tuples": 1, "evaluations": 1, "best_objective": float(obj[0]),
-                            "examples": int(X.shape[0])})
+        rec.figures.update(
+            {
+                "grid_points": 1,
+                "tuples": 1,
+                "evaluations": 1,
+                "best_objective": float(obj[0]),
+                "examples": int(X.shape[0]),
+            }
+        )
     else:
         r = m - 1
         U = flat.basis
@@ -126,8 +145,7 @@ def candidate_heads(span: SpanEstimate, X: np.ndarray, Y: np.ndarray, m: int, *,
         refined, robj, nfev = [], [], 0
         for t in starts:
             c0 = pts[t].ravel()
-            sol = least_squares(_vp_residual, c0, args=(p, U, m, d, X, Yf), method="lm", max_nfev=max_nfev,
-                                x_scale=1.0)
+            sol = least_squares(_vp_residual, c0, args=(p, U, m, d, X, Yf), method="lm", max_nfev=max_nfev, x_scale=1.0)
             nfev += int(sol.nfev)
             refined.append(sol.x.reshape(m, r))
             robj.append(2.0 * float(sol.cost) / yy)
@@ -141,17 +159,27 @@ def candidate_heads(span: SpanEstimate, X: np.ndarray, Y: np.ndarray, m: int, *,
         coords, objective = coords[o], objective[o]
         thetas = (p + coords.reshape(-1, r) @ U.T).reshape(-1, m, d, d)
         cands = HeadCandidates(thetas, objective, coords, G, int(tuples.shape[0]), int(tuples.shape[0]) + nfev)
-        rec.figures.update({
-            "grid_points": int(G), "per_axis": per_axis, "radius": R, "tuples": int(tuples.shape[0]),
-            "tuples_total": int(n_tuples), "subsampled": bool(n_tuples > max_tuples),
-            "refined": int(starts.shape[0]), "lm_evaluations": nfev, "examples": int(X.shape[0]),
-            "best_grid_objective": float(obj[order[0]]), "best_objective": float(objective[0]),
-        })
+        rec.figures.update(
+            {
+                "grid_points": int(G),
+                "per_axis": per_axis,
+                "radius": R,
+                "tuples": int(tuples.shape[0]),
+                "tuples_total": int(n_tuples),
+                "subsampled": bool(n_tuples > max_tuples),
+                "refined": int(starts.shape[0]),
+                "lm_evaluations": nfev,
+                "examples": int(X.shape[0]),
+                "best_grid_objective": float(obj[order[0]]),
+                "best_objective": float(objective[0]),
+            }
+        )
     if truth is not None:
         rec.truth.update({f"best_{key}": v for key, v in head_errors(cands.thetas[0], None, truth).items()})
         T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)
         on_flat = flat.project(T)
-        rec.truth["flat_projection_theta_error"] = float(np.max(
-            np.linalg.norm(on_flat - T, axis=1) / np.linalg.norm(T, axis=1)))
+        rec.truth["flat_projection_theta_error"] = float(
+            np.max(np.linalg.norm(on_flat - T, axis=1) / np.linalg.norm(T, axis=1))
+        )
     rec.time = time.perf_counter() - t0
     return cands, rec

@@ -6,11 +6,13 @@ Kaufman's Jacobian (I − P_Z) ∂(Z W)/∂Θ, where for head i
 The normal equations are accumulated over chunks of examples, so memory stays bounded. It runs on a small
 subset first and grows the subset (×4) only while the held-out validation error is not yet tiny.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
@@ -51,8 +53,16 @@ def _state(thetas: np.ndarray, X: np.ndarray, Yf: np.ndarray):
     return P, Zi, Q, coef.reshape(m, d, d), res
 
 
-def _normal_equations(thetas: np.ndarray, X: np.ndarray, P: np.ndarray, Zi: np.ndarray, Q: np.ndarray,
-                      ws: np.ndarray, res: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+def _normal_equations(
+    thetas: np.ndarray,
+    X: np.ndarray,
+    P: np.ndarray,
+    Zi: np.ndarray,
+    Q: np.ndarray,
+    ws: np.ndarray,
+    res: np.ndarray,
+    chunk: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """JᵀJ and Jᵀr of the Kaufman VP Jacobian, accumulated over chunks of examples."""
     m, d = thetas.shape[0], X.shape[2]
     N, k = X.shape[0], X.shape[1]
@@ -68,23 +78,26 @@ def _normal_equations(thetas: np.ndarray, X: np.ndarray, P: np.ndarray, Zi: np.n
         for i in range(m):
             V = Xs @ ws[i]  # (n, k, d)
             Ybar = Zi[i, sl] @ ws[i]  # (n, k, d)
-            Gi = np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True) \
+            Gi = (
+                np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True)
                 - Ybar[..., None] * Zi[i, sl][:, :, None, :]
+            )
             Ji = Xs[:, :, None, :, None] * Gi[:, :, :, None, :]  # (n, k, c, p, q)
             blocks.append(Ji.reshape(n * k, d, d * d))
         J = np.concatenate(blocks, axis=2)  # (nk, d, npar)
         Jc = np.ascontiguousarray(J.transpose(1, 0, 2))  # (d, nk, npar)
         J2 = Jc.reshape(-1, npar)
         S += J2.T @ J2
-        rs = res[s * k: (s + n) * k].T.reshape(-1)  # (d·nk,) matching Jc's row order
+        rs = res[s * k : (s + n) * k].T.reshape(-1)  # (d·nk,) matching Jc's row order
         g += J2.T @ rs
-        T += np.einsum("rj,crp->cjp", Q[s * k: (s + n) * k], Jc, optimize=True)
+        T += np.einsum("rj,crp->cjp", Q[s * k : (s + n) * k], Jc, optimize=True)
     S -= np.einsum("cjp,cjq->pq", T, T, optimize=True)
     return S, g
 
 
-def lm_vp(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, *, max_iter: int = 50, tol: float = 1e-30,
-          chunk: int = 256) -> tuple[np.ndarray, np.ndarray, float, int]:
+def lm_vp(
+    thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, *, max_iter: int = 50, tol: float = 1e-30, chunk: int = 256
+) -> tuple[np.ndarray, np.ndarray, float, int]:
     """Variable-projection Levenberg–Marquardt from ``thetas`` on (X, Y): (thetas, ws, rel MSE, iterations).
 
     Stops when the relative MSE falls below ``tol``, the step stalls, or after ``max_iter`` iterations."""
@@ -123,10 +136,22 @@ def lm_vp(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, *, max_iter: int = 5
     return th, ws, cost, it
 
 
-def polish(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray, *,
-           first_examples: int | None = None, max_examples: int = 4096, growth: int = 4, max_iter: int = 60,
-           tol: float = 1e-12, rng: np.random.Generator | int | None = None, truth: Any = None,
-           callback: Callable[[str], None] | None = None) -> tuple[PolishResult, PhaseRecord]:
+def polish(
+    thetas: np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    X_val: np.ndarray,
+    Y_val: np.ndarray,
+    *,
+    first_examples: int | None = None,
+    max_examples: int = 4096,
+    growth: int = 4,
+    max_iter: int = 60,
+    tol: float = 1e-12,
+    rng: np.random.Generator | int | None = None,
+    truth: Any = None,
+    callback: Callable[[str], None] | None = None,
+) -> tuple[PolishResult, PhaseRecord]:
     """LM-VP polish of ``thetas`` on a growing random subset of (X, Y) until the validation relative MSE is
     ≤ ``tol`` (converged) or the subset reaches ``max_examples`` (or all of X) with no further gain.
 
@@ -147,8 +172,15 @@ def polish(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray, 
     ws0 = solve_projections(th, X[perm[:n_use]], Y[perm[:n_use]])[0]
     verr0 = relative_mse(th, ws0, X_val, Y_val)
     if verr0 <= tol:
-        stages.append({"examples": int(n_use), "iterations": 0, "train_error": None, "validation_error": verr0,
-                       "note": "the start already validates: no LM"})
+        stages.append(
+            {
+                "examples": int(n_use),
+                "iterations": 0,
+                "train_error": None,
+                "validation_error": verr0,
+                "note": "the start already validates: no LM",
+            }
+        )
         best = (th.copy(), ws0, float("nan"), verr0, n_use)
     while best is None or best[3] > tol:
         Xs, Ys = X[perm[:n_use]], Y[perm[:n_use]]
@@ -166,10 +198,17 @@ def polish(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray, 
     assert best is not None
     th, ws, cost, verr, n_use = best
     res = PolishResult(th, ws, cost, verr, total_it, int(n_use), bool(verr <= tol))
-    rec = PhaseRecord("polish", figures={
-        "stages": stages, "iterations": total_it, "examples": int(n_use), "train_error": cost,
-        "validation_error": verr, "tol": tol,
-    })
+    rec = PhaseRecord(
+        "polish",
+        figures={
+            "stages": stages,
+            "iterations": total_it,
+            "examples": int(n_use),
+            "train_error": cost,
+            "validation_error": verr,
+            "tol": tol,
+        },
+    )
     if truth is not None:
         rec.truth.update(head_errors(th, ws, truth))
     if not res.converged:

@@ -4,11 +4,13 @@ With the Θ_i fixed, F(X) = Σ_i A_i(X) X W_i is linear in (W_1..W_m): stacking 
 Z = [A_1 X | … | A_m X] (Nk × md) gives Y ≈ Z [W_1; …; W_m], one least-squares problem whose d output
 columns share the design (solved at once). The candidate set with the smallest held-out error wins.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
@@ -19,8 +21,17 @@ from ..toolkit.forward_pass import forward as _forward
 from ..toolkit.forward_pass import layer_relative_mse as relative_mse
 from ..toolkit.forward_pass import relative_mse as _relative_mse
 
-__all__ = ["attention", "features", "predict", "relative_mse", "least_squares_solve", "solve_projections",
-           "head_errors", "ProjectionFit", "fit_projections"]
+__all__ = [
+    "attention",
+    "features",
+    "predict",
+    "relative_mse",
+    "least_squares_solve",
+    "solve_projections",
+    "head_errors",
+    "ProjectionFit",
+    "fit_projections",
+]
 
 
 def predict(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -64,12 +75,12 @@ def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: Any) -> dict[s
         if best is None or e < best[0]:
             best = (e, list(perm))
     perm = best[1]
-    th_err = max(float(np.linalg.norm(thetas[perm[i]] - T[i]) / max(np.linalg.norm(T[i]), 1e-300))
-                 for i in range(m))
+    th_err = max(float(np.linalg.norm(thetas[perm[i]] - T[i]) / max(np.linalg.norm(T[i]), 1e-300)) for i in range(m))
     out: dict[str, Any] = {"theta_error": th_err, "permutation": perm}
     if ws is not None:
-        out["w_error"] = max(float(np.linalg.norm(ws[perm[i]] - Wt[i]) / max(np.linalg.norm(Wt[i]), 1e-300))
-                             for i in range(m))
+        out["w_error"] = max(
+            float(np.linalg.norm(ws[perm[i]] - Wt[i]) / max(np.linalg.norm(Wt[i]), 1e-300)) for i in range(m)
+        )
     return out
 
 
@@ -86,9 +97,15 @@ class ProjectionFit:
     validation_errors: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
-def fit_projections(candidates: Sequence[np.ndarray] | np.ndarray, X: np.ndarray, Y: np.ndarray,
-                    X_val: np.ndarray, Y_val: np.ndarray, *, truth: Any = None
-                    ) -> tuple[ProjectionFit, PhaseRecord]:
+def fit_projections(
+    candidates: Sequence[np.ndarray] | np.ndarray,
+    X: np.ndarray,
+    Y: np.ndarray,
+    X_val: np.ndarray,
+    Y_val: np.ndarray,
+    *,
+    truth: Any = None,
+) -> tuple[ProjectionFit, PhaseRecord]:
     """For each candidate (m, d, d) stack of Θ_i: W by least squares on (X, Y); keep the smallest
     validation relative MSE on (X_val, Y_val)."""
     t0 = time.perf_counter()
@@ -104,11 +121,18 @@ def fit_projections(candidates: Sequence[np.ndarray] | np.ndarray, X: np.ndarray
     i = int(np.argmin(verr_safe))
     th, ws, tr, va = fits[i]
     fit = ProjectionFit(th, ws, tr, va, i, verr)
-    rec = PhaseRecord("6-projections", figures={
-        "candidates": len(cands), "examples": int(X.shape[0]), "validation_examples": int(X_val.shape[0]),
-        "train_error": tr, "validation_error": va, "chosen": i,
-        "validation_errors": [float(v) for v in verr[:20]],
-    })
+    rec = PhaseRecord(
+        "6-projections",
+        figures={
+            "candidates": len(cands),
+            "examples": int(X.shape[0]),
+            "validation_examples": int(X_val.shape[0]),
+            "train_error": tr,
+            "validation_error": va,
+            "chosen": i,
+            "validation_errors": [float(v) for v in verr[:20]],
+        },
+    )
     if truth is not None:
         rec.truth.update(head_errors(th, ws, truth))
     rec.time = time.perf_counter() - t0

@@ -9,6 +9,7 @@ j* and y_a ≈ x_{j*}ᵀ ΣW. The LP minima are bounded from below by constraint
 fit on the best certified rows (top 3d by cm, enlarged until cond(Z) <= 30). The body is re-sculpted with
 the new ΣŴ before the next round; the loop stops when ΣŴ stops changing. Finally K* = sculpt(mode="slabs").
 """
+
 from __future__ import annotations
 
 import time
@@ -48,10 +49,21 @@ class Certification:
         self.n_candidates, self.n_lps, self.n_pruned = n_candidates, n_lps, n_pruned
 
 
-def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_candidates: int = 400,
-                 need: int = 24, gamma_min: float = 1.0, stop_after: int | None = None, working: int = 64,
-                 max_rounds: int = 1, max_per_token: int = 2, max_cond: float = 30.0,
-                 solver: str | None = None) -> Certification:
+def certify_rows(
+    X: np.ndarray,
+    body: SculptedBody,
+    proxy: np.ndarray,
+    *,
+    n_candidates: int = 400,
+    need: int = 24,
+    gamma_min: float = 1.0,
+    stop_after: int | None = None,
+    working: int = 64,
+    max_rounds: int = 1,
+    max_per_token: int = 2,
+    max_cond: float = 30.0,
+    solver: str | None = None,
+) -> Certification:
     """LP certification over K of the ``n_candidates`` rows with the largest proxy margin under ``proxy``.
 
     Rows are examined in decreasing proxy margin. A row is kept when its certified margin exceeds the
@@ -72,8 +84,9 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
     cand = np.argsort(-margin, kind="stable")[:n_candidates]
     cand = cand[np.isfinite(margin[cand])]
     A, b = body.constraints()
-    lpm = WorkingSetMinimizer(A, b, -body.box, body.box, working=working, max_rounds=max_rounds, shared=False,
-                              solver=solver)
+    lpm = WorkingSetMinimizer(
+        A, b, -body.box, body.box, working=working, max_rounds=max_rounds, shared=False, solver=solver
+    )
     stop_after = need + max(4, d // 2) if stop_after is None else int(stop_after)
     pool = [proxy.copy()]
     cm = np.full(cand.size, -np.inf)
@@ -106,7 +119,7 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
             val = min(val, res.lower)
             if val <= thr:
                 break
-        if val <= thr:      # not certified above the running threshold (a partial minimum is no certificate)
+        if val <= thr:  # not certified above the running threshold (a partial minimum is no certificate)
             continue
         cm[ci] = val
         n_cert += 1
@@ -119,8 +132,7 @@ def certify_rows(X: np.ndarray, body: SculptedBody, proxy: np.ndarray, *, n_cand
             cand, cm = cand[: ci + 1], cm[: ci + 1]
             break
     keep = np.isfinite(cm)
-    return Certification(cand[keep], js[cand[keep]], cm[keep], margin[cand[keep]], int(cand.size),
-                         lpm.n_lps, n_pruned)
+    return Certification(cand[keep], js[cand[keep]], cm[keep], margin[cand[keep]], int(cand.size), lpm.n_lps, n_pruned)
 
 
 def _select(X: np.ndarray, cert: Certification, need: int, max_cond: float) -> np.ndarray:
@@ -138,13 +150,27 @@ def _select(X: np.ndarray, cert: Certification, need: int, max_cond: float) -> n
     return order[:0]
 
 
-def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = None, solver: str | None = None,
-                 truth: Any = None, rounds: int = 3, n_candidates: int = 400, need: int | None = None,
-                 gamma_min: float = 1.0, gamma_accept: float = 3.5, max_cond: float = 30.0,
-                 change_tol: float = 5e-3,
-                 working: int = 64, sculpt_opts: dict | None = None, slab_opts: dict | None = None,
-                 certify: bool = True,
-                 ) -> tuple[np.ndarray, SculptedBody, PhaseRecord]:
+def refine_sum_w(
+    X: Any,
+    Y: Any,
+    W_sum: Any,
+    body: SculptedBody,
+    *,
+    rng: Any = None,
+    solver: str | None = None,
+    truth: Any = None,
+    rounds: int = 3,
+    n_candidates: int = 400,
+    need: int | None = None,
+    gamma_min: float = 1.0,
+    gamma_accept: float = 3.5,
+    max_cond: float = 30.0,
+    change_tol: float = 5e-3,
+    working: int = 64,
+    sculpt_opts: dict | None = None,
+    slab_opts: dict | None = None,
+    certify: bool = True,
+) -> tuple[np.ndarray, SculptedBody, PhaseRecord]:
     """Phase 3 (module docstring). Returns (ΣŴ refined, K* re-sculpted with mode="slabs", PhaseRecord
     "3-refine"). ``body`` is the phase-2 half-space body for ΣŴ = ``W_sum``. ``certify=False`` runs no
     certification round (ΣŴ is kept, the record says so) and only re-sculpts K*: where certified rows
@@ -183,26 +209,50 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
         elif truth is not None:
             info["heads_max_violation"] = None
         tp = time.perf_counter()
-        method = proxy_method(body.dim)   # the IPM's fallback QP runs on the default QP backend
+        method = proxy_method(body.dim)  # the IPM's fallback QP runs on the default QP backend
         proxy = min_norm_point(body.polytope, method=method, solver=solver if method == "working_set" else None)
         info["proxy_time"] = time.perf_counter() - tp
         info["proxy_norm"] = float(np.linalg.norm(proxy))
         tc = time.perf_counter()
-        cert = certify_rows(X, body, proxy, n_candidates=n_candidates, need=need, gamma_min=gamma_min,
-                            working=working, max_cond=max_cond)
-        info.update(candidates=cert.n_candidates, certified=int(cert.rows.size), lps=cert.n_lps,
-                    pruned=cert.n_pruned, certify_time=time.perf_counter() - tc)
+        cert = certify_rows(
+            X,
+            body,
+            proxy,
+            n_candidates=n_candidates,
+            need=need,
+            gamma_min=gamma_min,
+            working=working,
+            max_cond=max_cond,
+        )
+        info.update(
+            candidates=cert.n_candidates,
+            certified=int(cert.rows.size),
+            lps=cert.n_lps,
+            pruned=cert.n_pruned,
+            certify_time=time.perf_counter() - tc,
+        )
         strong = cert.margin >= gamma_accept
-        cert = Certification(cert.rows[strong], cert.j_star[strong], cert.margin[strong],
-                             cert.proxy_margin[strong], cert.n_candidates, cert.n_lps, cert.n_pruned)
+        cert = Certification(
+            cert.rows[strong],
+            cert.j_star[strong],
+            cert.margin[strong],
+            cert.proxy_margin[strong],
+            cert.n_candidates,
+            cert.n_lps,
+            cert.n_pruned,
+        )
         sel = _select(X, cert, need, max_cond)
         n_, a_ = np.divmod(cert.rows[sel], k)
         W_old = W
         if sel.size >= d:
             Z = X[n_, cert.j_star[sel]]
             W = np.linalg.lstsq(Z, Y[n_, a_], rcond=None)[0]
-            info.update(rows_used=int(sel.size), gamma=float(cert.margin[sel].min()),
-                        cond=float(np.linalg.cond(Z)), method="LP-certified least squares")
+            info.update(
+                rows_used=int(sel.size),
+                gamma=float(cert.margin[sel].min()),
+                cond=float(np.linalg.cond(Z)),
+                method="LP-certified least squares",
+            )
         elif cert.rows.size >= 1:
             # The certified tokens do not span R^d well (the proxy favours tokens sharing some signs):
             # update ΣŴ only along the well-determined right-singular directions of the design,
@@ -216,9 +266,13 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
             W = W + Vt[:r].T @ ((U[:, :r].T @ (Y[n_all, a_all] - Z @ W)) / sv[:r, None])
             W, _ = agreement_refit(X, Y, W, basis=Vt[r:])
             n_, a_, sel = n_all, a_all, np.arange(cert.rows.size)
-            info.update(rows_used=int(cert.rows.size), gamma=float(cert.margin.min()), directions=r,
-                        method=f"LP-certified least squares on {r} of {d} directions (design cond > {max_cond:g}); "
-                               "agreement-row refit on the rest")
+            info.update(
+                rows_used=int(cert.rows.size),
+                gamma=float(cert.margin.min()),
+                directions=r,
+                method=f"LP-certified least squares on {r} of {d} directions (design cond > {max_cond:g}); "
+                "agreement-row refit on the rest",
+            )
         else:
             # Too few rows certified at margin >= gamma_accept: their leakage (up to (k−1)e^{−γ} per row)
             # would cost more than it gains over the phase-1 estimate, so ΣŴ is kept (method doc).
@@ -233,46 +287,60 @@ def refine_sum_w(X: Any, Y: Any, W_sum: Any, body: SculptedBody, *, rng: Any = N
             else:
                 info["false_certificates"] = 0
             proxy_th = proxy.reshape(d, d)
-            info["proxy_rel_dist_mean_head"] = float(np.linalg.norm(proxy_th - truth.thetas.mean(0))
-                                                     / np.linalg.norm(truth.thetas.mean(0)))
+            info["proxy_rel_dist_mean_head"] = float(
+                np.linalg.norm(proxy_th - truth.thetas.mean(0)) / np.linalg.norm(truth.thetas.mean(0))
+            )
         info["time"] = time.perf_counter() - tr
         history.append(info)
         if change < change_tol:
             break
     ts = time.perf_counter()
     kstar, krec = sculpt(X, Y, W, mode="slabs", solver=solver, truth=truth, **(slab_opts or {}))
-    rec.figures.update(rounds=history, rounds_run=len(history), fallback_used=fallback_used,
-                       skipped_exact_fit=exact_fit, certified_total=int(sum(h["certified"] for h in history)),
-                       lps_total=int(sum(h["lps"] for h in history)), kstar=krec.figures,
-                       kstar_time=time.perf_counter() - ts)
+    rec.figures.update(
+        rounds=history,
+        rounds_run=len(history),
+        fallback_used=fallback_used,
+        skipped_exact_fit=exact_fit,
+        certified_total=int(sum(h["certified"] for h in history)),
+        lps_total=int(sum(h["lps"] for h in history)),
+        kstar=krec.figures,
+        kstar_time=time.perf_counter() - ts,
+    )
     rec.figures["certification_skipped"] = bool(not certify and not exact_fit)
     if exact_fit:
         rec.message = "every row fits one common pattern exactly under ΣŴ (median residual <= 1e-9): no rounds"
     elif not certify:
-        rec.message = ("certification skipped (certify=False): 0 rows certified, ΣŴ kept from phase 1; "
-                       "K* re-sculpted with it")
+        rec.message = (
+            "certification skipped (certify=False): 0 rows certified, ΣŴ kept from phase 1; K* re-sculpted with it"
+        )
     if fallback_used:
         rec.message = "some rounds kept ΣŴ unchanged (too few rows certified at margin >= gamma_accept)"
     if truth is not None:
-        rec.truth.update(err_sum_w=float(np.linalg.norm(W - S) / np.linalg.norm(S)),
-                         err_per_round=[h.get("err_sum_w") for h in history],
-                         false_certificates=int(sum(h.get("false_certificates", 0) for h in history)),
-                         kstar=krec.truth)
+        rec.truth.update(
+            err_sum_w=float(np.linalg.norm(W - S) / np.linalg.norm(S)),
+            err_per_round=[h.get("err_sum_w") for h in history],
+            false_certificates=int(sum(h.get("false_certificates", 0) for h in history)),
+            kstar=krec.truth,
+        )
     rec.time = time.perf_counter() - t0
     return W, kstar, rec
 
 
-def _false_certificates(truth: Any, X: np.ndarray, n_: np.ndarray, a_: np.ndarray, js: np.ndarray,
-                        cm: np.ndarray) -> dict:
+def _false_certificates(
+    truth: Any, X: np.ndarray, n_: np.ndarray, a_: np.ndarray, js: np.ndarray, cm: np.ndarray
+) -> dict:
     """False certificate: some true head's argmax is not j*. Margin violation: some head's true logit gap
     is below the certified margin (that head is outside K)."""
-    P = truth.attention(X[n_])[np.arange(n_.size), :, a_]            # (R, m, k)
+    P = truth.attention(X[n_])[np.arange(n_.size), :, a_]  # (R, m, k)
     logp = np.log(np.maximum(P, 1e-300))
-    top = np.take_along_axis(logp, js[:, None, None].repeat(P.shape[1], 1), -1)[..., 0]   # (R, m)
+    top = np.take_along_axis(logp, js[:, None, None].repeat(P.shape[1], 1), -1)[..., 0]  # (R, m)
     other = logp.copy()
     np.put_along_axis(other, js[:, None, None].repeat(P.shape[1], 1), -np.inf, -1)
-    gap = top - other.max(-1)                                      # true logit gap per head
+    gap = top - other.max(-1)  # true logit gap per head
     leak = 1.0 - np.take_along_axis(P, js[:, None, None].repeat(P.shape[1], 1), -1)[..., 0]
-    return {"false_certificates": int((gap.min(1) <= 0).sum()),
-            "margin_violations": int((gap.min(1) < cm - 1e-6).sum()),
-            "leakage_max": float(leak.max()), "true_gap_min": float(gap.min())}
+    return {
+        "false_certificates": int((gap.min(1) <= 0).sum()),
+        "margin_violations": int((gap.min(1) < cm - 1e-6).sum()),
+        "leakage_max": float(leak.max()),
+        "true_gap_min": float(gap.min()),
+    }

@@ -14,6 +14,7 @@ q̂ >= −q_tol give equality-type constraints ⟨Θ, x_a(x_j − x_r)ᵀ⟩ ≈
 by q̂_j (SculptedBody.F/g/weights, what phase 4 fits the flat to) and entered as slabs |F θ − g| <= η_s;
 the small-q̂ tokens of those rows still give half-spaces.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,8 @@ from oracles.errors import OracleError
 
 from .._checks import check_data, check_sum_w
 from ..result import PhaseRecord
-from ._slack import l1_trim, min_uniform_slack
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
+from ._slack import l1_trim, min_uniform_slack
 
 __all__ = ["SculptedBody", "sculpt", "default_dist_min", "default_rows"]
 
@@ -85,12 +86,28 @@ def _pair_rows(xa: np.ndarray, xr: np.ndarray, xj: np.ndarray) -> np.ndarray:
     return np.einsum("np,nq->npq", xa, xr - xj).reshape(xa.shape[0], -1)
 
 
-def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = None, solver: str | None = None,
-           truth: Any = None, n_rows: int | None = None, q_tol: float | None = None, tau: float = 0.01,
-           tau_max: float = 0.05, min_equalities: int | None = None,
-           q_min: float = 0.02, c_floor: float = 6.0, floor_clip: tuple[float, float] = (1e-3, 0.2),
-           dist_min: float | None = None, eta0: float = 0.1, box: float = 4.0, trim: bool = True,
-           ) -> tuple[SculptedBody, PhaseRecord]:
+def sculpt(
+    X: Any,
+    Y: Any,
+    W_sum: Any,
+    *,
+    mode: str = "halfspaces",
+    rng: Any = None,
+    solver: str | None = None,
+    truth: Any = None,
+    n_rows: int | None = None,
+    q_tol: float | None = None,
+    tau: float = 0.01,
+    tau_max: float = 0.05,
+    min_equalities: int | None = None,
+    q_min: float = 0.02,
+    c_floor: float = 6.0,
+    floor_clip: tuple[float, float] = (1e-3, 0.2),
+    dist_min: float | None = None,
+    eta0: float = 0.1,
+    box: float = 4.0,
+    trim: bool = True,
+) -> tuple[SculptedBody, PhaseRecord]:
     """Phase 2 (see the module docstring). Returns (SculptedBody, PhaseRecord "2-sculpt").
 
     ``n_rows``: agreeing rows kept (the smallest residuals; default ``default_rows(d, mode)``);
@@ -152,14 +169,14 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
     Q = qf_all[rows]
     neg = -Q[Q < 0]
     floor = float(np.clip(c_floor * (np.quantile(neg, 0.9) if neg.size else 0.0), *floor_clip))
-    if slabs:   # rows are selected with q̂ >= −0.001, so negative entries understate the noise there
+    if slabs:  # rows are selected with q̂ >= −0.001, so negative entries understate the noise there
         floor = max(floor, q_min)
     r_idx = Q.argmax(1)
     I = np.arange(rows.size)
     Xs = X[n_idx]
     xa, xr = Xs[I, a_idx], Xs[I, r_idx]
     qr = Q[I, r_idx]
-    D = token_distances(Xs)[I, r_idx]                 # (R, k): ‖x_r − x_j‖
+    D = token_distances(Xs)[I, r_idx]  # (R, k): ‖x_r − x_j‖
 
     # slab mode: half-spaces only from the best default_rows(d, "halfspaces") rows (the LPs over K* scale
     # with its row count; phase 4 reads F/g/w), measured 2-4 s of LP time saved at d = 16
@@ -170,10 +187,10 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         qj = Q[:, j]
         eq = usable & (qj >= q_min) if slabs else np.zeros(rows.size, bool)
         hs = usable & ~eq & half_row
-        if hs.any():   # x_aᵀΘ(x_r − x_j) >= log(q_r/(q_j⁺ + q_f))  <=>  −row θ <= −bound
+        if hs.any():  # x_aᵀΘ(x_r − x_j) >= log(q_r/(q_j⁺ + q_f))  <=>  −row θ <= −bound
             half_A.append(-_pair_rows(xa[hs], xr[hs], xj[hs]))
             half_b.append(-np.log(qr[hs] / (np.maximum(qj[hs], 0.0) + floor)))
-        if eq.any():   # x_aᵀΘ(x_j − x_r) ≈ log(q_j/q_r)
+        if eq.any():  # x_aᵀΘ(x_j − x_r) ≈ log(q_j/q_r)
             F.append(_pair_rows(xa[eq], xj[eq], xr[eq]))
             g.append(np.log(qj[eq] / qr[eq]))
             wts.append(qj[eq])
@@ -229,8 +246,9 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
         if x0 is not None and float(np.max(AA @ x0 - bb)) <= 0.0:
             eta_by = "feasible point (the log-ratio weighted least-squares fit): 0, no LP"
         elif th is not None and (r_ok := _first_feasible_r(AA, bb, fit_ls, Fw, box, solver)):
-            eta_by = (f"feasible point (least-squares fit + {r_ok} weakest equality directions, "
-                      f"{r_ok + 1}-variable LP): 0")
+            eta_by = (
+                f"feasible point (least-squares fit + {r_ok} weakest equality directions, {r_ok + 1}-variable LP): 0"
+            )
         elif _pdlp_feasible_point(AA, bb, box, solver) is not None:
             eta_by = "feasible point (HiGHS PDLP on the rows tightened by 1e-3, checked): 0"
         else:
@@ -257,13 +275,28 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
 
     body = SculptedBody(poly, F_, g_, w_, rows_seen=int(N * k), rows_accepted=int(rows.size), box=float(box))
     rec.figures.update(
-        mode=mode, rows_seen=int(N * k), rows_passing=int(ok.sum()), rows_accepted=int(rows.size),
-        acceptance=float(rows.size / max(1, N * k)), tau_effective=float(rel[rows].max()) if rows.size else None,
-        examples_dropped_rank=int((~good_ex).sum()), q_floor=floor, dist_min=dist_min,
-        halfspaces_built=int(n_half_raw), halfspaces_trimmed=n_trimmed, halfspaces_kept=int(A.shape[0]),
-        equalities_built=int(n_eq_raw), equalities_kept=int(F_.shape[0]), eta_star=float(eta_star), eta=float(eta),
-        eta_slab_q50=float(np.median(eta_s) + eta) if F_.shape[0] else None, box=float(box),
-        n_constraints=int(poly.n_constraints), lp_time=lp_time, eta_star_by=eta_by)
+        mode=mode,
+        rows_seen=int(N * k),
+        rows_passing=int(ok.sum()),
+        rows_accepted=int(rows.size),
+        acceptance=float(rows.size / max(1, N * k)),
+        tau_effective=float(rel[rows].max()) if rows.size else None,
+        examples_dropped_rank=int((~good_ex).sum()),
+        q_floor=floor,
+        dist_min=dist_min,
+        halfspaces_built=int(n_half_raw),
+        halfspaces_trimmed=n_trimmed,
+        halfspaces_kept=int(A.shape[0]),
+        equalities_built=int(n_eq_raw),
+        equalities_kept=int(F_.shape[0]),
+        eta_star=float(eta_star),
+        eta=float(eta),
+        eta_slab_q50=float(np.median(eta_s) + eta) if F_.shape[0] else None,
+        box=float(box),
+        n_constraints=int(poly.n_constraints),
+        lp_time=lp_time,
+        eta_star_by=eta_by,
+    )
     body.figures = dict(rec.figures)
     if truth is not None:
         rec.truth.update(_truth_figures(truth, A, b, eta, F_, g_, w_, eta_s + eta, box, X[n_idx], a_idx, Q))
@@ -271,8 +304,9 @@ def sculpt(X: Any, Y: Any, W_sum: Any, *, mode: str = "halfspaces", rng: Any = N
     return body, rec
 
 
-def _feasible_near_flat(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.ndarray, box: float, r: int,
-                        solver: str | None) -> np.ndarray | None:
+def _feasible_near_flat(
+    A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.ndarray, box: float, r: int, solver: str | None
+) -> np.ndarray | None:
     """A point of {A θ <= b, |θ| <= box} searched on θ_ls + span(U_r), U_r the r weakest right singular
     vectors of the weighted equality rows Fw (the directions along the heads' affine hull, which F θ ≈ g
     leaves free): one LP in r + 1 variables, min t s.t. A(θ_ls + U c) <= b + t. Returns the point when it
@@ -282,8 +316,13 @@ def _feasible_near_flat(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.nda
     U = np.linalg.svd(Fw, full_matrices=False)[2][-r:].T if Fw.shape[0] >= p else None
     if U is None:
         return None
-    G = np.vstack([np.hstack([A @ U, -np.ones((A.shape[0], 1))]),
-                   np.hstack([U, np.zeros((p, 1))]), np.hstack([-U, np.zeros((p, 1))])])
+    G = np.vstack(
+        [
+            np.hstack([A @ U, -np.ones((A.shape[0], 1))]),
+            np.hstack([U, np.zeros((p, 1))]),
+            np.hstack([-U, np.zeros((p, 1))]),
+        ]
+    )
     h = np.concatenate([b - A @ th, box - th, box + th])
     c = np.zeros(r + 1)
     c[-1] = 1.0
@@ -297,8 +336,9 @@ def _feasible_near_flat(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.nda
     return None
 
 
-def _pdlp_feasible_point(A: np.ndarray, b: np.ndarray, box: float, solver: str | None,
-                         delta: float = 1e-3) -> np.ndarray | None:
+def _pdlp_feasible_point(
+    A: np.ndarray, b: np.ndarray, box: float, solver: str | None, delta: float = 1e-3
+) -> np.ndarray | None:
     """A point of {A θ <= b, |θ| <= box} proposed by HiGHS's first-order PDLP on min{t : A θ <= b − δ + t}
     (the tightening δ absorbs PDLP's ~1e-4 feasibility tolerance) and accepted only if it meets every
     row exactly (checked here). Only with a backend that declares ``FIRST_ORDER_LP`` (HiGHS); None otherwise,
@@ -312,17 +352,29 @@ def _pdlp_feasible_point(A: np.ndarray, b: np.ndarray, box: float, solver: str |
         n, p = A.shape
         c = np.zeros(p + 1)
         c[-1] = 1.0
-        sol = solvers.solve_lp(c, np.hstack([A, -np.ones((n, 1))]), b - delta,
-                               bounds=[(-box, box)] * p + [(0.0, None)], solver=backend.name,
-                               options=backend.first_order_options(max_iter=1000))
+        sol = solvers.solve_lp(
+            c,
+            np.hstack([A, -np.ones((n, 1))]),
+            b - delta,
+            bounds=[(-box, box)] * p + [(0.0, None)],
+            solver=backend.name,
+            options=backend.first_order_options(max_iter=1000),
+        )
     except OracleError:
         return None
     x = np.clip(np.asarray(sol.x[:p]), -box, box)
     return x if float(np.max(A @ x - b)) <= 0.0 else None
 
 
-def _first_feasible_r(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.ndarray, box: float,
-                      solver: str | None, rs: tuple[int, ...] = (8,)) -> int:
+def _first_feasible_r(
+    A: np.ndarray,
+    b: np.ndarray,
+    th: np.ndarray,
+    Fw: np.ndarray,
+    box: float,
+    solver: str | None,
+    rs: tuple[int, ...] = (8,),
+) -> int:
     """The first r in ``rs`` for which ``_feasible_near_flat`` finds a point of the body; 0 if none does."""
     for r in rs:
         if _feasible_near_flat(A, b, th, Fw, box, r, solver) is not None:
@@ -330,8 +382,16 @@ def _first_feasible_r(A: np.ndarray, b: np.ndarray, th: np.ndarray, Fw: np.ndarr
     return 0
 
 
-def _loglinear_fit(xa: np.ndarray, xr: np.ndarray, Xs: np.ndarray, Q: np.ndarray, r_idx: np.ndarray,
-                   D: np.ndarray, dist_min: float, q_min: float) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _loglinear_fit(
+    xa: np.ndarray,
+    xr: np.ndarray,
+    Xs: np.ndarray,
+    Q: np.ndarray,
+    r_idx: np.ndarray,
+    D: np.ndarray,
+    dist_min: float,
+    q_min: float,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A candidate point of K: the q̂_j-weighted least-squares fit of x_aᵀΘ(x_j − x_r) ≈ log(q̂_j/q̂_r) over the
     tokens with q̂_j >= q_min (what slab mode fits), and its weighted rows; (None, None) when these rows are
     too few to determine Θ."""
@@ -356,8 +416,20 @@ def _span_angle(F: np.ndarray, g: np.ndarray, w: np.ndarray, th: np.ndarray) -> 
     return float(np.degrees(np.arccos(np.clip(s.min(), 0.0, 1.0))))
 
 
-def _truth_figures(truth: Any, A: np.ndarray, b: np.ndarray, eta: float, F: np.ndarray, g: np.ndarray,
-                   w: np.ndarray, eta_slab: np.ndarray, box: float, Xs: np.ndarray, a_idx: np.ndarray, Q: np.ndarray) -> dict:
+def _truth_figures(
+    truth: Any,
+    A: np.ndarray,
+    b: np.ndarray,
+    eta: float,
+    F: np.ndarray,
+    g: np.ndarray,
+    w: np.ndarray,
+    eta_slab: np.ndarray,
+    box: float,
+    Xs: np.ndarray,
+    a_idx: np.ndarray,
+    Q: np.ndarray,
+) -> dict:
     """Whether every true Θ_i lies in K, and by how much (nats) the constraints are violated."""
     th = truth.thetas.reshape(truth.m, -1)
     out: dict = {}
@@ -368,14 +440,14 @@ def _truth_figures(truth: Any, A: np.ndarray, b: np.ndarray, eta: float, F: np.n
     if F.shape[0]:
         r = np.abs(th @ F.T - g[None])
         out["slab_max_residual"] = float(r.max())
-        out["slab_rms_residual"] = float(np.sqrt(np.mean(r ** 2)))
+        out["slab_rms_residual"] = float(np.sqrt(np.mean(r**2)))
         worst = np.maximum(worst, (r - eta_slab[None]).max(1))
         out["span_angle_deg"] = _span_angle(F, g, w, th)
     worst = np.maximum(worst, np.abs(th).max(1) - box)
-    out["max_violation"] = float(worst.max())          # <= 0: every head inside K
+    out["max_violation"] = float(worst.max())  # <= 0: every head inside K
     out["heads_inside"] = bool(np.all(worst <= 1e-9))
     out["heads_in_box"] = bool(np.abs(th).max() <= box)
     if Q.shape[0]:
-        P = truth.attention(Xs)[np.arange(Q.shape[0]), :, a_idx]      # (R, m, k)
+        P = truth.attention(Xs)[np.arange(Q.shape[0]), :, a_idx]  # (R, m, k)
         out["accepted_tv_to_heads_q90"] = float(np.quantile(0.5 * np.abs(P - Q[:, None]).sum(-1).max(1), 0.9))
     return out

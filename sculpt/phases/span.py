@@ -5,6 +5,7 @@ near-null space of diag(w)·[F, −g]: its m smallest right singular vectors giv
 (m−1)-dimensional flat aff{Θ_i} in one SVD (engine: ``oracles.flats.fit_flat``); the singular-value gap
 estimates m. LP widths of K* along the flat's directions versus directions normal to it cross-check the fit.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,8 +16,8 @@ import numpy as np
 
 from oracles.affine_subspace import AffineSubspace
 from oracles.errors import OracleError
-from oracles.solvers import LPModel
 from oracles.flats import fit_flat
+from oracles.solvers import LPModel
 
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
@@ -61,9 +62,17 @@ def _extent(model: Any, u: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: int = 0,
-                 radius: float | None = None, max_m: int | None = None, rng: np.random.Generator | None = None,
-                 truth: Any = None) -> tuple[SpanEstimate, PhaseRecord]:
+def extract_span(
+    body: Any,
+    m: int,
+    *,
+    solver: str | None = None,
+    width_probes: int = 0,
+    radius: float | None = None,
+    max_m: int | None = None,
+    rng: np.random.Generator | None = None,
+    truth: Any = None,
+) -> tuple[SpanEstimate, PhaseRecord]:
     """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows (F, g, weights).
 
     The body's extent inside the flat is always measured (small LPs in flat coordinates); ``width_probes``
@@ -78,29 +87,45 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
     F = np.asarray(body.F, dtype=float)
     g = np.asarray(body.g, dtype=float).reshape(-1)
     n = body.polytope.dim if getattr(body, "polytope", None) is not None else F.shape[1]
-    w = np.asarray(body.weights, dtype=float).reshape(-1) if getattr(body, "weights", None) is not None \
-        and np.size(body.weights) else np.ones(g.shape[0])
+    w = (
+        np.asarray(body.weights, dtype=float).reshape(-1)
+        if getattr(body, "weights", None) is not None and np.size(body.weights)
+        else np.ones(g.shape[0])
+    )
     if F.ndim != 2 or F.shape[0] == 0:
-        raise PhaseFailed("4-span", "the sculpted body has no equality-type rows (F is empty): phase 4 needs them to "
-                         "fit the flat")
+        raise PhaseFailed(
+            "4-span", "the sculpted body has no equality-type rows (F is empty): phase 4 needs them to fit the flat"
+        )
     if F.shape[0] < n - (m - 1):
-        raise PhaseFailed("4-span", f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
-                         f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples")
+        raise PhaseFailed(
+            "4-span",
+            f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
+            f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples",
+        )
     rank = int(np.linalg.matrix_rank(F * w[:, None]))
     if rank < n - (m - 1):
-        raise PhaseFailed("4-span", f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
-                         f"{n - (m - 1)} needed to pin an {m - 1}-dimensional flat in R^{n}: the agreeing rows "
-                         "are too few or too alike (sculpt more examples or loosen the agreement test)")
+        raise PhaseFailed(
+            "4-span",
+            f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
+            f"{n - (m - 1)} needed to pin an {m - 1}-dimensional flat in R^{n}: the agreeing rows "
+            "are too few or too alike (sculpt more examples or loosen the agreement test)",
+        )
     fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max(m - 1, (max_m or m + 3) - 1))
     flat = fit.flat
     m_est = fit.dim_estimate + 1
     nsv = min(fit.singular_values.size, m + 3)
-    rec.figures.update({
-        "equality_rows": int(F.shape[0]), "equality_rank": rank, "m_given": int(m), "m_estimate": int(m_est),
-        "singular_values": [float(s) for s in fit.singular_values[:nsv]],
-        "sv_gap": float(fit.gap), "flat_residual": float(fit.residual),
-        "flat_point_norm": float(np.linalg.norm(flat.point)),
-    })
+    rec.figures.update(
+        {
+            "equality_rows": int(F.shape[0]),
+            "equality_rank": rank,
+            "m_given": int(m),
+            "m_estimate": int(m_est),
+            "singular_values": [float(s) for s in fit.singular_values[:nsv]],
+            "sv_gap": float(fit.gap),
+            "flat_residual": float(fit.residual),
+            "flat_point_norm": float(np.linalg.norm(flat.point)),
+        }
+    )
     if m_est != m:
         rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
 
@@ -153,8 +178,15 @@ def extract_span(body: Any, m: int, *, solver: str | None = None, width_probes: 
             radius = float(min(radius, max(1.25 * max(ext), 0.5)))
     rec.figures["radius"] = float(radius)
 
-    est = SpanEstimate(flat=flat, span=fit.span, m_estimate=m_est, singular_values=fit.singular_values[:nsv],
-                       gap=float(fit.gap), radius=float(radius), widths=widths)
+    est = SpanEstimate(
+        flat=flat,
+        span=fit.span,
+        m_estimate=m_est,
+        singular_values=fit.singular_values[:nsv],
+        gap=float(fit.gap),
+        radius=float(radius),
+        widths=widths,
+    )
     if truth is not None:
         T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)
         rec.truth["span_angle_deg"] = principal_angle_deg(est.span, T.T)

@@ -8,11 +8,13 @@ attention in every head) are kept and Ŵ is refitted on them, with a shrinking k
 (b) a variable-projection Gauss–Newton refit on the agreeing rows (min over W of the affine-simplex
 regression residuals), exact for m = 1 and a 3–10× improvement for m = 2.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +37,7 @@ def crude_sum_w(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 def single_token_residuals(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For every row (n, a): the best token j = argmin_j ‖y_a − x_jᵀ W‖ and its relative residual.
     Returns (j (N, k) int, rel (N, k))."""
-    P = X @ W                                            # (N, k, d)
+    P = X @ W  # (N, k, d)
     yy = np.einsum("nad,nad->na", Y, Y)
     pp = np.einsum("njd,njd->nj", P, P)
     D2 = yy[:, :, None] - 2.0 * Y @ P.transpose(0, 2, 1) + pp[:, None, :]
@@ -49,8 +51,15 @@ def _rel_err(W: np.ndarray, S: np.ndarray) -> float:
     return float(np.linalg.norm(W - S) / max(np.linalg.norm(S), 1e-300))
 
 
-def trimmed_rounds(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fractions: Sequence[float], *,
-                   min_rows: int, truth_sum: np.ndarray | None = None) -> tuple[np.ndarray, list[dict]]:
+def trimmed_rounds(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W: np.ndarray,
+    fractions: Sequence[float],
+    *,
+    min_rows: int,
+    truth_sum: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[dict]]:
     """Trimmed single-token least squares: for each fraction f, keep the f·N·k rows with the smallest
     relative single-token residual under the current Ŵ and refit Ŵ = argmin Σ ‖y_a − x_jᵀ Ŵ‖²."""
     N, k, d = X.shape
@@ -67,17 +76,32 @@ def trimmed_rounds(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fractions: Seque
             steps.append({"fraction": float(f), "rows": keep, "status": "singular design, step skipped"})
             continue
         W = np.linalg.lstsq(Z, Yf[idx], rcond=None)[0]
-        step = {"fraction": float(f), "rows": keep, "cond": float(sv[0] / sv[-1]),
-                "residual_q50": float(np.quantile(r[idx], 0.5)), "residual_max_kept": float(r[idx].max())}
+        step = {
+            "fraction": float(f),
+            "rows": keep,
+            "cond": float(sv[0] / sv[-1]),
+            "residual_q50": float(np.quantile(r[idx], 0.5)),
+            "residual_max_kept": float(r[idx].max()),
+        }
         if truth_sum is not None:
             step["err_sum_w"] = _rel_err(W, truth_sum)
         steps.append(step)
     return W, steps
 
 
-def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int = 2000, q_tol: float = 0.01,
-                    max_iter: int = 6, tol: float = 1e-7, stall: float = 1e-3, basis: np.ndarray | None = None,
-                    ridge: float = 1e-9) -> tuple[np.ndarray, dict]:
+def agreement_refit(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W: np.ndarray,
+    *,
+    n_rows: int = 2000,
+    q_tol: float = 0.01,
+    max_iter: int = 6,
+    tol: float = 1e-7,
+    stall: float = 1e-3,
+    basis: np.ndarray | None = None,
+    ridge: float = 1e-9,
+) -> tuple[np.ndarray, dict]:
     """Variable-projection Gauss–Newton on the agreeing rows: min_W Σ_rows min_{Σq=1} ‖y_a − qᵀ X W‖².
 
     Rows are fixed up front: the ``n_rows`` rows with the smallest simplex-regression residual under the
@@ -100,7 +124,7 @@ def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int 
     Xr, Yr = X[n_], Y[n_, a_]
     eye_k = np.eye(k)
     for _ in range(max_iter):
-        B = Xr @ W                                                    # (R, k, d)
+        B = Xr @ W  # (R, k, d)
         K = np.zeros((rows.size, k + 1, k + 1))
         G = B @ B.transpose(0, 2, 1)
         K[:, :k, :k] = G + 1e-12 * np.maximum(np.einsum("rii->r", G) / k, 1e-300)[:, None, None] * eye_k
@@ -108,17 +132,17 @@ def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int 
         K[:, k, :k] = 1.0
         rhs = np.concatenate([np.einsum("rjd,rd->rj", B, Yr), np.ones((rows.size, 1))], 1)
         qq = np.linalg.solve(K, rhs[..., None])[:, :k, 0]
-        r = Yr - np.einsum("rj,rjd->rd", qq, B)                     # (R, d)
-        rms = float(np.sqrt(np.mean(r ** 2)))
+        r = Yr - np.einsum("rj,rjd->rd", qq, B)  # (R, d)
+        rms = float(np.sqrt(np.mean(r**2)))
         hist = info["rms_per_iter"]
         if hist and rms > (1.0 - stall) * hist[-1]:
-            hist.append(rms)     # stalled (m >= 2: the heads' disagreement floor); keep the current W
+            hist.append(rms)  # stalled (m >= 2: the heads' disagreement floor); keep the current W
             break
         hist.append(rms)
-        T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1)                  # (R, d, k−1)
-        Pp = np.eye(d) - T @ np.linalg.pinv(T)                        # (R, d, d)
-        z = np.einsum("rj,rjd->rd", qq, Xr)                           # (R, d)
-        J = -np.einsum("ref,rp->repf", Pp, z)                         # ∂r_e/∂W[p, f]
+        T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1)  # (R, d, k−1)
+        Pp = np.eye(d) - T @ np.linalg.pinv(T)  # (R, d, d)
+        z = np.einsum("rj,rjd->rd", qq, Xr)  # (R, d)
+        J = -np.einsum("ref,rp->repf", Pp, z)  # ∂r_e/∂W[p, f]
         if basis is not None:
             J = np.einsum("repf,sp->resf", J, basis)
         Jm = J.reshape(rows.size * d, -1)
@@ -133,10 +157,19 @@ def agreement_refit(X: np.ndarray, Y: np.ndarray, W: np.ndarray, *, n_rows: int 
     return W, info
 
 
-def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
-                   fractions: Sequence[float] = DEFAULT_FRACTIONS, min_rows: int | None = None,
-                   vp_rounds: int = 2, vp_rows: int = 2000, max_cond: float = 1e3,
-                   max_single_residual: float | None = 0.3) -> tuple[np.ndarray, PhaseRecord]:
+def estimate_sum_w(
+    X: Any,
+    Y: Any,
+    *,
+    truth: Any = None,
+    improve: bool = True,
+    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    min_rows: int | None = None,
+    vp_rounds: int = 2,
+    vp_rows: int = 2000,
+    max_cond: float = 1e3,
+    max_single_residual: float | None = 0.3,
+) -> tuple[np.ndarray, PhaseRecord]:
     """Phase 1: crude Ŵ⁰ = (1/kN) Σ s tᵀ, then (``improve``) trimmed single-token least squares rounds
     with kept fractions ``fractions``, then ``vp_rounds`` rounds of ``agreement_refit`` on the ``vp_rows``
     best agreeing rows (re-selected each round). Returns (Σ̂W (d, d), PhaseRecord "1-sum-w").
@@ -202,15 +235,21 @@ def estimate_sum_w(X: Any, Y: Any, *, truth: Any = None, improve: bool = True,
         rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}); Σ W_i may be singular"
     q005 = rec.figures.get("single_token_residual_q005", 0.0)
     if not cond <= float(max_cond) and max_single_residual is not None and q005 > float(max_single_residual):
-        raise PhaseFailed("1-sum-w", f"degenerate instance or nearly uniform attention: the estimated Σ W_i has "
-                          f"condition number {cond:.3g} > max_cond = {float(max_cond):g} and no output row is explained "
-                          f"by a single token (the best 0.5 % are fitted to {q005:.2g} relative residual > "
-                          f"{float(max_single_residual):g}); either Σ W_i is singular, or attention is nearly uniform "
-                          "in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own initialisation), which "
-                          "the single-token estimator cannot tell apart (method='gradient' needs no Σ W)")
+        raise PhaseFailed(
+            "1-sum-w",
+            f"degenerate instance or nearly uniform attention: the estimated Σ W_i has "
+            f"condition number {cond:.3g} > max_cond = {float(max_cond):g} and no output row is explained "
+            f"by a single token (the best 0.5 % are fitted to {q005:.2g} relative residual > "
+            f"{float(max_single_residual):g}); either Σ W_i is singular, or attention is nearly uniform "
+            "in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own initialisation), which "
+            "the single-token estimator cannot tell apart (method='gradient' needs no Σ W)",
+        )
     if not cond <= float(max_cond):
-        raise PhaseFailed("1-sum-w", f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
-                         f"{float(max_cond):g}; the sculpting phases need Σ W_i invertible and well-conditioned "
-                         "(method='gradient' does not)")
+        raise PhaseFailed(
+            "1-sum-w",
+            f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
+            f"{float(max_cond):g}; the sculpting phases need Σ W_i invertible and well-conditioned "
+            "(method='gradient' does not)",
+        )
     rec.time = time.perf_counter() - t0
     return W, rec

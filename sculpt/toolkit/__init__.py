@@ -10,6 +10,7 @@
 - ``logger``: the package's ``logging.getLogger("sculpt")`` (a NullHandler is attached; configure logging
   in your application to see its DEBUG/INFO diagnostics).
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,6 +24,19 @@ logger = logging.getLogger("sculpt")
 if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
     logger.addHandler(logging.NullHandler())
 
-__all__ = ["forward", "attention_patterns", "attention", "features", "relative_mse", "layer_relative_mse",
-           "versions", "package_version", "to_jsonable", "dumps", "write_json", "Progress", "ProgressBar",
-           "logger"]
+__all__ = [
+    "forward",
+    "attention_patterns",
+    "attention",
+    "features",
+    "relative_mse",
+    "layer_relative_mse",
+    "versions",
+    "package_version",
+    "to_jsonable",
+    "dumps",
+    "write_json",
+    "Progress",
+    "ProgressBar",
+    "logger",
+]

@@ -1,4 +1,5 @@
 """The one ``versions()``: what ran, for the records of the CLI, the benchmark and the benchmark scripts."""
+
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,13 @@ def _git_commit() -> str | None:
     if not ((root / ".git").exists() and (root / "pyproject.toml").is_file()):
         return None
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
@@ -43,7 +49,11 @@ def versions() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=1)
 def _versions() -> dict[str, str]:
-    out: dict[str, str] = {"python": platform.python_version(), "machine": platform.machine(), "cpus": str(os.cpu_count())}
+    out: dict[str, str] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": str(os.cpu_count()),
+    }
     out.update({name: package_version(name) for name in PACKAGES})
     commit = _git_commit()
     if commit:

@@ -10,6 +10,7 @@ one batched matmul): for a chunk of n sequences, ``logits[n, b, a*m + i] = x_a�
 query a and head i flattened on axis 2), the softmax runs over axis 1,
 ``A[n, a*m + i, :] = Σ_b P[n, b, a*m + i] x_b`` and ``F[n, a, :] = Σ_i A[n, a*m + i, :] W_i``.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["chunk_size", "concat_thetas", "softmax_axis1", "forward_chunk", "forward", "attention_patterns",
-           "attention", "features", "relative_mse", "layer_relative_mse"]
+__all__ = [
+    "chunk_size",
+    "concat_thetas",
+    "softmax_axis1",
+    "forward_chunk",
+    "forward",
+    "attention_patterns",
+    "attention",
+    "features",
+    "relative_mse",
+    "layer_relative_mse",
+]
 
 _CHUNK_ELEMENTS = 1 << 15  # per-chunk intermediates of ~256 KB stay in cache (measured fastest: 2^14-2^16)
 _NO_SHIFT_BOUND = 300.0  # softmax skips the max shift when all |logits| <= this
@@ -66,8 +77,9 @@ def _patterns_chunk(theta_cat: np.ndarray, X: np.ndarray, m: int) -> np.ndarray:
     return softmax_axis1(X @ xt.transpose(0, 2, 1))
 
 
-def forward_chunk(theta_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, m: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def forward_chunk(
+    theta_cat: np.ndarray, w_cat: np.ndarray, X: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk: P[n, b, a m + i] = softmax_b(x_aᵀ Θ_i x_b), A[n, a m + i] = Σ_b P x_b, F[n, a] = Σ_i A W_i.
 
     ``theta_cat`` = concat_thetas(thetas) (d, m d), ``w_cat`` = ws.reshape(m d, d), X (n, k, d).
@@ -94,7 +106,7 @@ def forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
     out = np.empty((N, k, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        out[s:s + step] = forward_chunk(theta_cat, w_cat, X[s:s + step], m)[2]
+        out[s : s + step] = forward_chunk(theta_cat, w_cat, X[s : s + step], m)[2]
     return out
 
 
@@ -108,9 +120,9 @@ def attention_patterns(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
     out = np.empty((N, m, k, k))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc = X[s:s + step]
+        Xc = X[s : s + step]
         P = _patterns_chunk(theta_cat, Xc, m)  # (n, b, a m + i)
-        out[s:s + step] = P.reshape(Xc.shape[0], k, k, m).transpose(0, 3, 2, 1)
+        out[s : s + step] = P.reshape(Xc.shape[0], k, k, m).transpose(0, 3, 2, 1)
     return out
 
 
@@ -131,9 +143,9 @@ def attention(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
         theta_cat = concat_thetas(flat)
         step = chunk_size(k, d, g)
         for s in range(0, N, step):
-            Xc = X[s:s + step]
+            Xc = X[s : s + step]
             P = _patterns_chunk(theta_cat, Xc, g)  # (n, b, a g + i)
-            out[:, s:s + step] = P.reshape(Xc.shape[0], k, k, g).transpose(3, 0, 2, 1)
+            out[:, s : s + step] = P.reshape(Xc.shape[0], k, k, g).transpose(3, 0, 2, 1)
     return out.reshape(*lead, N, k, k)
 
 
@@ -147,8 +159,8 @@ def features(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
     out = np.empty((N, k * m, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc = X[s:s + step]
-        out[s:s + step] = _patterns_chunk(theta_cat, Xc, m).transpose(0, 2, 1) @ Xc
+        Xc = X[s : s + step]
+        out[s : s + step] = _patterns_chunk(theta_cat, Xc, m).transpose(0, 2, 1) @ Xc
     return out.reshape(N * k, m * d)  # row (n, a), column block i: A[n, a m + i]
 
 

@@ -5,6 +5,7 @@ tuples and sets to lists, non-finite floats (nan, ±inf) to ``null``, paths to s
 ``to_dict()`` through it and anything else to ``str``. ``dumps`` and ``write_json`` always serialise with
 ``allow_nan=False``, so what they write parses with any strict JSON reader.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,6 +26,7 @@ def to_jsonable(value: Any, *, max_array: int | None = None) -> Any:
     With ``max_array`` set, arrays with more than ``max_array`` entries become {"array_shape", "norm"} and
     lists longer than 4·max_array become {"list_length", "head" (first 8), "last"} (keeps records small).
     """
+
     def conv(v: Any) -> Any:
         if v is None or isinstance(v, str):
             return v
@@ -63,12 +65,17 @@ def to_jsonable(value: Any, *, max_array: int | None = None) -> Any:
 
 def dumps(value: Any, *, indent: int | None = None, sort_keys: bool = False, max_array: int | None = None) -> str:
     """json.dumps(to_jsonable(value), allow_nan=False): strict JSON text (non-finite numbers are null)."""
-    return json.dumps(to_jsonable(value, max_array=max_array), indent=indent, sort_keys=sort_keys,
-                      allow_nan=False)
+    return json.dumps(to_jsonable(value, max_array=max_array), indent=indent, sort_keys=sort_keys, allow_nan=False)
 
 
-def write_json(path: str | os.PathLike[str], value: Any, *, indent: int | None = 2, sort_keys: bool = False,
-               max_array: int | None = None) -> Path:
+def write_json(
+    path: str | os.PathLike[str],
+    value: Any,
+    *,
+    indent: int | None = 2,
+    sort_keys: bool = False,
+    max_array: int | None = None,
+) -> Path:
     """Write ``dumps(value)`` plus a newline to ``path`` (UTF-8, parent folders created); returns the path.
 
     The text is built before the file is opened, so a value that cannot be serialised leaves no file.

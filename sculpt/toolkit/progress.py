@@ -4,6 +4,7 @@
 reporter (a line when a phase starts, one when it ends, notes in between) built on it. Every event is
 also sent to the ``sculpt`` logger at DEBUG level.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,17 @@ class ProgressBar:
     ``enabled=False`` writes nothing (events still go to the logger).
     """
 
-    def __init__(self, total: int, *, label: str = "", stream: TextIO | None = None, enabled: bool = True,
-                 width: int = 30, eta: bool = True, use_tqdm: bool | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        label: str = "",
+        stream: TextIO | None = None,
+        enabled: bool = True,
+        width: int = 30,
+        eta: bool = True,
+        use_tqdm: bool | None = None,
+    ) -> None:
         self.total, self.done, self.label, self.width, self.eta = int(total), 0, label, width, eta
         self.enabled = bool(enabled)
         self.stream: TextIO = stream if stream is not None else sys.stderr
@@ -52,8 +62,7 @@ class ProgressBar:
         if self.enabled and use_tqdm:
             from tqdm import tqdm
 
-            self._tqdm = tqdm(total=self.total, desc=label or None, file=self.stream, dynamic_ncols=True,
-                              leave=True)
+            self._tqdm = tqdm(total=self.total, desc=label or None, file=self.stream, dynamic_ncols=True, leave=True)
 
     def describe(self, text: str) -> None:
         """Set what the bar is working on (tqdm's description; nothing in plain mode)."""
@@ -125,11 +134,13 @@ class Progress:
     over the phases instead on a terminal when tqdm is installed.
     """
 
-    def __init__(self, enabled: bool, route: str, total: int, *, stream: TextIO | None = None,
-                 use_tqdm: bool | None = None) -> None:
+    def __init__(
+        self, enabled: bool, route: str, total: int, *, stream: TextIO | None = None, use_tqdm: bool | None = None
+    ) -> None:
         self.enabled, self.route, self.total, self.i = bool(enabled), route, int(total), 0
-        self._bar = ProgressBar(self.total, label=route, stream=stream, enabled=self.enabled, width=self.total,
-                                eta=False, use_tqdm=use_tqdm)
+        self._bar = ProgressBar(
+            self.total, label=route, stream=stream, enabled=self.enabled, width=self.total, eta=False, use_tqdm=use_tqdm
+        )
 
     def _tag(self) -> str:
         return f"[{self.route} {self.i}/{self.total}]"

@@ -1,16 +1,24 @@
 """Affine hull (lp / directions / ellipsoid), implicit equalities and linear span."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import flat_polytopes, grid_arrays, orthonormal, well_conditioned
 
-from oracles import (Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, affine_hull,
-                     implicit_equalities, linear_span)
+from oracles import (
+    Ball,
+    EmptyBodyError,
+    MissingOracleError,
+    OracleBody,
+    Polytope,
+    affine_hull,
+    implicit_equalities,
+    linear_span,
+)
 from oracles.affine_subspace import AffineSubspace
+
 
 def projector(B: np.ndarray) -> np.ndarray:
     return B @ B.T

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _problems import sample_polytope
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import balls, gaussian_like, nonzero_vectors, polytopes
 
-from _problems import sample_polytope
 from oracles import Ball, Cut, Intersection, MissingOracleError, OracleBody, OracleError, Polytope
 
 

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from conftest import backend_param
 
-from oracles import (EmptyBodyError, Polytope, UnboundedError, affine_hull, chebyshev_center, min_norm_point,
-                     solvers)
-
-from conftest import backend_param  # noqa: E402
+from oracles import EmptyBodyError, Polytope, UnboundedError, affine_hull, chebyshev_center, min_norm_point, solvers
 
 C = np.array([1.0, -2.0, 0.5])
 

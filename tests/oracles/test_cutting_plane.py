@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 import pytest
+from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import nonzero_vectors, polytopes
 
-from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope
 from oracles import Ball, MissingOracleError, OracleBody, Polytope
 from oracles.cutting_plane import _Localisation, cutting_plane
 

@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 import pytest
+from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope, sample_polytope
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import ellipsoids, nonzero_vectors, polytopes
 
-from _problems import chebyshev_margin, flat_polytope, lp_min, random_polytope, sample_polytope
 from oracles import Ball, Cut, MissingOracleError, OracleBody, ParallelCut, Polytope
 from oracles.ellipsoid import Ellipsoid, ellipsoid
 

@@ -7,8 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import flat_polytopes, gaussian_like, grid_arrays, polytopes, unit_vectors
 
-from oracles import (Ball, EmptyBodyError, MissingOracleError, OracleBody, Polytope, UnboundedError, affine_hull,
-                     chebyshev_center, min_norm_point, solvers, width, widths)
+from oracles import (
+    Ball,
+    EmptyBodyError,
+    MissingOracleError,
+    OracleBody,
+    Polytope,
+    UnboundedError,
+    affine_hull,
+    chebyshev_center,
+    min_norm_point,
+    solvers,
+    width,
+    widths,
+)
 from oracles.affine_subspace import AffineSubspace
 
 

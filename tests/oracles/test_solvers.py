@@ -6,14 +6,13 @@ import types
 
 import numpy as np
 import pytest
+from conftest import backend_param
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import gaussian_like, grid_arrays, nonzero_vectors
 
 from oracles import EmptyBodyError, Polytope, SolverError, UnboundedError, solvers
 from oracles.solvers import backend_mosek
-
-from conftest import backend_param  # noqa: E402  (tests/oracles is on sys.path under pytest)
 
 
 def test_available_is_usable_subset_with_defaults():

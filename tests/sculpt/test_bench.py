@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sculpt.bench import SCHEMA, strip_timings, validate_record
 from sculpt.bench.cli import add_bench_parser, build_parser, run_bench

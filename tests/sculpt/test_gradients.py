@@ -10,8 +10,17 @@ from strategies import gaussian_like, inputs, shapes
 
 import sculpt.toolkit.forward_pass as model_mod  # the kernels behind sculpt.model
 from sculpt import MultiHeadAttention, plant, sample_inputs
-from sculpt.gradients import (jacobian, jacobian_operator, jvp, loss_and_grad, loss_and_grad_flat, pack,
-                              residuals, unpack, vjp)
+from sculpt.gradients import (
+    jacobian,
+    jacobian_operator,
+    jvp,
+    loss_and_grad,
+    loss_and_grad_flat,
+    pack,
+    residuals,
+    unpack,
+    vjp,
+)
 
 SETTINGS = settings(max_examples=20, deadline=None)
 

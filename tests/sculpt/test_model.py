@@ -200,8 +200,9 @@ def test_load_rejects_corrupted_and_foreign_files(tmp_path):
     good = tmp_path / "good.npz"
     model.save(good)
     raw = good.read_bytes()
-    meta = lambda **kw: np.array(json.dumps({"format": "sculpt.MultiHeadAttention", "version": 1, "m": 2,
-                                             "d": 3, **kw}))
+    def meta(**kw: object) -> np.ndarray:
+        return np.array(json.dumps({"format": "sculpt.MultiHeadAttention", "version": 1, "m": 2, "d": 3, **kw}))
+
     cases = {
         "missing.npz": None,
         "garbage.npz": b"this is not a zip archive at all",

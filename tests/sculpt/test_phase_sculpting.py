@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
@@ -145,7 +146,8 @@ def test_bad_input(planted, kw, exc):
 def test_eta_star_route_is_recorded_and_exact():
     """η* (the least uniform slack making the body non-empty) is found by a route the record names; when a
     checked feasible point proves η* = 0, no true constraint was loosened beyond η₀."""
-    from sculpt.data import plant as _plant, sample_inputs as _sample
+    from sculpt.data import plant as _plant
+    from sculpt.data import sample_inputs as _sample
     from sculpt.phases.sculpting import sculpt as _sculpt
 
     model = _plant(6, 4, 1, seed=2)

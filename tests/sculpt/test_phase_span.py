@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from sculpt.errors import PhaseFailed
-
 from oracles import Polytope
 from sculpt import plant, sample_inputs
+from sculpt.errors import PhaseFailed
 from sculpt.phases.span import SpanEstimate, extract_span
 
 

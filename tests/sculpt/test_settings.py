@@ -9,7 +9,9 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from sculpt import MultiHeadAttention, PhaseFailed, Settings, learn, plant, sample_inputs
 from sculpt.settings import BodySettings, _Group

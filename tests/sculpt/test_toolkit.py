@@ -17,8 +17,19 @@ from hypothesis import strategies as st
 from strategies import gaussian_like, pm_one
 
 import sculpt.toolkit.forward_pass as fp
-from sculpt.toolkit import (Progress, ProgressBar, attention, attention_patterns, dumps, features, forward,
-                            relative_mse, to_jsonable, versions, write_json)
+from sculpt.toolkit import (
+    Progress,
+    ProgressBar,
+    attention,
+    attention_patterns,
+    dumps,
+    features,
+    forward,
+    relative_mse,
+    to_jsonable,
+    versions,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

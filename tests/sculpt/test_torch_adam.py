@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("torch", reason="torch not installed (optional extra 'torch'): torch_adam is unavailable")
 
-from sculpt.data import plant, sample_inputs  # noqa: E402
-from sculpt.torch_adam import torch_adam  # noqa: E402
+from sculpt.data import plant, sample_inputs
+from sculpt.torch_adam import torch_adam
 
 
 def _data(d: int, k: int, m: int, n: int, seed: int) -> tuple[object, np.ndarray, np.ndarray]:
