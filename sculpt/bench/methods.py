@@ -46,11 +46,14 @@ def register(
         raise TypeError(f"method {name!r} must be callable, got {type(fn).__name__}")
     _REGISTRY[name] = fn
     _WARMED.discard(name)
-    for table, value in ((_WARM_UPS, warm), (_REQUIRES, requires)):
-        if value is None:
-            table.pop(name, None)
-        else:
-            table[name] = value
+    if warm is None:
+        _WARM_UPS.pop(name, None)
+    else:
+        _WARM_UPS[name] = warm
+    if requires is None:
+        _REQUIRES.pop(name, None)
+    else:
+        _REQUIRES[name] = requires
 
 
 def refusal(name: str, cell: Any) -> str | None:

@@ -176,8 +176,8 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
         regs = regimes.setdefault(_family(r["cell"]), [])
         if r["cell"]["regime"] not in regs:
             regs.append(r["cell"]["regime"])
-        fam = families.setdefault(_family(r["cell"]), {})
-        fam.setdefault(r["method"], {}).setdefault(r["cell"]["N"], []).append(bool(r.get("success")))
+        runs = families.setdefault(_family(r["cell"]), {})
+        runs.setdefault(r["method"], {}).setdefault(r["cell"]["N"], []).append(bool(r.get("success")))
     shown = dict(sorted(families.items(), key=lambda kv: -len({n for per in kv[1].values() for n in per})))
     if shown:
         fig, axes = _grid_axes(plt, len(shown))

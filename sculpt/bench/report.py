@@ -216,7 +216,7 @@ def render_summary(
     notes = [f"- **{r}**: {REGIME_NOTES[r]}" for r in regimes if r in REGIME_NOTES]
     if notes:
         parts += ["## Regimes", ""] + notes + [""]
-    refused = {}
+    refused: dict[str, set[Any]] = {}
     for r in records:
         if r.get("status") == "refused":
             refused.setdefault(r["method"], set()).add(r.get("error"))
