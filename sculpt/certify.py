@@ -457,10 +457,10 @@ def _top_entries(B: np.ndarray, name: str, count: int = 2) -> str:
 
 def _template(m: int, d: int, parts: list[tuple[int, int, float]]) -> np.ndarray:
     """Orthonormal basis (p, d²) of {Σ coef · Δ placed in block (kind, head)} over all d×d Δ."""
-    T = np.zeros((2, m, d * d, d * d))
+    blocks = np.zeros((2, m, d * d, d * d))
     for kind, head, coef in parts:
-        T[kind, head] = coef * np.eye(d * d)
-    T = T.reshape(2 * m * d * d, d * d)
+        blocks[kind, head] = coef * np.eye(d * d)
+    T = blocks.reshape(2 * m * d * d, d * d)
     return T / np.linalg.norm(T[:, 0])
 
 
@@ -474,7 +474,7 @@ class _Explainer:
         self.messages: list[str] = []
 
     def _take(self, T: np.ndarray) -> tuple[int, np.ndarray | None]:
-        """Directions of T lying in the null space that are new to ``found``: (count, first direction)."""
+        """Directions of T lying in the null space that are new to ``found``: (count, first direction, None iff count is 0)."""
         U, s, _ = np.linalg.svd(T.T @ self.null, full_matrices=False)
         inside = T @ U[:, s > 0.99]
         if inside.shape[1] == 0:
@@ -501,7 +501,7 @@ class _Explainer:
         w_ref, t_ref = max(float(w_norm.max()), 1e-300), max(float(t_norm.max()), 1e-300)
         for i in range(m):  # a head's Θ block
             cnt, v = self._take(_template(m, d, [(0, i, 1.0)]))
-            if cnt:
+            if v is not None:  # cnt > 0
                 along = self._along(cnt, v, 0, i, f"Θ_{i + 1}")
                 if self.k == 1:
                     why = f"k = 1 (softmax over a single token is constant): Θ_{i + 1} of head {i + 1}"
@@ -513,7 +513,7 @@ class _Explainer:
         for i in range(m):  # coinciding attention patterns: only W_i + W_j is seen
             for j in range(i + 1, m):
                 cnt, v = self._take(_template(m, d, [(1, i, 1.0), (1, j, -1.0)]))
-                if cnt:
+                if v is not None:  # cnt > 0
                     gap = float(np.linalg.norm(th[i] - th[j]))
                     if self.k == 1:
                         why = f"k = 1, so heads {i + 1} and {j + 1} attend identically"
@@ -541,7 +541,7 @@ class _Explainer:
                 if np.linalg.norm(ws[j] - lam * ws[i]) > 1e-3 * max(w_norm[j], 1e-300) or lam == 0.0:
                     continue
                 cnt, v = self._take(_template(m, d, [(0, i, -lam), (0, j, 1.0)]))
-                if cnt:
+                if v is not None:  # cnt > 0
                     if abs(lam - 1) < 1e-3:
                         comb = f"Θ_{j + 1} − Θ_{i + 1}"
                     else:
@@ -564,7 +564,9 @@ class _Explainer:
         B = _blocks(v / np.linalg.norm(v), self.m, self.d)
         energy = np.sqrt(np.sum(B**2, axis=(2, 3)))  # (2, m)
         order = np.argsort(-energy.ravel())
-        terms, entries, lead = [], [], {}
+        terms: list[str] = []
+        entries: list[str] = []
+        lead: dict[int, tuple[int, int]] = {}
         for idx in order:
             kind, head = divmod(int(idx), self.m)
             if energy[kind, head] < 0.2 * energy.max():
