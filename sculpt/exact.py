@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -85,7 +85,8 @@ def _streaming_lstsq(blocks: Iterator[tuple[np.ndarray, np.ndarray]], n: int, ra
             continue
         rows += A_blk.shape[0]
         rhs_sq += float(b_blk @ b_blk)
-        R = np.linalg.qr(np.vstack([R, np.column_stack([A_blk, b_blk])]), mode="r")
+        # numpy's stubs type every mode as QRResult; mode="r" returns the array R alone
+        R = cast(np.ndarray, np.linalg.qr(np.vstack([R, np.column_stack([A_blk, b_blk])]), mode="r"))
     if rows == 0:
         return _LstsqSolution(np.zeros(n), 0, np.zeros(0), 0.0, 0.0, 0)
     R = np.vstack([R, np.zeros((max(0, n + 1 - R.shape[0]), n + 1))])
@@ -375,7 +376,7 @@ def exact_single_head(
     pred = (AX @ W).reshape(Y.shape)
     train = relative_mse(pred, Y)
     rec_t.figures["train_relative_mse"] = train
-    if true_theta is not None:
+    if true_theta is not None and true_w is not None:  # both set from the truth, or both None
         rec_t.truth = {"theta_error": _rel_err(theta, true_theta), "w_error": _rel_err(W, true_w)}
     rec_t.time = time.perf_counter() - t0
     converged = train <= tol
