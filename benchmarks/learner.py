@@ -77,7 +77,7 @@ ROWS = {r.name: r for r in [
     Row("near-identical-m4", 8, 4, 4, 5_000, plant={"separation": 0.03}),
     Row("peaked", 8, 4, 2, 5_000, plant={"scale": 40.0}),
     Row("torch-1684", 16, 8, 4, 20_000, torch=True),
-    Row("d32-3282", 32, 8, 2, 40_000),
+    Row("d32-3282", 32, 8, 2, 40_000, plant={"max_cond": 100.0}),  # cond(Σ W) <= 10 is very rare at d >= 24
 ]}
 QUICK = ["generic-842-2k", "weak-head"]
 
