@@ -69,11 +69,12 @@ def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: Any) -> dict[s
     m = T.shape[0]
     if thetas.shape[0] != m:
         return {"theta_error": float("nan"), "w_error": float("nan"), "permutation": None}
-    best = None
-    for perm in permutations(range(m)):
-        e = sum(float(np.linalg.norm(thetas[list(perm)][i] - T[i]) ** 2) for i in range(m))
+    best: tuple[float, list[int]] | None = None
+    for cand in permutations(range(m)):
+        e = sum(float(np.linalg.norm(thetas[list(cand)][i] - T[i]) ** 2) for i in range(m))
         if best is None or e < best[0]:
-            best = (e, list(perm))
+            best = (e, list(cand))
+    assert best is not None  # permutations() yields at least one ordering, even for m = 0
     perm = best[1]
     th_err = max(float(np.linalg.norm(thetas[perm[i]] - T[i]) / max(np.linalg.norm(T[i]), 1e-300)) for i in range(m))
     out: dict[str, Any] = {"theta_error": th_err, "permutation": perm}

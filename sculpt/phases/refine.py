@@ -281,6 +281,7 @@ def refine_sum_w(
         change = float(np.linalg.norm(W - W_old) / max(np.linalg.norm(W_old), 1e-300))
         info["relative_change"] = change
         if truth is not None:
+            assert S is not None  # set whenever truth is
             info["err_sum_w"] = float(np.linalg.norm(W - S) / np.linalg.norm(S))
             if sel.size:
                 info.update(_false_certificates(truth, X, n_, a_, cert.j_star[sel], cert.margin[sel]))
@@ -316,6 +317,7 @@ def refine_sum_w(
     if fallback_used:
         rec.message = "some rounds kept ΣŴ unchanged (too few rows certified at margin >= gamma_accept)"
     if truth is not None:
+        assert S is not None  # set whenever truth is
         rec.truth.update(
             err_sum_w=float(np.linalg.norm(W - S) / np.linalg.norm(S)),
             err_per_round=[h.get("err_sum_w") for h in history],

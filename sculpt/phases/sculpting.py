@@ -236,6 +236,8 @@ def sculpt(
         # directions of the equality rows (along the heads' affine hull), one LP in 9 variables; (c) HiGHS's
         # first-order PDLP on the rows tightened by 1e-3. Otherwise the exact LP (at d = 16 it took 1-2 s over
         # 1,700-3,500 rows; (b) 0.07 s, (c) 0.2-0.3 s).
+        fit_ls: np.ndarray | None
+        Fw: np.ndarray | None
         if th is not None:
             fit_ls, Fw = th, F_ * np.sqrt(w_)[:, None]
         elif Q.shape[0]:
@@ -245,7 +247,7 @@ def sculpt(
         x0 = np.clip(fit_ls, -box, box) if fit_ls is not None else None
         if x0 is not None and float(np.max(AA @ x0 - bb)) <= 0.0:
             eta_by = "feasible point (the log-ratio weighted least-squares fit): 0, no LP"
-        elif th is not None and (r_ok := _first_feasible_r(AA, bb, fit_ls, Fw, box, solver)):
+        elif th is not None and Fw is not None and (r_ok := _first_feasible_r(AA, bb, th, Fw, box, solver)):
             eta_by = (
                 f"feasible point (least-squares fit + {r_ok} weakest equality directions, {r_ok + 1}-variable LP): 0"
             )

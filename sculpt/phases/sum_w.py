@@ -152,7 +152,7 @@ def agreement_refit(
         dW = step.reshape(-1, d)
         dW = basis.T @ dW if basis is not None else dW
         W = W + dW
-        if np.linalg.norm(dW) <= tol * max(np.linalg.norm(W), 1e-300):
+        if np.linalg.norm(dW) <= tol * max(float(np.linalg.norm(W)), 1e-300):
             break
     return W, info
 
