@@ -17,7 +17,7 @@ from ._validate import as_count, positive
 from .bodies import ConvexBody, checked_separate
 from .ellipsoid import _check_common
 from .errors import OracleError, SolverError
-from .results import EllipsoidResult
+from .results import EllipsoidResult, Status
 
 __all__ = ["cutting_plane"]
 
@@ -230,7 +230,7 @@ def cutting_plane(
     calls = free = 0
     it = 0
 
-    def result(status: str, message: str) -> EllipsoidResult:
+    def result(status: Status, message: str) -> EllipsoidResult:
         mm = float(np.sum(loc.w)) + 2 * n
         try:
             shape = mm * mm * _spd_solve(loc.H, np.eye(n))

@@ -20,7 +20,7 @@ from ._validate import radius as check_radius
 from .bodies import ConvexBody, checked_separate
 from .cuts import Cut, ParallelCut
 from .errors import MissingOracleError, OracleError
-from .results import EllipsoidResult
+from .results import EllipsoidResult, Status
 
 __all__ = ["Ellipsoid", "ellipsoid"]
 
@@ -377,7 +377,7 @@ def ellipsoid(
         "ball around the body, or loosen oracle_tol / tol)"
     )
 
-    def result(status: str, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None) -> EllipsoidResult:
+    def result(status: Status, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None) -> EllipsoidResult:
         dirs, widths = flat if flat is not None else (np.zeros((n, 0)), np.zeros(0))
         return EllipsoidResult(
             status=status,
