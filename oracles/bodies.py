@@ -578,7 +578,7 @@ class Intersection(ConvexBody):
         dims = {p.dim for p in flat}
         if len(dims) != 1:
             raise ValueError(f"cannot intersect bodies of different dimensions {sorted(dims)}")
-        self.parts = flat
+        self.parts: list[ConvexBody] = flat
         self.dim = flat[0].dim
 
     def __repr__(self) -> str:
