@@ -198,13 +198,14 @@ def phase_table(rows: list[dict[str, Any]]) -> str:
         s = [r["sculpt"] for r in rs]
         ang = [x["span_angle_deg"] for x in s if x.get("span_angle_deg") is not None]
         pre = [x["theta_error_before_polish"] for x in s if x.get("theta_error_before_polish") is not None]
-        mhat = sum(x.get("m_estimate") == r["m"] for x, r in zip(s, rs))
+        with_m = [(x, r) for x, r in zip(s, rs) if x.get("m_estimate") is not None]  # phase 4 ran
+        mhat = f"{sum(x['m_estimate'] == r['m'] for x, r in with_m)}/{len(with_m)}" if with_m else "– (skipped)"
         ex = [x["examples_used"]["phases_1_3"] for x in s if x.get("examples_used")]
         att = [len(x["attempts"]) for x in s if x.get("attempts")]
         lines.append(
             f"| {name} | {sum(x['exact'] for x in s)}/{len(s)} "
             f"| {_fmt(np.median(ang) if ang else None, '.1f')}, {_fmt(max(ang) if ang else None, '.1f')} "
-            f"| {mhat}/{len(s)} | {_fmt(np.median(pre) if pre else None, '.2f')}, "
+            f"| {mhat} | {_fmt(np.median(pre) if pre else None, '.2f')}, "
             f"{_fmt(max(pre) if pre else None, '.2f')} | {int(np.median(ex)) if ex else '–'} "
             f"| {max(att) if att else '–'} | {np.median([x['time'] for x in s]):.2f} |")
     return "\n".join(lines)
