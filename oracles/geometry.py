@@ -308,10 +308,13 @@ def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, flo
                 cons.append(x[up] + r <= p.ub[up])
             if lo.size:
                 cons.append(x[lo] - r >= p.lb[lo])
-        else:  # Ball
+        else:
+            assert isinstance(p, Ball)  # the explicit parts of a (flattened) Intersection: Polytope or Ball
             cons.append(cp.norm(x - p.center, 2) + r <= p.radius)
     solvers.solve_cvxpy(cp.Problem(cp.Maximize(r), cons), solver=solver)
-    return np.asarray(x.value, dtype=float), max(float(r.value), 0.0)
+    radius = r.value
+    assert radius is not None  # solve_cvxpy raises unless the status is "optimal", which sets every variable
+    return np.asarray(x.value, dtype=float), max(float(radius), 0.0)
 
 
 def width(

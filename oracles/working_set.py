@@ -202,7 +202,7 @@ def _min_norm_working_set(
         raise ValueError(f"start, add and max_rounds must be >= 1, got {start}, {add}, {max_rounds}")
     A, b, lo, hi = _split_bounds(A, b)
     n, p = A.shape
-    eq = (A_eq, b_eq) if A_eq.shape[0] else (None, None)
+    eq: tuple[np.ndarray | None, np.ndarray | None] = (A_eq, b_eq) if A_eq.shape[0] else (None, None)
     bounds = (lo, hi)
     x = np.clip(np.zeros(p), lo, hi)
     if n == 0 and eq[0] is None:
@@ -218,7 +218,7 @@ def _min_norm_working_set(
             return x, int(in_ws.sum())
         take = int(start) if not in_ws.any() else int(add)
         in_ws[bad[np.argsort(-viol[bad])[:take]]] = True
-        rows = (A[in_ws], b[in_ws]) if in_ws.any() else (None, None)
+        rows: tuple[np.ndarray | None, np.ndarray | None] = (A[in_ws], b[in_ws]) if in_ws.any() else (None, None)
         sol = solvers.solve_qp(np.eye(p), np.zeros(p), *rows, *eq, bounds=bounds, solver=solver)
         x = np.asarray(sol.x)
         solved = True

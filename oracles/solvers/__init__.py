@@ -146,8 +146,11 @@ def solve_qp(
     *,
     solver: str | None = None,
     options: dict | None = None,
-) -> QPSolution:
-    """min ½ xᵀP x + cᵀx (P symmetric PSD) s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds."""
+) -> LPSolution:
+    """min ½ xᵀP x + cᵀx (P symmetric PSD) s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds.
+
+    The backends return a QPSolution (an LPSolution) when P is given, a plain LPSolution for P = None.
+    """
     data = prepare(c, A_ub, b_ub, A_eq, b_eq, bounds, P=P)
     return get(solver, "qp").solve(data, options=options)
 
