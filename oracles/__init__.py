@@ -9,7 +9,7 @@ modules whose names start with "_" are private. docs/engine.md has an example fo
 """
 
 from . import solvers
-from .affine import ImplicitEqualities, affine_hull, implicit_equalities, linear_span
+from .affine import ExactCheck, ImplicitEqualities, affine_hull, implicit_equalities, linear_span
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, NormEpigraph, OracleBody, Polytope
 from .cuts import Cut, ParallelCut
@@ -42,6 +42,7 @@ __all__ = [
     "affine_hull_by_ellipsoid",
     "implicit_equalities",
     "ImplicitEqualities",
+    "ExactCheck",
     "linear_span",
     "min_norm_point",
     "chebyshev_center",
