@@ -599,7 +599,9 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.r
     """GLS: grow point differences D and normals N until |D| + |N| = k; <= 2k+1 maximize calls, k the
     dimension of the explicit equalities' flat (n when there are none)."""
     n = body.dim
-    model = solvers.LPModel(body, solver=solver) if isinstance(body, Polytope) else None
+    # a sparse body: warm-started dual simplex (iJO1366: 0.08 s per LP against 0.12 s for IPM + crossover)
+    model = solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm") \
+        if isinstance(body, Polytope) else None
     known = _known_flat(body)
     W = np.eye(n) if known is None else known[1]  # directions live in span(W)
     k = W.shape[1]
@@ -642,7 +644,8 @@ def _bounding_ball(body: ConvexBody, solver: str | None) -> tuple[np.ndarray, fl
     """A ball containing the body from its bounding box (2n maximize calls; one kept LP model for a
     polytope)."""
     n = body.dim
-    model = solvers.LPModel(body, solver=solver) if isinstance(body, Polytope) else None
+    model = solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm") \
+        if isinstance(body, Polytope) else None
     mx = model.maximize if model is not None else (lambda c: body.maximize(c, solver=solver))
     hi = np.array([mx(e)[0] for e in np.eye(n)])
     lo = -np.array([mx(-e)[0] for e in np.eye(n)])
