@@ -600,8 +600,11 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.r
     dimension of the explicit equalities' flat (n when there are none)."""
     n = body.dim
     # a sparse body: warm-started dual simplex (iJO1366: 0.08 s per LP against 0.12 s for IPM + crossover)
-    model = solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm") \
-        if isinstance(body, Polytope) else None
+    model = (
+        solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm")
+        if isinstance(body, Polytope)
+        else None
+    )
     known = _known_flat(body)
     W = np.eye(n) if known is None else known[1]  # directions live in span(W)
     k = W.shape[1]
@@ -644,8 +647,11 @@ def _bounding_ball(body: ConvexBody, solver: str | None) -> tuple[np.ndarray, fl
     """A ball containing the body from its bounding box (2n maximize calls; one kept LP model for a
     polytope)."""
     n = body.dim
-    model = solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm") \
-        if isinstance(body, Polytope) else None
+    model = (
+        solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm")
+        if isinstance(body, Polytope)
+        else None
+    )
     mx = model.maximize if model is not None else (lambda c: body.maximize(c, solver=solver))
     hi = np.array([mx(e)[0] for e in np.eye(n)])
     lo = -np.array([mx(-e)[0] for e in np.eye(n)])
@@ -658,11 +664,35 @@ ELLIPSOID_MAX_CALLS = 200_000
 def _hull_ellipsoid(
     body: ConvexBody, tol: float, solver: str | None, center, radius, max_calls: int | None
 ) -> AffineSubspace:
+    try:
+        from .hull_ellipsoid import affine_hull_by_ellipsoid, predicted_calls
+    except ImportError as e:
+        raise ImportError(
+            f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not available: {e}"
+        ) from e
+    budget = ELLIPSOID_MAX_CALLS if max_calls is None else int(max_calls)
     known = _known_flat(body)
+    k = body.dim if known is None else known[1].shape[1]
+
+    def refuse(r: float, how: str) -> None:
+        need = predicted_calls(k, r, tol)
+        if need > budget:
+            raise SolverError(
+                f"affine_hull(method='ellipsoid') refused: in dimension {k} with radius/tol {how}"
+                f"{r / tol:.2g} the ellipsoid needs about {need:,} oracle calls (budget {budget:,}, "
+                f"max_calls=); use method='lp' for an explicit polytope or 'directions' for a body with maximize",
+                backend=None,
+                status="refused",
+            )
+
     if radius is None:
         if isinstance(body, Ball):
             center, radius = body.center, body.radius * 1.01 + 1e-9
+        elif isinstance(body, Polytope) and np.all(np.isfinite(body.lb)) and np.all(np.isfinite(body.ub)):
+            center = 0.5 * (body.lb + body.ub)  # the bounding box is free: no LPs
+            radius = max(0.5 * float(np.linalg.norm(body.ub - body.lb)) * 1.01, 1e-6)
         elif body.has_maximize:
+            refuse(1e3 * tol, ">= ")  # before 2n LPs: even a ball 1e3 x tol wide would be too costly
             center, radius = _bounding_ball(body, solver)
         else:
             raise ValueError(
@@ -673,33 +703,15 @@ def _hull_ellipsoid(
     radius = float(radius)
     if not np.isfinite(radius) or radius <= 0:
         raise ValueError(f"radius must be positive and finite, got {radius}")
-    try:
-        from .hull_ellipsoid import affine_hull_by_ellipsoid, predicted_calls
-    except ImportError as e:
-        raise ImportError(
-            f"affine_hull(method='ellipsoid') needs oracles.hull_ellipsoid, which is not available: {e}"
-        ) from e
+    refuse(radius, "= ")
     flat = None
-    k = body.dim
     if known is not None:
         p, B = known
         p = p + B @ (B.T @ (center - p))  # the centre's projection onto the known flat
         flat = (p, B)
-        k = B.shape[1]
         # on that flat the equalities hold by construction: the oracle only needs the rows and bounds
         assert isinstance(body, Polytope)
         body = Polytope(body.A, body.b, lb=body.lb, ub=body.ub, dim=body.dim)
-    budget = ELLIPSOID_MAX_CALLS if max_calls is None else int(max_calls)
-    need = predicted_calls(k, radius, tol)
-    if need > budget:
-        raise SolverError(
-            f"affine_hull(method='ellipsoid') refused: in dimension {k} with radius/tol = "
-            f"{radius / tol:.2g} the ellipsoid needs about {need:,} oracle calls (budget "
-            f"{budget:,}, max_calls=); use method='lp' for an explicit polytope or "
-            f"'directions' for a body with maximize",
-            backend=None,
-            status="refused",
-        )
     return affine_hull_by_ellipsoid(body, center, radius, tol=tol, max_iter=budget, flat=flat)
 
 
