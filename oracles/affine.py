@@ -12,9 +12,10 @@
   - ``"off"``: one Freund-Roundy-Todd LP (max Σt s.t. A x + t <= s b, A_eq x = s b_eq, 0 <= t <= 1,
     1 <= s <= 1/tol; t_i < ½ marks an equality), sparse when the polytope is; its duals are the certificate;
   - ``"auto"`` (default): "dense-ipm" when the polytope is dense and an iteration is cheap
-    (m n² <= 3e8 flops), else straight to "off" (on sparse flux polytopes the IPM point rarely certifies
-    and one sparse LP is the cheapest sure answer). An uncertified fast path falls back to the FRT LP
-    restricted to its candidates (dense) or to the full FRT LP.
+    ((m + n) n² <= 3e8 flops), else "backend-ipm". An uncertified fast path falls back to the FRT LP
+    restricted to its candidates (the rows with slack <= θ at a feasible IPM point; the others are not
+    equalities), or to the full FRT LP when the point is not feasible. On sparse flux polytopes the IPM point
+    rarely certifies by itself, but its candidates shrink the FRT LP: iJO1366 0.43 s against 0.80 s.
 * ``method="directions"`` (any body with ``maximize``): the GLS recipe, at most 2k+1 LPs where k is the
   dimension left by the explicit equalities.
 * ``method="ellipsoid"`` (separation only): the ellipsoid's thin axes (``oracles.hull_ellipsoid``); refused at
@@ -212,12 +213,14 @@ def _system(P: Polytope, tol: float, sparse: bool) -> _System:
 
 
 def _pick_path(P: Polytope, fast: str) -> tuple[bool, str]:
-    """(sparse linear algebra?, fast path) for "auto": dense IPM for a cheap dense polytope, else the FRT LP."""
+    """(sparse linear algebra?, fast path). "auto": the dense IPM for a cheap dense polytope, else the backend's
+    sparse IPM, whose slacks shrink the FRT LP to the candidate rows (iJO1366: 0.43 s against 0.80 s for the
+    full FRT LP; the same rows)."""
     m = P.A.shape[0] + P.n_bounds
     n = P.dim
     cheap = not P.is_sparse and float(m + n) * n * n <= _DENSE_IPM_FLOPS
     if fast == "auto":
-        return (not cheap), ("dense-ipm" if cheap else "off")
+        return (not cheap), ("dense-ipm" if cheap else "backend-ipm")
     if fast == "dense-ipm":
         return False, fast
     return (P.is_sparse or not cheap), fast
