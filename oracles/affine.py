@@ -598,16 +598,21 @@ def _known_flat(body: ConvexBody) -> tuple[np.ndarray, np.ndarray] | None:
     return p, B
 
 
+def _objective_model(P: Polytope, solver: str | None) -> solvers.LPModel:
+    """One kept LP model for many objectives over P: on a sparse P a warm-started simplex with the backend's
+    COST_CHANGE_OPTIONS (HiGHS: primal simplex; iJO1366: 7.8 ms per LP against 120 ms for IPM + crossover),
+    else IPM + crossover (measured fastest for unrelated objectives on dense data)."""
+    if P.is_sparse:
+        backend = solvers.get(solver, "lp")
+        return solvers.LPModel(P, solver=solver, algorithm="simplex", options=dict(backend.COST_CHANGE_OPTIONS) or None)
+    return solvers.LPModel(P, solver=solver)
+
+
 def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.random.Generator) -> AffineSubspace:
     """GLS: grow point differences D and normals N until |D| + |N| = k; <= 2k+1 maximize calls, k the
     dimension of the explicit equalities' flat (n when there are none)."""
     n = body.dim
-    # a sparse body: warm-started dual simplex (iJO1366: 0.08 s per LP against 0.12 s for IPM + crossover)
-    model = (
-        solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm")
-        if isinstance(body, Polytope)
-        else None
-    )
+    model = _objective_model(body, solver) if isinstance(body, Polytope) else None
     known = _known_flat(body)
     W = np.eye(n) if known is None else known[1]  # directions live in span(W)
     k = W.shape[1]
@@ -650,11 +655,7 @@ def _bounding_ball(body: ConvexBody, solver: str | None) -> tuple[np.ndarray, fl
     """A ball containing the body from its bounding box (2n maximize calls; one kept LP model for a
     polytope)."""
     n = body.dim
-    model = (
-        solvers.LPModel(body, solver=solver, algorithm="simplex" if body.is_sparse else "ipm")
-        if isinstance(body, Polytope)
-        else None
-    )
+    model = _objective_model(body, solver) if isinstance(body, Polytope) else None
     mx = model.maximize if model is not None else (lambda c: body.maximize(c, solver=solver))
     hi = np.array([mx(e)[0] for e in np.eye(n)])
     lo = -np.array([mx(-e)[0] for e in np.eye(n)])

@@ -20,7 +20,7 @@ from ._dense_ipm import min_norm_ipm
 from ._separation_only import _min_norm_by_cuts, _width_by_cuts
 from ._sparse import row_norms
 from ._validate import as_matrix, as_vector
-from .affine import _as_polytope, _check_tol, _normalised_rows, _system, affine_hull
+from .affine import _as_polytope, _check_tol, _normalised_rows, _objective_model, _system, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
@@ -365,8 +365,7 @@ def widths(
         rows = iter(U)
     if poly is None:
         return np.array([width(body, u, solver=solver, center=center, radius=radius, tol=tol) for u in rows])
-    # coordinate-like directions on a sparse body: warm-started simplex (neighbouring optima); otherwise IPM
-    model = solvers.LPModel(poly, solver=solver, algorithm="simplex" if poly.is_sparse else "ipm")
+    model = _objective_model(poly, solver)
     return np.array([max(0.0, model.maximize(u)[0] + model.maximize(-u)[0]) for u in rows])
 
 

@@ -59,6 +59,9 @@ class HighsBackend(Backend):
     WARM_START = True  # HighsModel: costs changed and rows added in place, simplex warm-started
     FIRST_ORDER_LP = True  # PDLP
     SMALL_LP_OPTIONS = {"presolve": "off"}  # presolve costs more than it saves on small dense LPs (7 vs 11 ms)
+    # new costs keep the basis primal feasible: primal simplex warm-starts (iJO1366 FVA: 7.8 ms per LP
+    # against 31 ms with the dual simplex)
+    COST_CHANGE_OPTIONS = {"simplex_strategy": 4}
     SPARSE_LP_OPTIONS = {"solver": "simplex"}  # iJO1366's FRT LP: 2.5 s (dual simplex) against 4.5 s (IPM)
 
     def probe(self) -> tuple[bool, str]:
