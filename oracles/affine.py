@@ -372,8 +372,8 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
             info["recentred_scale"] = s_min
             if slack_c > slack:
                 x_ri, slack = x_c, slack_c
-        except (SolverError, EmptyBodyError, UnboundedError):
-            pass
+        except (SolverError, EmptyBodyError, UnboundedError) as exc:  # the FRT point stays: still interior
+            info["recentre_failed"] = f"{type(exc).__name__}: {exc}"
     return _result(S, eq_rows, x_ri, slack, method, n_solves, widths, info=info)
 
 
