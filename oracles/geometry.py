@@ -98,7 +98,7 @@ def min_norm_point(
       it has inequality rows, else "qp"; "conic" for other explicit bodies; "ellipsoid" otherwise. It never
       picks "working_set", whose accuracy is the QP backend's and whose speed depends on how many rows cut
       the point off: choose it where it pays (on 3,000 random rows: 3-9x faster than "ipm" for n = 20-256;
-      on the attention learner's bodies 5-7x faster up to n = 100, slower at n = 256; docs/engine.md).
+      on bodies with thousands of near-redundant rows 5-7x faster up to n = 100, slower at n = 256; docs/engine.md).
     """
     _check_body(body)
     poly = _as_polytope(body) if isinstance(body, ConvexBody) else None
