@@ -192,6 +192,8 @@ class Backend(ABC):
     * ``SMALL_LP_OPTIONS``: options measured best for many small dense LPs re-solved in a row.
     * ``SPARSE_LP_OPTIONS``: options measured best for one large sparse LP (the affine hull's FRT LP on flux
       polytopes).
+    * ``VERTEX_LP_OPTIONS``: options measured best for one tall LP (thousands of rows, few structural
+      columns plus one slack per row) whose answer is a vertex, e.g. an L1 outlier fit.
     * ``COST_CHANGE_OPTIONS``: options for a kept simplex model re-solved with new costs only (the last basis
       stays primal feasible), e.g. flux variability analysis.
     """
@@ -207,6 +209,7 @@ class Backend(ABC):
     FIRST_ORDER_LP: bool = False
     SMALL_LP_OPTIONS: dict = {}
     SPARSE_LP_OPTIONS: dict = {}
+    VERTEX_LP_OPTIONS: dict = {}
     COST_CHANGE_OPTIONS: dict = {}
 
     @property

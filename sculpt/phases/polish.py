@@ -63,36 +63,48 @@ def _normal_equations(
     res: np.ndarray,
     chunk: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """JᵀJ and Jᵀr of the Kaufman VP Jacobian, accumulated over chunks of examples."""
+    """JᵀJ and Jᵀr of the Kaufman VP Jacobian, accumulated over chunks of examples.
+
+    The Jacobian never exists: its row (token a, output c) for head i is x_a ⊗ G_i[a, c] (G from the module
+    docstring), so JᵀJ = Σ_a (x_a x_aᵀ) ⊗ (Σ_c G[a, c] G[a, c]ᵀ) is one product of (x_a x_aᵀ) against
+    H_a = Σ_c G[a, c] G[a, c]ᵀ, at k·m²·d⁴ flops per example instead of k·m²·d⁵ with the dense Jacobian
+    (measured 46 → 6 ms per call at (16,4,2) on 64 examples, and 1 GB → 70 MB per chunk at d = 32). The
+    projection term Σ_c (Qᵀ J_c)ᵀ(Qᵀ J_c) is built the same way from (Q ⊗ x) against G."""
     m, d = thetas.shape[0], X.shape[2]
     N, k = X.shape[0], X.shape[1]
+    md, rq = m * d, Q.shape[1]
     npar = m * d * d
-    S = np.zeros((npar, npar))
-    g = np.zeros(npar)
-    T = np.zeros((d, Q.shape[1], npar))  # Qᵀ J_c per output column c
+    M = np.zeros((d * d, md * md))  # Σ_a vec(x_a x_aᵀ) vec(H_a)ᵀ, indices [(p, p'), (i, q, i', q')]
+    g = np.zeros((m, d, d))
+    T = np.zeros((rq * d, d * md))  # Σ_a vec(Q_a ⊗ x_a) vec(G_a)ᵀ, indices [(j, p), (c, i, q)]
     for s in range(0, N, chunk):
         sl = slice(s, min(s + chunk, N))
         Xs = X[sl]
         n = Xs.shape[0]
-        blocks = []
+        Gs = np.empty((n * k, d, md))  # G[(n, a), c, (i, q)]
         for i in range(m):
             V = Xs @ ws[i]  # (n, k, d)
             Ybar = Zi[i, sl] @ ws[i]  # (n, k, d)
-            Gi = (
-                np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True)
-                - Ybar[..., None] * Zi[i, sl][:, :, None, :]
+            Gi = np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True) - (
+                Ybar[..., None] * Zi[i, sl][:, :, None, :]
             )
-            Ji = Xs[:, :, None, :, None] * Gi[:, :, :, None, :]  # (n, k, c, p, q)
-            blocks.append(Ji.reshape(n * k, d, d * d))
-        J = np.concatenate(blocks, axis=2)  # (nk, d, npar)
-        Jc = np.ascontiguousarray(J.transpose(1, 0, 2))  # (d, nk, npar)
-        J2 = Jc.reshape(-1, npar)
-        S += J2.T @ J2
-        rs = res[s * k : (s + n) * k].T.reshape(-1)  # (d·nk,) matching Jc's row order
-        g += J2.T @ rs
-        T += np.einsum("rj,crp->cjp", Q[s * k : (s + n) * k], Jc, optimize=True)
-    S -= np.einsum("cjp,cjq->pq", T, T, optimize=True)
-    return S, g
+            Gs[:, :, i * d : (i + 1) * d] = Gi.reshape(n * k, d, d)
+        Xr = Xs.reshape(n * k, d)
+        H = np.matmul(Gs.transpose(0, 2, 1), Gs)  # (nk, md, md)
+        XX = (Xr[:, :, None] * Xr[:, None, :]).reshape(n * k, d * d)
+        M += XX.T @ H.reshape(n * k, md * md)
+        rs = res[s * k : (s + n) * k]  # (nk, d): residual per output column c
+        u = np.einsum("rcz,rc->rz", Gs, rs).reshape(n * k, m, d)  # Σ_c G r
+        g += np.einsum("rp,riq->ipq", Xr, u)
+        Qs = Q[s * k : (s + n) * k]
+        QX = (Qs[:, :, None] * Xr[:, None, :]).reshape(n * k, rq * d)
+        T += QX.T @ Gs.reshape(n * k, d * md)
+    # JᵀJ[(i, p, q), (i', p', q')] = M[(p, p'), (i, q, i', q')]
+    S = M.reshape(d, d, m, d, m, d).transpose(2, 0, 3, 4, 1, 5).reshape(npar, npar)
+    # (Qᵀ J_c)[j, (i, p, q)] = T[(j, p), (c, i, q)]
+    Tc = T.reshape(rq, d, d, m, d).transpose(2, 0, 3, 1, 4).reshape(d * rq, npar)
+    S -= Tc.T @ Tc
+    return S, g.reshape(npar)
 
 
 def lm_vp(

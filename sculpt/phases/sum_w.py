@@ -142,13 +142,16 @@ def agreement_refit(
         T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1)  # (R, d, k−1)
         Pp = np.eye(d) - T @ np.linalg.pinv(T)  # (R, d, d)
         z = np.einsum("rj,rjd->rd", qq, Xr)  # (R, d)
-        J = -np.einsum("ref,rp->repf", Pp, z)  # ∂r_e/∂W[p, f]
-        if basis is not None:
-            J = np.einsum("repf,sp->resf", J, basis)
-        Jm = J.reshape(rows.size * d, -1)
-        rv = np.einsum("ref,rf->re", Pp, r).reshape(-1)
-        H = Jm.T @ Jm
-        step = np.linalg.solve(H + ridge * np.trace(H) / H.shape[0] * np.eye(H.shape[0]), -Jm.T @ rv)
+        # ∂r_e/∂W[p, f] = −P⊥[e, f] z_p, so (P⊥ symmetric and idempotent) JᵀJ = Σ_rows (z zᵀ) ⊗ P⊥ and
+        # Jᵀr = −Σ_rows z ⊗ P⊥r: one (R, s²)ᵀ(R, d²) product instead of the dense (R d, s d) Jacobian
+        # (d² fewer flops per row; phase 1 at (16,4,2) 0.18 → see docs/method.md "Speed changes")
+        zb = z if basis is None else z @ basis.T  # (R, s)
+        nb = zb.shape[1]
+        Pr = np.einsum("ref,rf->re", Pp, r)
+        ZZ = (zb[:, :, None] * zb[:, None, :]).reshape(rows.size, nb * nb)
+        H = (ZZ.T @ Pp.reshape(rows.size, d * d)).reshape(nb, nb, d, d).transpose(0, 2, 1, 3).reshape(nb * d, nb * d)
+        rhs_w = (zb.T @ Pr).reshape(-1)
+        step = np.linalg.solve(H + ridge * np.trace(H) / H.shape[0] * np.eye(H.shape[0]), rhs_w)
         dW = step.reshape(-1, d)
         dW = basis.T @ dW if basis is not None else dW
         W = W + dW
