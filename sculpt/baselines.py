@@ -60,10 +60,11 @@ def _lbfgs_run(
     tol: float,
     deadline: float,
     history: int,
+    give_up: tuple[int, float] | None = None,
 ) -> tuple[np.ndarray, float, int, int, str]:
     """One L-BFGS restart: scipy L-BFGS-B (no bounds) with memory ``history``, re-entered with fresh
-    memory after a line-search failure as long as that made progress. Returns (x, loss, iterations,
-    evaluations, stop reason)."""
+    memory after a line-search failure as long as that made progress; ``give_up = (i, f)`` stops it at
+    iteration i if the loss is still above f. Returns (x, loss, iterations, evaluations, stop reason)."""
     best = {"x": p0.copy(), "f": math.inf}
     trace: list[float] = []
     n_eval = 0
@@ -88,6 +89,8 @@ def _lbfgs_run(
             reason = "time limit"
         elif len(trace) > _STALL_WINDOW and f > (1.0 - _STALL_RTOL) * trace[-1 - _STALL_WINDOW]:
             reason = "stalled"
+        elif give_up is not None and len(trace) >= give_up[0] and f > give_up[1]:
+            reason = f"gave up: loss {f:.1e} > {give_up[1]:.0e} after {len(trace)} iterations"
         if reason:
             raise StopIteration
 
@@ -216,6 +219,7 @@ def _restarts(
     history: int,
     lr: float,
     batch_size: int,
+    give_up: tuple[int, float] | None = None,
 ) -> tuple[list[dict[str, Any]], np.ndarray, float, int]:
     """Run up to ``restarts`` fits (the first from ``init`` if given), stopping once one reaches ``tol`` or
     the deadline passes; returns (per-restart figures, best parameters, best loss, total iterations)."""
@@ -231,7 +235,7 @@ def _restarts(
         tr = time.perf_counter()
         if method == "lbfgs":
             x, f, it, nev, why = _lbfgs_run(
-                p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline, history=history
+                p0, X, Y, m, scale, max_iter=max_iter, tol=tol, deadline=deadline, history=history, give_up=give_up
             )
         else:
             x, f, it, nev, why = _adam_run(
@@ -271,6 +275,7 @@ def gradient_descent(
     lr: float = 0.03,
     batch_size: int = 2000,
     single_thread: bool = True,
+    give_up: tuple[int, float] | None = None,
 ) -> LearnResult:
     """Fit m heads to (X, Y) by minimising the training relative MSE Σ‖F(X) − Y‖² / Σ‖Y‖².
 
@@ -282,8 +287,9 @@ def gradient_descent(
     ``restarts`` random initialisations (the first starts from ``init`` if given) drawn from ``seed``; the
     best is returned and later restarts are skipped once one reaches ``tol``. ``time_limit`` (seconds) caps
     the whole call. ``single_thread`` runs BLAS on one thread during the fit (faster for these thin
-    products; results are identical). Returns a LearnResult whose ``info["restarts"]`` lists each restart's
-    figures.
+    products; results are identical). ``give_up = (i, f)`` (L-BFGS only) stops a restart whose training loss
+    is still above f after i iterations. Returns a LearnResult whose ``info["restarts"]`` lists each
+    restart's figures.
     """
     t0 = time.perf_counter()
     if not isinstance(method, str) or method not in _METHODS:
@@ -298,6 +304,10 @@ def gradient_descent(
     tol = float(tol)
     deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
     history = check_positive_int(history, "history")
+    if give_up is not None:
+        if not (isinstance(give_up, tuple) and len(give_up) == 2):
+            raise ValueError(f"give_up must be a pair (iterations, loss), got {give_up!r}")
+        give_up = (check_positive_int(give_up[0], "give_up[0]"), check_positive(give_up[1], "give_up[1]"))
     lr = check_positive(lr, "lr")
     batch_size = check_positive_int(batch_size, "batch_size")
     if init is not None:
@@ -326,6 +336,7 @@ def gradient_descent(
             history=history,
             lr=lr,
             batch_size=batch_size,
+            give_up=give_up,
         )
     model = MultiHeadAttention.from_params(best_x, m, d)
     best_run = min(range(len(runs)), key=lambda i: runs[i]["train_error"])
@@ -464,9 +475,11 @@ def grow_lbfgs(
     init: MultiHeadAttention | None = None,
     single_thread: bool = True,
     max_examples: int | None = None,
+    give_up: tuple[int, float] | None = None,
 ) -> GrowingFit:
     """The growing-subset protocol on given splits (see ``lbfgs_growing``); ``init`` seeds the first attempt,
-    ``max_iter`` caps each L-BFGS run, ``max_examples`` the largest subset (default: the whole training split)."""
+    ``max_iter`` caps each L-BFGS run, ``max_examples`` the largest subset (default: the whole training split),
+    ``give_up`` is passed to each run (``gradient_descent``)."""
     first = check_positive_int(first, "first")
     growth = check_positive_int(growth, "growth")
     if growth < 2:
@@ -500,6 +513,7 @@ def grow_lbfgs(
                 time_limit=None if math.isinf(left) else left,
                 max_iter=max_iter,
                 single_thread=single_thread,
+                give_up=give_up,
             )
             iters += res.iterations
             val = relative_mse(res.model.thetas, res.model.ws, Xva, Yva)

@@ -438,11 +438,17 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
                 tol=tol,
                 max_iter=a.peer_iterations,
                 max_examples=a.peer_examples,
+                give_up=(int(a.peer_give_up or 30 * m), float(a.peer_give_up_loss)),
                 single_thread=cfg.gradient.single_thread,
             )
             res = _fit_result(fit, run, "auto-peer", t0)
             run.progress.end(res.phases[-1])
-            done = keep(res, f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations", t0)
+            done = keep(
+                res,
+                f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations "
+                f"(given up after {a.peer_give_up} above {a.peer_give_up_loss:.0e})",
+                t0,
+            )
         need = min_examples("sculpt", d, k, m)
         if not done and N >= need:
             t0 = time.perf_counter()

@@ -363,6 +363,12 @@ class PolishSettings(_Group):
     max_examples: int = opt(4096, "largest subset", pos_int)
     growth: int = opt(4, "subset growth factor between stages", pos_int)
     max_iter: int = opt(60, "LM iterations per stage", pos_int)
+    stuck: float = opt(
+        1e-3,
+        "a stage ending above this training relative MSE is a local minimum: stop instead of growing the "
+        "subset (34 s spent for nothing at (16,4,3) before)",
+        positive,
+    )
 
 
 @dataclass(frozen=True)
@@ -418,6 +424,14 @@ class AutoSettings(_Group):
         "validated <= 1e-14, weak or near-identical heads stayed >= 7e-6)",
         optional(pos_int),
     )
+    peer_give_up: int | None = opt(
+        None,
+        "the first try stops after this many iterations if its training loss is still above "
+        "auto.peer_give_up_loss (auto: 30·m; at 30·m generic layers were at <= 4e-9, weak or "
+        "near-identical heads at >= 2e-5, 40 seeds)",
+        optional(pos_int),
+    )
+    peer_give_up_loss: float = opt(1e-6, "training relative MSE the first try must be below by then", positive)
     fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
     restarts: int = opt(3, "fallback starts per subset size (the first warm, the rest random)", pos_int)
     warm_start: bool = opt(True, "the fallback's first start is the best model so far on validation", boolean)
@@ -499,7 +513,8 @@ class Settings(_Group):
                     "slabs": body(r.slabs, "slabs", eq, box),
                 },
                 "auto": {
-                    "peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None else 50 * m
+                    "peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None else 50 * m,
+                    "peer_give_up": self.auto.peer_give_up if self.auto.peer_give_up is not None else 30 * m,
                 },
                 "heads": {"grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5)},
                 "polish": {

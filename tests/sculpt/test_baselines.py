@@ -65,6 +65,20 @@ def test_stall_and_time_limit_stop_a_run(planted_842):
     assert all(r["stop"] != "max_iter" and r["iterations"] < 10_000 for r in noisy.info["restarts"])
 
 
+def test_give_up_stops_a_restart_that_is_not_converging_and_spares_one_that_is(planted_842):
+    truth, X, Y = planted_842
+    weak = plant(8, 4, 2, seed=3, weak_head=0.01)
+    Yw = weak(X[:500])
+    stopped = gradient_descent(X[:500], Yw, 2, seed=0, max_iter=100, give_up=(60, 1e-6))
+    run = stopped.info["restarts"][0]
+    assert run["stop"].startswith("gave up") and run["iterations"] == 60 and run["train_error"] > 1e-6
+    free = gradient_descent(X[:500], Y[:500], 2, seed=0, max_iter=100, give_up=(60, 1e-6))
+    assert free.info["restarts"][0]["iterations"] > 60 and free.converged  # below 1e-6 by iteration 60
+    for bad in [(0, 1e-6), (10, 0.0), (10,), "x"]:
+        with pytest.raises((ValueError, TypeError)):
+            gradient_descent(X[:50], Y[:50], 2, seed=0, give_up=bad)
+
+
 def test_adam_fits_a_small_planted_layer():
     truth = plant(4, 3, 1, seed=2)
     X = sample_inputs(400, 3, 4, rng=3)
