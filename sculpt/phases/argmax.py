@@ -51,10 +51,11 @@ def _best_token(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray
     """Best single token per row and its relative residual, by direct subtraction (the expanded
     ‖y‖² − 2yᵀp + ‖p‖² form bottoms out near 1e-8 relative, too coarse for one-hot rows)."""
     P = X @ W
-    D = np.linalg.norm(Y[:, :, None, :] - P[:, None, :, :], axis=-1)  # (N, a, j)
-    j = D.argmin(-1)
-    best = np.take_along_axis(D, j[..., None], -1)[..., 0]
-    return j, best / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
+    diff = Y[:, :, None, :] - P[:, None, :, :]
+    D2 = np.einsum("najc,najc->naj", diff, diff)  # (N, a, j) squared distances
+    j = D2.argmin(-1)
+    best = np.sqrt(np.take_along_axis(D2, j[..., None], -1)[..., 0])
+    return j, best / np.maximum(np.sqrt(np.einsum("nac,nac->na", Y, Y)), 1e-300)
 
 
 def _csteps(X: np.ndarray, Y: np.ndarray, W: np.ndarray, h: int, max_cond: float, iters: int) -> np.ndarray:
@@ -74,7 +75,8 @@ def _csteps(X: np.ndarray, Y: np.ndarray, W: np.ndarray, h: int, max_cond: float
             order = np.argsort(r, kind="stable")
             Zo = Z[order]
             ns = np.unique(np.geomspace(h, r.size, 12).astype(int))
-            G = np.cumsum(np.einsum("np,nq->npq", Zo, Zo), axis=0)[ns - 1]
+            # Gram matrices of the prefixes Zo[:n], n in ns, summed block by block
+            G = np.cumsum([Zo[a:b].T @ Zo[a:b] for a, b in zip(np.r_[0, ns[:-1]], ns)], axis=0)
             ev = np.linalg.eigvalsh(G)
             good = (ev[:, 0] > 0) & (ev[:, -1] <= max_cond**2 * np.maximum(ev[:, 0], 1e-300))
             n = int(ns[np.argmax(good)]) if good.any() else r.size
@@ -189,7 +191,8 @@ def split_projections(
         tried += 1
         V = np.tile(W_sum / m, (m - 1, 1)) + scale * rng.standard_normal(((m - 1) * d, d))
         for _ in range(int(max_iter)):
-            res = np.linalg.norm(Z - T @ V, axis=-1)  # (R, L)
+            E = Z - T @ V
+            res = np.einsum("rlc,rlc->rl", E, E)  # (R, L) squared residuals: same argmin and order
             lab = res.argmin(1)
             rr = res[np.arange(R), lab]
             sel = np.argpartition(rr, n_keep - 1)[:n_keep]
