@@ -177,6 +177,11 @@ class HighsModel:
         self.h.changeColsCost(self.data.n, self._idx, np.asarray(c, dtype=float))
         self.data = self.data.with_cost(np.asarray(c, dtype=float))
         self.h.run()
+        if self.h.getModelStatus() == _highspy().HighsModelStatus.kUnknown:
+            # a warm-started re-solve can end in status "Unknown" (found by hypothesis on a 15-flux network with
+            # bounds from 1 to 1000); the same LP from a cold start solves: drop the basis and run once more
+            self.h.clearSolver()
+            self.h.run()
         return self.backend.read(self.h, self.data)
 
     def add_rows(self, A, b: np.ndarray) -> None:

@@ -254,3 +254,16 @@ def test_auto_takes_the_dense_ipm_only_where_an_iteration_is_cheap():
     for fast in ("off", "backend-ipm", False, True):
         res = implicit_equalities(small, fast=fast)
         assert res.rows.size == 0 and res.min_slack > 0.5
+
+
+def test_warm_started_widths_recover_from_a_highs_unknown_status():
+    """A network hypothesis found: the kept HiGHS model's warm-started re-solve ended in status 'Unknown'
+    (a SolverError from widths); the model now re-runs such an LP from a cold start and matches FVA."""
+    S = np.array([[-2., -2., -2., -2., 0., -1., -1., -2., -2., -2., -2., -2., -1., -2., -2.],
+                  [0., -2., 0., -1., 0., 2., 2., 0., 0., 0., 0., 0., 1., 0., 0.],
+                  [0., 2., 0., -2., -2., -2., 1., 0., 0., 0., 0., 0., -2., 0., 0.]])
+    lb = np.array([0., 0., 0., 0., 0., -10., -1000., -1., 0., 0., -1., -1., 0., 0., 0.])
+    ub = np.array([1., 1., 1., 1., 1., 10., 1000., 1., 1., 1., 1., 1., 10., 1., 1.])
+    P = Polytope(A_eq=sp.csr_matrix(S), b_eq=np.zeros(3), lb=lb, ub=ub)
+    lo, hi = fva(S, lb, ub)
+    assert np.allclose(widths(P, sp.identity(15)), hi - lo, atol=1e-6)
