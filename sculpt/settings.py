@@ -341,7 +341,7 @@ class HeadsSettings(_Group):
     """Phase 5, ``candidate_heads``: a net on the flat, VP least squares, LM on the best subsets."""
 
     grid: int | None = opt(
-        None, "grid points per axis of the net (auto: 17 for m = 2, 7 for m = 3, else 5)", optional(pos_int)
+        None, "grid points per axis of the net (auto: 17 for m = 2, else 5)", optional(pos_int)
     )
     radius: float | None = opt(None, "net radius (auto: phase 4's)", optional(positive))
     n_refine: int = opt(
@@ -350,7 +350,9 @@ class HeadsSettings(_Group):
         "changed the Θ error before the polish by < 0.15)",
         pos_int,
     )
-    max_nfev: int = opt(20, "LM evaluations per refined subset (100 before; the polish finishes the fit)", pos_int)
+    max_nfev: int = opt(
+        10, "LM evaluations per refined subset (100 before, then 20; the polish finishes the fit)", pos_int
+    )
     max_tuples: int = opt(20000, "m-subsets of grid points evaluated (subsampled above)", pos_int)
     max_examples: int = opt(400, "examples the net is scored on", pos_int)
 

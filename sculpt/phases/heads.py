@@ -22,7 +22,7 @@ from ..result import PhaseRecord
 from .projections import attention, features, head_errors, least_squares_solve
 from .span import SpanEstimate
 
-DEFAULT_GRID = {2: 17, 3: 7}
+DEFAULT_GRID = {2: 17, 3: 5}  # m = 3: 7 per axis cost 0.36 s of phase 5 against 0.25 s, same Θ error after
 
 
 @dataclass
@@ -87,7 +87,7 @@ def candidate_heads(
     grid: int | None = None,
     radius: float | None = None,
     n_refine: int = 1,
-    max_nfev: int = 20,
+    max_nfev: int = 10,
     max_tuples: int = 20000,
     max_examples: int = 400,
     rng: np.random.Generator | int | None = None,
