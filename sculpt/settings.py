@@ -340,9 +340,7 @@ class ArgmaxSettings(_Group):
 class HeadsSettings(_Group):
     """Phase 5, ``candidate_heads``: a net on the flat, VP least squares, LM on the best subsets."""
 
-    grid: int | None = opt(
-        None, "grid points per axis of the net (auto: 17 for m = 2, else 5)", optional(pos_int)
-    )
+    grid: int | None = opt(None, "grid points per axis of the net (auto: 17 for m = 2, else 5)", optional(pos_int))
     radius: float | None = opt(None, "net radius (auto: phase 4's)", optional(positive))
     n_refine: int = opt(
         1,
