@@ -52,15 +52,28 @@ def test_lm_vp_recovers_a_planted_layer_from_a_nearby_start(seed, data):
 def test_polish_stops_growing_a_subset_that_is_stuck_in_a_local_minimum():
     """From random heads LM ends far above zero on its own subset; the polish stops there (one stage) and
     says so, where growing the subset would only repeat the same local minimum on more examples."""
-    layer = plant(8, 4, 3, seed=4)
-    X = sample_inputs(3000, 4, 8, rng=1)
+    layer = plant(6, 3, 2, seed=4)
+    X = sample_inputs(1500, 3, 6, rng=1)
     Y = layer(X)
-    rng = np.random.default_rng(0)
-    start = rng.normal(size=layer.thetas.shape) * 3.0
-    res, rec = polish(start, X[:2000], Y[:2000], X[2000:], Y[2000:], max_iter=15, stuck=1e-3, rng=0)
+    start = np.random.default_rng(0).normal(size=layer.thetas.shape) * 3.0
+    kw = {"max_iter": 15, "max_examples": 256, "rng": 0}
+    res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], stuck=1e-2, **kw)
     stages = rec.figures["stages"]
-    assert stages[0]["train_error"] > 1e-3  # 0.33 measured: the start is in a bad basin
+    assert stages[0]["train_error"] > 1e-2  # 0.26 measured: the start is in a bad basin
     assert len(stages) == 1 and "stuck" in stages[0]["note"] and not res.converged
     assert "local minimum" in rec.message
-    _, rec2 = polish(start, X[:2000], Y[:2000], X[2000:], Y[2000:], max_iter=15, stuck=1e6, rng=0)
+    _, rec2 = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], stuck=1e6, **kw)
     assert len(rec2.figures["stages"]) > 1  # without the rule it grows the subset as before
+
+
+def test_polish_still_grows_the_subset_under_label_noise():
+    """Noise of 5 % of the signal's amplitude levels the fit off near 2.5e-3, below ``stuck``: not a local
+    minimum, so the polish keeps growing the subset (more examples average the noise down)."""
+    layer = plant(8, 4, 2, seed=1)
+    X = sample_inputs(6000, 4, 8, rng=2)
+    Y = layer(X)
+    Y = Y + 0.05 * np.sqrt(np.mean(Y**2)) * np.random.default_rng(3).normal(size=Y.shape)
+    res, rec = polish(layer.thetas, X[:5000], Y[:5000], X[5000:], Y[5000:], max_examples=256, max_iter=10, rng=0)
+    stages = rec.figures["stages"]
+    assert len(stages) > 1 and not any("stuck" in str(st.get("note", "")) for st in stages)
+    assert 1e-3 < stages[-1]["train_error"] < 1e-2
