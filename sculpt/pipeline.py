@@ -173,7 +173,8 @@ def _refine(state: LearnState) -> PhaseRecord:
         solver=state.solver,
         truth=state.truth,
         sculpt_opts=r.resculpt.kwargs(),
-        slab_opts=r.slabs.kwargs(),
+        # phase 4 needs d² − (m − 1) equality rows; K* stops before its LPs when it has fewer
+        slab_opts={**r.slabs.kwargs(), "need_equalities": X.shape[2] ** 2 - (state.m - 1)},
         **kw,
     )
     return rec

@@ -28,6 +28,7 @@ from oracles import Polytope, solvers
 from oracles.errors import OracleError
 
 from .._checks import check_data, check_sum_w
+from ..errors import PhaseFailed
 from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 from ._slack import hinge_feasible_point, l1_trim, min_uniform_slack
@@ -108,6 +109,7 @@ def sculpt(
     eta0: float = 0.1,
     box: float = 4.0,
     trim: bool = True,
+    need_equalities: int | None = None,
 ) -> tuple[SculptedBody, PhaseRecord]:
     """Phase 2 (see the module docstring). Returns (SculptedBody, PhaseRecord "2-sculpt").
 
@@ -117,7 +119,9 @@ def sculpt(
     counts rows that give equalities (plus the best half-space-budget rows for the half-spaces); ``q_min``:
     q̂_j needed for an equality; ``c_floor``: q_f = c_floor · q90(|negative q̂|) clipped to ``floor_clip``;
     ``dist_min``: token-pair distance filter (default ``default_dist_min(d)``); ``eta0``: slack added to
-    2η*; ``box``: |Θ_pq| <= box; ``trim``: L1 outlier trim.
+    2η*; ``box``: |Θ_pq| <= box; ``trim``: L1 outlier trim; ``need_equalities``: slab mode stops with
+    ``PhaseFailed("3-refine", …)`` before its LPs when fewer equality rows survive (phase 4 would refuse the body:
+    at d = 32 the LPs over such a body took 200 s for nothing).
     """
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
@@ -225,6 +229,13 @@ def sculpt(
         sigma = float(np.quantile(res[eq_keep], 0.99)) if eq_keep.any() else 0.0
         F_, g_, w_ = F_[eq_keep], g_[eq_keep], w_[eq_keep]
         eta_s = 2.0 * sigma / w_ + 0.5 * eta0
+
+    if slabs and need_equalities is not None and F_.shape[0] < int(need_equalities):
+        raise PhaseFailed(
+            "3-refine",
+            f"the re-sculpted body K* has {F_.shape[0]} equality rows, fewer than the {int(need_equalities)} "
+            "phase 4 needs to pin the heads' flat: sculpt more examples (stopped before K*'s LPs)",
+        )
 
     # Half-spaces: the smallest uniform slack η* (with the slabs as they are), the L1 outlier trim when
     # the system is infeasible (a feasible system has an L1 optimum of 0 and nothing to trim), then η = 2η* + η₀.

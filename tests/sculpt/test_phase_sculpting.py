@@ -119,6 +119,24 @@ def test_slab_body_fills_equalities_consistent_with_heads(planted):
     assert body.polytope.n_constraints == rec.figures["n_constraints"]
 
 
+def test_slab_body_with_too_few_equalities_for_phase_4_stops_before_its_lps(planted, monkeypatch):
+    """``need_equalities`` above what the rows give: PhaseFailed naming both counts, and no LP was started."""
+    import sculpt.phases.sculpting as sculpting
+    from sculpt.errors import PhaseFailed
+
+    model, X, Y = planted
+    body, _ = sculpt(X, Y, model.ws.sum(0), mode="slabs")
+    have = body.F.shape[0]
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("an LP or feasibility search ran")
+
+    for name in ("hinge_feasible_point", "l1_trim", "min_uniform_slack", "_pdlp_feasible_point"):
+        monkeypatch.setattr(sculpting, name, no_lp)
+    with pytest.raises(PhaseFailed, match=f"has {have} equality rows, fewer than the {have + 1}"):
+        sculpt(X, Y, model.ws.sum(0), mode="slabs", need_equalities=have + 1)
+
+
 def test_sum_w_error_breaks_containment_more(planted):
     model, X, Y = planted
     S = model.ws.sum(0)
