@@ -247,6 +247,7 @@ def implicit_equalities(
     S = _system(P, tol, sparse)
     with single_thread_blas():
         res = _implicit(S, P.dim, tol, backend, path)
+    _check_interior_point(S, res, backend.name)
     zero = S.zero_rows
     if zero.size:  # 0·x <= b with |b| <= tol holds with equality (up to tol) everywhere: listed, width |b|
         rows = np.concatenate([res.rows, zero])
@@ -261,6 +262,27 @@ def implicit_equalities(
     if exact:
         res.exact = _exact_check(P, res)
     return res
+
+
+_POINT_TOL = 1e-9  # P.contains's default tolerance: a unit row or bound the interior point may miss by this much
+
+
+def _check_interior_point(S: _System, res: ImplicitEqualities, solver: str) -> None:
+    """The point returned must lie in P (every unit row, bound and equality to _POINT_TOL, or 1e-13·‖x‖∞ where
+    round-off alone exceeds that): a last check, so that a solver point accepted on a looser tolerance (IPM
+    points missing an equality by 1.1e-8 went out unnoticed) is a SolverError, never a wrong answer."""
+    x = res.interior_point
+    limit = max(_POINT_TOL, 1e-13 * float(np.max(np.abs(x), initial=0.0)))
+    viol = float(np.max(S.G @ x - S.h, initial=0.0)) if S.m else 0.0
+    if S.be.shape[0]:
+        viol = max(viol, float(np.max(np.abs(S.Ae @ x - S.be))))
+    if not np.isfinite(viol) or viol > limit:
+        raise SolverError(
+            f"implicit_equalities: the relative-interior point found ({res.method}) misses a row or bound of the "
+            f"polytope by {viol:.3g} (> {limit:.3g})",
+            backend=solver,
+            status="inaccurate",
+        )
 
 
 def _result(
@@ -310,6 +332,7 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
     cand = np.arange(m)
     x_hat = None
     method = "frt"
+    ipm_failed = None
     if path in ("dense-ipm", "backend-ipm"):
         # 1) a central feasible point: the dense numpy IPM (cheap on small dense data), then the backend's
         #    interior-point solve without crossover (only a backend that declares INTERIOR_SOLUTIONS)
@@ -325,7 +348,16 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
                     continue
                 x_hat = cp.x
             else:
-                x_hat = solvers.solve_lp(np.zeros(n), S.G, S.h, *eq, solver=backend.name, interior=True).x
+                try:
+                    x_hat = solvers.solve_lp(np.zeros(n), S.G, S.h, *eq, solver=backend.name, interior=True).x
+                except SolverError as exc:
+                    # HiGHS's IPM without crossover stops on a residual relative to the bounds' norm; with bounds
+                    # of 1000 its point can miss an equality by 1.5e-5, and HiGHS's own absolute check (1e-7) then
+                    # reports status 'Unknown' (found by hypothesis on a 17-flux network). The point is only a
+                    # shortcut: go on to the FRT LP (simplex), which needs none.
+                    n_solves += 1
+                    ipm_failed = f"{type(exc).__name__}: {exc}"
+                    continue
                 n_solves += 1
             # 2) candidates by slack, certified by the small dual LP
             done, cand, n_cert = _classify(S, x_hat, tol, backend.name, source)
@@ -359,7 +391,9 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
     x_ri = _onto_equalities(S, x_ri, eq_rows)
     slack = _min_slack(S, x_ri, eq_rows)
     widths = _dual_widths(S, lam, mu, eq_rows, x_ri)
-    info = {"frt_scale": s}
+    info: dict = {"frt_scale": s}
+    if ipm_failed is not None:
+        info["ipm_failed"] = ipm_failed
     if np.isfinite(slack) and slack < _CENTRED_SLACK and s > 1.0 + 1e-9:
         # the FRT LP is degenerate in s (any scale that keeps every t = 1 is optimal) and the simplex may end
         # at s = 1/tol, i.e. a point with slack ~tol: one more LP, min s with the classification fixed, gives
@@ -465,7 +499,13 @@ def _classify(S: _System, x_hat, tol, solver, source):
     cand = np.flatnonzero(s <= theta)
     if cand.size == 0:
         if viol <= tol:
-            return _result(S, cand, x_hat, float(s.min()), source, 0, np.zeros(0), info={"theta": theta}), cand, 0
+            # an IPM point meets the equalities only to its own relative tolerance (HiGHS without crossover, bounds
+            # of 1000: a unit equality row missed by 1.1e-8, outside P.contains(tol=1e-8)): put it on them first,
+            # a correction of the size of viol against slacks > theta
+            x_ri = _onto_equalities(S, x_hat, cand)
+            slack = _min_slack(S, x_ri, cand)
+            if slack > 0.5 * theta:
+                return _result(S, cand, x_ri, slack, source, 0, np.zeros(0), info={"theta": theta}), cand, 0
         return None, cand, 0
     z, v, ok = _certify(S, cand, x_hat, tol, solver)
     if not ok:

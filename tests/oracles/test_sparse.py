@@ -267,3 +267,59 @@ def test_warm_started_widths_recover_from_a_highs_unknown_status():
     P = Polytope(A_eq=sp.csr_matrix(S), b_eq=np.zeros(3), lb=lb, ub=ub)
     lo, hi = fva(S, lb, ub)
     assert np.allclose(widths(P, sp.identity(15)), hi - lo, atol=1e-6)
+
+
+# two networks hypothesis found (17 fluxes, bounds up to 1000); they differ in S[0, 7] and S[1, 6]
+_S17 = np.array([[-2., 0., -2., -2., -2., -2., -2., -2., -2., -2., 0., -2., -2., -2., 0., -2., -2.],
+                 [-2., -1., 0., -1., 2., -2., -1., 0., -2., -2., 0., -2., -2., 1., -2., 0., -2.],
+                 [0., 0., 0., 0., 0., 0., -2., 0., 1., -1., 0., 0., -2., -2., 1., 0., 0.],
+                 [1., 0., 0., 0., 0., 0., 0., -2., 0., 0., 0., -2., 0., 0., 0., 0., 0.],
+                 [0., 0., -2., 0., 0., -2., 0., 0., 0., 0., -2., 0., 0., 0., 0., 0., 0.]])
+_LB17 = np.array([0., 0., 0., 0., 0., 0., 0., 0., 0., -1., -1., 0., -1000., 0., 0., 0., 0.])
+_UB17 = np.array([1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1000., 1000., 1000., 1., 1.])
+
+
+def _check_network(S, lb, ub):
+    P = Polytope(A_eq=sp.csr_matrix(S), b_eq=np.zeros(S.shape[0]), lb=lb, ub=ub)
+    lo, hi = fva(S, lb, ub)
+    fixed = np.flatnonzero(hi - lo <= 1e-7)
+    hull = affine_hull(P)
+    assert hull.dim == independent_dim(S, fixed)
+    assert np.array_equal(hull.fixed_coordinates(), fixed)
+    assert P.contains(hull.interior_point)  # the default tolerance, 1e-9
+    res = implicit_equalities(P)
+    assert P.contains(res.interior_point) and res.min_slack > res.tol
+    assert np.allclose(widths(P, sp.identity(S.shape[1])), hi - lo, atol=1e-6)
+
+
+def test_an_ipm_point_is_put_on_the_equalities_before_it_is_returned():
+    """HiGHS's IPM without crossover stops on a residual relative to the bounds' norm (1000 here): its point
+    missed a unit equality row by 1.1e-8, and with no candidate rows it was returned as the interior point
+    (outside P.contains(tol=1e-8)); it is now projected onto the equalities first."""
+    _check_network(_S17, _LB17, _UB17)
+
+
+def test_an_ipm_status_unknown_falls_back_to_the_frt_lp():
+    """The same IPM solve ended in status 'Unknown' (its point missed an equality by 1.5e-5, outside HiGHS's
+    absolute 1e-7 check), a SolverError out of affine_hull; the FRT LP now answers without the IPM point."""
+    S = _S17.copy()
+    S[0, 7], S[1, 6] = -1.0, -2.0
+    _check_network(S, _LB17, _UB17)
+
+
+def test_an_interior_point_outside_the_polytope_is_a_solver_error(monkeypatch):
+    """The last check on implicit_equalities' point: a path that returned a point missing an equality by
+    1.4e-6 is a SolverError, not an answer."""
+    import oracles.affine as affine
+
+    real = affine._implicit
+
+    def off(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.interior_point = res.interior_point + 1e-6
+        return res
+
+    monkeypatch.setattr(affine, "_implicit", off)
+    P = Polytope(A_eq=sp.csr_matrix(np.array([[1.0, 1.0]])), b_eq=np.array([1.0]), lb=[0.0, 0.0], ub=[1.0, 1.0])
+    with pytest.raises(SolverError, match="misses a row or bound"):
+        affine_hull(P)
