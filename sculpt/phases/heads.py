@@ -137,7 +137,10 @@ def candidate_heads(
         if n_tuples <= max_tuples:
             tuples = np.array(list(combinations(range(G), m)), dtype=np.intp)
         else:
-            tuples = np.sort(np.array([rng.choice(G, size=m, replace=False) for _ in range(max_tuples)]), axis=1)
+            # m distinct grid points per tuple: the m smallest of G random keys (vectorised; the per-tuple
+            # rng.choice loop took 0.57 s for 20,000 tuples at m = 4)
+            keys = rng.random((max_tuples, G))
+            tuples = np.sort(np.argpartition(keys, m - 1, axis=1)[:, :m], axis=1).astype(np.intp)
             tuples = np.unique(tuples, axis=0)
         obj = _subset_objectives(Zg, Yf, tuples)
         order = np.argsort(obj)

@@ -144,7 +144,9 @@ def extract_span(
             rec.figures["flat_misses_body"] = True
         else:
             try:
-                local = LPModel(A_loc[keep], b_loc[keep], solver=solver)
+                # m − 1 variables over thousands of rows: the dual simplex (a few ms per LP) instead of the
+                # interior-point default (0.13 s per LP at (8,4,4), 0.76 s of phase 4)
+                local = LPModel(A_loc[keep], b_loc[keep], solver=solver, algorithm="simplex")
                 for j in range(flat.dim):
                     widths["in_flat"].append(_extent(local, np.eye(flat.dim)[j]))
             except (OracleError, ValueError) as exc:
