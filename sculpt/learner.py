@@ -382,6 +382,44 @@ def _fit_result(fit: Any, run: _Run, name: str, t0: float) -> LearnResult:
     )
 
 
+def _finish(fit: Any, run: _Run) -> None:
+    """A first try that validated only just (validation relative MSE above 1e-3·tol: it stopped at its
+    iteration cap) is run on, on the same examples, to training relative MSE 1e-3·tol, in place. At (32,8,2)
+    the capped try validated at 4e-13–7e-13 with W errors up to 1.2e-6; run on to 1e-20 it cost 0.9 s."""
+    if not fit.converged or fit.model is None or fit.validation_error <= 1e-3 * run.tol:
+        return
+    from .baselines import gradient_descent
+
+    t0 = time.perf_counter()
+    n = int(fit.examples)
+    g = run.settings.gradient
+    fin = gradient_descent(
+        run.Xtr[:n],
+        run.Ytr[:n],
+        run.m,
+        method="lbfgs",
+        seed=run.gen,
+        init=fit.model,
+        tol=1e-3 * run.tol,
+        max_iter=g.max_iter,
+        single_thread=g.single_thread,
+    )
+    val = relative_mse(fin.model.thetas, fin.model.ws, run.Xva, run.Yva)
+    fit.stages.append(
+        {
+            "examples": n,
+            "init": "finish (the validated model, run on to 1e-3·tol)",
+            "iterations": int(fin.iterations),
+            "train_error": fin.train_error,
+            "validation_error": val,
+            "time": time.perf_counter() - t0,
+        }
+    )
+    fit.iterations += int(fin.iterations)
+    if val <= fit.validation_error:
+        fit.model, fit.validation_error, fit.train_error = fin.model, float(val), float(fin.train_error)
+
+
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else L-BFGS on
     ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations (generic layers validate
@@ -441,6 +479,7 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
                 give_up=(int(a.peer_give_up or 30 * m), float(a.peer_give_up_loss)),
                 single_thread=cfg.gradient.single_thread,
             )
+            _finish(fit, run)
             res = _fit_result(fit, run, "auto-peer", t0)
             run.progress.end(res.phases[-1])
             done = keep(

@@ -284,3 +284,29 @@ def test_result_carries_a_certificate_on_held_out_data() -> None:
     assert wide.widths is not None and wide.widths.normal.size > 0
     with pytest.raises(ValueError, match="body"):
         learn(X, Y, 2, seed=0, method="gradient").certify(widths=True)
+
+
+def test_auto_finishes_a_first_try_that_validated_only_just() -> None:
+    """A validated model at 1e-13 (above 1e-3·tol) is run on, on the same examples, to about 1e-3·tol; one
+    far below that is left alone (no extra stage)."""
+    from sculpt.baselines import GrowingFit
+    from sculpt.learner import _finish, _Run
+    from sculpt.phases.projections import relative_mse
+    from sculpt.settings import Settings
+    from sculpt.toolkit import Progress
+
+    truth = plant(6, 3, 2, seed=2)
+    X = sample_inputs(900, 3, 6, rng=3)
+    Y = truth(X)
+    run = _Run(X[:600], Y[:600], X[600:], Y[600:], 2, 900, 300, np.random.default_rng(0), None, None,
+               Progress(False, "auto", 1), Settings().resolve(6, 3, 2, 900))
+    rng = np.random.default_rng(1)
+    near = MultiHeadAttention(truth.thetas + 3e-7 * rng.normal(size=truth.thetas.shape), truth.ws)
+    val0 = relative_mse(near.thetas, near.ws, run.Xva, run.Yva)
+    assert 1e-15 < val0 <= 1e-12
+    fit = GrowingFit(near, val0, val0, True, 300, 10, [], "validated")
+    _finish(fit, run)
+    assert fit.validation_error <= 1e-14 and len(fit.stages) == 1 and fit.stages[0]["init"].startswith("finish")
+    exact = GrowingFit(truth, 1e-30, 1e-30, True, 300, 10, [], "validated")
+    _finish(exact, run)
+    assert exact.stages == [] and exact.model is truth
