@@ -308,15 +308,16 @@ def cutting_plane(
             return result("empty", "the cuts leave no point with slack oracle_tol/2 in the start box")
         if obj is not None and best_x is not None and obj_row is not None:
             lower = max(lower, _dual_bound(loc, obj_row) * obj_norm - drift * obj_norm)
-            if best_val - lower <= tol + drift * obj_norm:
-                if best_val - lower > tol:
-                    return result(
-                        "max_iter",
-                        f"best - dual lower bound reached the rounding level "
-                        f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
-                        f"{drift * obj_norm:.1e} at radius {R:.3g} (start from a smaller ball)",
-                    )
+            if best_val - lower <= tol:
                 return result("optimal", "best - dual lower bound is within tol")
+            if best_val - lower <= tol + drift * obj_norm and drift * obj_norm >= tol:
+                # the certified gap can never fall below tol (below that level: cut on, as in ellipsoid)
+                return result(
+                    "max_iter",
+                    f"best - dual lower bound reached the rounding level "
+                    f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
+                    f"{drift * obj_norm:.1e} at radius {R:.3g} (start from a smaller ball)",
+                )
             if best_val < last[0] or lower > last[1]:
                 progress_at, last = it, (best_val, lower)
             elif it - progress_at >= stall:

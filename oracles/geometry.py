@@ -26,6 +26,8 @@ from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
 from .working_set import _WORKING_SET_DEFAULTS, _min_norm_working_set
 
+_POLISH_FLOPS = 3e8  # the sparse form's polish: its dense least squares (r active rows x n) up to this
+
 
 def _check_body(body) -> None:
     if not isinstance(body, (ConvexBody, AffineSubspace)):
@@ -80,7 +82,8 @@ def min_norm_point(
     * ``"ipm"`` (Polytope, or an intersection of polytopes): a dense numpy interior-point guess of the QP
       min ½‖x‖², polished to the min-norm point of its active flat and accepted only if it passes the exact
       KKT test; otherwise (or with no inequality rows) the ``"qp"`` answer, on ``solver``'s QP backend.
-    * ``"qp"`` (Polytope): the QP on a backend (``solver``; Clarabel by default), polished the same way.
+    * ``"qp"`` (Polytope): the QP on a backend (``solver``; Clarabel by default), polished the same way
+      (a sparse polytope, bounds as bounds: while the polish's dense least squares cost <= 3e8 flops).
     * ``"working_set"`` (Polytope): constraint generation on the QP for many rows in few dimensions when
       the point is cut off by a small share of them: rows with a single non-zero entry are kept as
       variable bounds; the QP is solved over the ``start`` rows most violated at 0 and re-solved with the
@@ -123,9 +126,9 @@ def min_norm_point(
         return _min_norm_working_set(A_all, b_all, poly.A_eq, poly.b_eq, solver=solver, **opts)[0]
     n = poly.dim
     eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
-    if poly.is_sparse:  # the QP as it is (sparse, bounds as bounds); the KKT polish below is dense
+    if poly.is_sparse:  # the QP as it is (sparse, bounds as bounds), then the same polish as the dense form's
         A, b = (poly.A, poly.b) if poly.A.shape[0] else (None, None)
-        return solvers.solve_qp(
+        xq = solvers.solve_qp(
             sp.identity(n, format="csc"),
             np.zeros(n),
             A,
@@ -135,6 +138,7 @@ def min_norm_point(
             poly.bounds if poly.has_bounds else None,
             solver=solver,
         ).x
+        return _polish_min_norm(poly, xq, max_flops=_POLISH_FLOPS)[0]
     A_all, b_all = poly.dense_rows()
     A, b = (A_all, b_all) if A_all.shape[0] else (None, None)
     if method == "ipm" and A is not None:
@@ -162,41 +166,74 @@ def _min_norm_options(method: str, options: dict | None) -> dict:
     return {**_WORKING_SET_DEFAULTS, **options}
 
 
-def _polish_min_norm(P: Polytope, x: np.ndarray) -> tuple[np.ndarray, bool]:
+def _polish_min_norm(P: Polytope, x: np.ndarray, max_flops: float | None = None) -> tuple[np.ndarray, bool]:
     """Sharpen an interior-point answer: x* is the min-norm point of its active flat {a_i x = b_i}.
 
     An IPM stops at objective gap ε, i.e. ‖x - x*‖ ~ sqrt(ε); guess the active rows, take the min-norm
     solution of their equations, and keep it only if it passes the full KKT test (feasible, x = -Aᵀλ with
-    λ >= 0 on the active inequality rows, found by non-negative least squares).
+    λ >= 0 on the active inequality rows, found by non-negative least squares). The guess is the rows with
+    slack <= 1e-5·max(1, ‖x‖), then (if the test fails) 1e-4 and 1e-3 times that: a backend answer can sit
+    farther than 1e-5 from a row active at x* (hypothesis found 2e-5 on a polytope with a hidden equality),
+    and the KKT test, sufficient for this strictly convex problem, rejects every wrong guess.
+    The rows are P's inequality rows and its finite bounds (as unit rows); a sparse P stays sparse except
+    for its active rows and its equalities, which the dense least squares take. ``max_flops``: give up
+    (return x unpolished) when that least-squares system (r rows, n columns: r·n·min(r, n) flops) is larger.
     Returns (point, True) when the KKT test passed, else (x, False)."""
-    A, b = P.dense_rows()
-    Ae, be = P.A_eq, P.b_eq
-    na = np.linalg.norm(A, axis=1)
+    if P.is_sparse:
+        Gb, h, _, _ = P.bound_rows()
+        A = sp.vstack([P.A, Gb], format="csr") if Gb.shape[0] else P.A
+        b = np.concatenate([P.b, h])
+        na = row_norms(A)
+    else:
+        A, b = P.dense_rows()
+        na = np.linalg.norm(A, axis=1)
     safe = np.where(na > 0, na, 1.0)
     slack = (b - A @ x) / safe
     scale = max(1.0, float(np.linalg.norm(x)))
-    act = np.flatnonzero((slack <= 1e-5 * scale) & (na > 0))
-    M = np.vstack([A[act] / safe[act, None], Ae])
+    n, Ae = P.dim, None
+    tried: np.ndarray | None = None
+    for level in (1e-5, 1e-4, 1e-3):
+        act = np.flatnonzero((slack <= level * scale) & (na > 0))
+        if tried is not None and np.array_equal(act, tried):
+            continue
+        tried = act
+        r = act.size + P.A_eq.shape[0]
+        if max_flops is not None and float(r) * n * min(r, n) > max_flops:
+            return x, False
+        if Ae is None:
+            Ae = P.A_eq.toarray() if sp.issparse(P.A_eq) else P.A_eq
+        xp = _kkt_point(P, A, b, safe, act, Ae, x, scale)
+        if xp is not None:
+            return xp, True
+    return x, False
+
+
+def _kkt_point(P, A, b, safe, act, Ae, x, scale) -> np.ndarray | None:
+    """The min-norm point of the flat {a_i x = b_i, i in act; A_eq x = b_eq} if it passes the KKT test of
+    min ½‖x‖² over P (and lies within 1e-3·scale of x), else None."""
+    be = P.b_eq
+    A_act = A[act].toarray() if sp.issparse(A) else A[act]
+    M = np.vstack([A_act / safe[act, None], Ae])
     if M.shape[0] == 0:
         zero = np.zeros_like(x)
-        return (zero, True) if P.contains(zero) else (x, False)
+        return zero if P.contains(zero) else None
     rhs = np.concatenate([b[act] / safe[act], be])
     xp = np.linalg.lstsq(M, rhs, rcond=None)[0]  # the min-norm solution of the active equations
     if np.max(np.abs(M @ xp - rhs)) > 1e-9 * max(1.0, float(np.max(np.abs(rhs)))):
-        return x, False
+        return None
     if np.max((A @ xp - b) / safe, initial=0.0) > 1e-9 * scale or (
         Ae.shape[0] and np.max(np.abs(Ae @ xp - be)) > 1e-9 * scale
     ):
-        return x, False
+        return None
     # multipliers λ >= 0 (inequalities) and free μ (equalities, split as μ+ - μ-) with x = -(Aᵀλ + A_eqᵀμ):
     # non-negative least squares, since the active rows may be dependent (hidden equalities)
     G = np.vstack([M, -Ae]).T
     _, resid = nnls(G, -xp, maxiter=50 * G.shape[1])
     if resid > 1e-8 * scale:
-        return x, False
+        return None
     if np.linalg.norm(xp - x) > 1e-3 * scale:
-        return x, False
-    return xp, True
+        return None
+    return xp
 
 
 def _cheb_lp(

@@ -286,3 +286,18 @@ def test_bad_input(kwargs, match):
         ellipsoid(Ball(np.zeros(3), 1.0), center, radius, **args)
     with pytest.raises(TypeError, match="ConvexBody"):
         ellipsoid("not a body", np.zeros(3), 1.0)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("share", [0.3, 0.9])
+def test_a_rounding_allowance_below_tol_still_ends_optimal(n, share):
+    """From a radius where the rounding allowance 16·n·eps·R is `share` of tol (R ~ 3e5-1e6 at tol 1e-8): the
+    gap first comes within tol with the allowance still on top; that stopped 'max_iter' ("the gap reached
+    the rounding level 1.3e-08 > tol") on every one of these runs. Only an allowance >= tol may stop so."""
+    R = share * 1e-8 / (16 * n * np.finfo(float).eps)
+    c = np.ones(n) / np.sqrt(n)
+    for body in (Ball(np.zeros(n), 1.0), Polytope(np.vstack([-np.eye(n), np.ones((1, n))]), np.r_[np.ones(n), 1.0])):
+        res = ellipsoid(OracleBody(n, separate=body.separate), np.zeros(n), R, objective=c, tol=1e-8, flat_tol=0.0)
+        assert res.status == "optimal", res.message
+        low = -1.0 if isinstance(body, Ball) else -np.sqrt(n)
+        assert abs(res.value - low) <= 1e-8 and res.value - res.lower_bound <= 1e-8 and res.lower_bound <= low

@@ -265,3 +265,38 @@ def test_min_norm_point_method_and_options_are_checked():
     assert np.allclose(min_norm_point(cube, method="working_set", options={"start": 1, "add": 1}), [1.0, 1.0])
     with pytest.raises(ValueError, match="start"):
         min_norm_point(cube, method="working_set", options={"start": 0})
+
+
+def test_separation_only_width_whose_gap_comes_within_tol_inside_the_rounding_allowance():
+    """The example hypothesis found (n = 6, 18 unit rows and the box |x - x0|_inf <= 2): the ellipsoid's
+    minimisation of -u·x first had best - lower <= tol = 1e-8 when the gap plus the rounding allowance
+    (1.8e-13·‖u‖) was not, and it stopped 'max_iter' after 1337 iterations (an OracleError from width)
+    instead of cutting once more; it now ends 'optimal' after 1338."""
+    I = np.array([[-369, -170, 253, 40, -152, -222], [-295, 51, 203, -250, -485, 448], [141, -139, -282, 450, -500, 3],
+                  [413, -413, -426, -174, -500, 407], [230, -178, 234, 329, 266, 155],
+                  [-259, 441, -272, -136, 400, -338], [97, 93, -280, -223, 393, -11], [-244, 205, 358, -248, -146, 170],
+                  [-391, 212, -256, -175, 143, 42], [250, 91, -57, 112, 60, 65], [16, 24, 39, -220, -267, 152],
+                  [90, -188, -130, -352, 349, 231], [100, -151, 215, 355, 203, -124], [404, 380, -499, 281, -62, 128],
+                  [-27, 104, 320, 196, -169, 90], [93, -499, -178, 465, -499, -148], [-431, -7, 275, -190, -4, 192],
+                  [206, 104, 16, 236, -201, -500]], dtype=float)
+    slack = np.array([436, 314, 389, 100, 719, 564, 404, 264, 138, 57, 222, 19, 26, 832, 159, 580, 204, 248])
+    x0 = np.array([0.744, -1.824, -0.716, -0.832, -0.068, 1.248])
+    A = I / np.linalg.norm(I, axis=1, keepdims=True)
+    b = A @ x0 + 0.3 + 1.2 * slack / 1000
+    P = Polytope(np.vstack([A, np.eye(6), -np.eye(6)]), np.concatenate([b, x0 + 2.0, 2.0 - x0]))
+    u = np.array([2.994, 1.692, 2.982, -1.044, 0.516, 0.318])
+    R = float(np.linalg.norm(x0)) + 2.0 * np.sqrt(6) + 1.0
+    body = OracleBody(6, separate=P.separate)
+    assert abs(width(body, u, radius=R, tol=1e-8) - width(P, u)) <= 2e-8 + 1e-7
+
+
+def test_qp_polish_takes_a_row_the_backend_left_2e_5_away(flat_case):
+    """The example hypothesis found for test_min_norm_point_methods_agree_on_a_polytope (make_flat seed 3182,
+    n = 4, one hidden equality): Clarabel's answer left a row active at x* with slack 2.0e-5 > 1e-5·‖x‖, so
+    the polish's active set missed it, failed its KKT test and "qp" returned the raw answer 1.5e-5 off; the
+    polish now also tries the rows within 1e-4 and 1e-3 (the KKT test rejects a wrong guess)."""
+    case = flat_case(3182, 4, 1, 18, box=4.0)
+    P = Polytope(case.poly.A, case.poly.b - case.poly.A @ np.full(4, 1.0))
+    ref = min_norm_point(P, method="ipm")
+    assert solvers.solve_lp(ref, P.A, P.b).value >= ref @ ref - 1e-9  # first-order optimality
+    assert np.allclose(min_norm_point(P, method="qp"), ref, atol=1e-9)

@@ -21,6 +21,7 @@ from oracles import (
     implicit_equalities,
     linear_span,
     min_norm_point,
+    solvers,
     widths,
 )
 from oracles._sparse import sparse_null_space
@@ -323,3 +324,30 @@ def test_an_interior_point_outside_the_polytope_is_a_solver_error(monkeypatch):
     P = Polytope(A_eq=sp.csr_matrix(np.array([[1.0, 1.0]])), b_eq=np.array([1.0]), lb=[0.0, 0.0], ub=[1.0, 1.0])
     with pytest.raises(SolverError, match="misses a row or bound"):
         affine_hull(P)
+
+
+def test_sparse_min_norm_point_is_polished_like_the_dense_one():
+    """A box as bounds plus a hidden equality (the pair e·x <= g, -e·x <= -g) that hypothesis found: the
+    min-norm point lies on 4 active rows of which two are that pair, so its multipliers are not unique and
+    Clarabel's default-tolerance answer for the sparse form stopped 1.8e-5 from it (the dense form's
+    KKT-polished answer, HiGHS's QP and SCS agree to 1e-14). The sparse form is now polished the same way."""
+    A = np.array([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 2.64, 0, 0],
+                  [1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0.84, 0, 0], [0, 0, 2.82, 0, 0],
+                  [0.18, -1.53, 0.174, 0.72, 2.97], [0, 1, 0, 0, 0], [2.376, 0.024, 2.4, 1.908, 2.244],
+                  [0, 0, 0, 1, 0], [0, 0, 0, 0, 1]])
+    b = np.array([0.54, -0.164, 2.38, -1.2755, 6.2832, 0.54, -0.164, 2.38, 1.9992, 6.7116, -0.6064, -0.164, 2.0362,
+                  -1.2785, -0.234])
+    e = np.array([-0.00809125165381896, 0.06311176289978815, -0.15750969886100977, 0.08253076686895376,
+                  -0.06580884678439451])
+    g = -0.4377712371453305
+    lb = np.array([-1.96, -2.664, -0.12, -3.9, -2.872])
+    ub = np.array([2.54, 1.836, 4.38, 0.6, 1.628])
+    A, b = np.vstack([A, e, -e]), np.concatenate([b, [g, -g]])
+    rows = Polytope(np.vstack([A, np.eye(5), -np.eye(5)]), np.concatenate([b, ub, -lb]))
+    x = min_norm_point(rows)
+    ref = solvers.solve_qp(np.eye(5), np.zeros(5), rows.A, rows.b, solver="HIGHS").x  # active-set QP
+    assert np.allclose(x, ref, atol=1e-9)
+    for sparse in (False, True):
+        bnd = Polytope(sp.csr_matrix(A) if sparse else A, b, lb=lb, ub=ub)
+        assert np.allclose(min_norm_point(bnd), x, atol=1e-9), sparse
+        assert np.allclose(min_norm_point(bnd, method="qp"), x, atol=1e-9), sparse
