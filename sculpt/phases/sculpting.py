@@ -241,8 +241,14 @@ def sculpt(
     # the system is infeasible (a feasible system has an L1 optimum of 0 and nothing to trim), then η = 2η* + η₀.
     n_trimmed = 0
     lp_time = time.perf_counter()
-    AA = np.vstack([A, F_, -F_]) if F_.shape[0] else A
-    bb = np.concatenate([b, g_ + eta_s, eta_s - g_]) if F_.shape[0] else b
+
+    def with_slabs(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The half-spaces A θ <= b stacked with both sides of the slabs |F θ − g| <= η_s."""
+        if not F_.shape[0]:
+            return A, b
+        return np.vstack([A, F_, -F_]), np.concatenate([b, g_ + eta_s, eta_s - g_])
+
+    AA, bb = with_slabs(A, b)
     eta_star = 0.0
     eta_by = "none (no constraints)"
     if AA.shape[0]:
@@ -265,7 +271,6 @@ def sculpt(
         else:
             fit_ls, Fw = None, None
         x0 = np.clip(fit_ls, -box, box) if fit_ls is not None else None
-        hinge_worst = 0.0
         if x0 is not None and float(np.max(AA @ x0 - bb)) <= 0.0:
             eta_by = "feasible point (the log-ratio weighted least-squares fit): 0, no LP"
         elif (hinge := hinge_feasible_point(AA, bb, box, x0))[0] is not None:
@@ -287,8 +292,7 @@ def sculpt(
             keep_h = tr.keep[: A.shape[0]]
             n_trimmed = int((~keep_h).sum())
             A, b = A[keep_h], b[keep_h]
-            AA = np.vstack([A, F_, -F_]) if F_.shape[0] else A
-            bb = np.concatenate([b, g_ + eta_s, eta_s - g_]) if F_.shape[0] else b
+            AA, bb = with_slabs(A, b)
             left = float(np.max(AA @ tr.x - bb)) if AA.shape[0] else 0.0
             if left <= 1e-7:
                 eta_star = max(0.0, left)
