@@ -425,8 +425,9 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations (generic layers validate
     there in 0.1–0.3 s); else the sculpting route when N allows it (it recovers the layers gradient descent
     fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
-    size, the first from the best model so far. Every step is deterministic given the seed (iteration caps,
-    no time budgets). ``reason`` lists what was tried, in order, with times."""
+    size, the first from the best model so far, within ``auto.fallback_work`` (a work budget, not seconds).
+    Every step is deterministic given the seed (iteration caps and work budgets, no time budgets unless
+    ``gradient.time_limit`` is set). ``reason`` lists what was tried, in order, with times."""
     m, cfg, tol = run.m, run.settings, run.tol
     a = cfg.auto
     tried: list[str] = []
@@ -513,11 +514,13 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
             max_iter=g.max_iter,
             init=init,
             single_thread=g.single_thread,
+            max_work=math.inf if a.fallback_work is None else float(a.fallback_work),
         )
         res = _fit_result(fit, run, "fallback-gradient", t0)
         res.phases[-1].figures["init"] = "warm, then random" if init is not None else "random"
         run.progress.end(res.phases[-1])
-        keep(res, f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size", t0)
+        stop = fit.reason.split(":")[0]  # why the protocol ended: validated, split used up, budget, time limit
+        keep(res, f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size, ended by {stop}", t0)
     out = (
         best if best is not None else LearnResult(model=None, method="auto", train_error=math.inf, info=run.base_info())
     )

@@ -64,6 +64,8 @@ class LearnState:
     info: dict[str, Any] = field(default_factory=dict)
     # "body" (phases 2–5 on the sculpted body) or "argmax" (peaked heads, sculpt.phases.argmax); the argmax
     # route computes phases 3 and 5 with phase 2 and leaves their records here
+    # phase 1 found every agreeing row fitted exactly by one pattern (one head): phase 2 builds K* directly
+    exact_agreement: bool = False
     route: str = "body"
     pending: dict[str, PhaseRecord] = field(default_factory=dict)
 
@@ -94,7 +96,14 @@ def _sum_w(state: LearnState) -> PhaseRecord:
 
     X, Y = _body_subset(state)
     state.sum_w, rec = estimate_sum_w(X, Y, truth=state.truth, **state.settings.sum_w.kwargs())
+    state.exact_agreement = bool(rec.figures.get("exact_agreement", False))
     return rec
+
+
+def _slab_opts(state: LearnState, d: int) -> dict[str, Any]:
+    """K*'s options: ``refine.slabs``, and phase 4's need of d² − (m − 1) equality rows (K* stops before its
+    LPs when it has fewer)."""
+    return {**state.settings.refine.slabs.kwargs(), "need_equalities": d**2 - (state.m - 1)}
 
 
 def _argmax_route(state: LearnState) -> PhaseRecord | None:
@@ -148,6 +157,21 @@ def _sculpt(state: LearnState) -> PhaseRecord:
     if rec_argmax is not None:
         return rec_argmax
     X, Y = _body_subset(state)
+    if state.exact_agreement:
+        # one pattern fits every row exactly under phase 1's Σ̂W (one head): phase 3 has nothing to refine, so
+        # the slab body K* is sculpted at once (the half-space body would only be discarded; m = 1: 0.01 s)
+        state.body, rec = sculpt(
+            X,
+            Y,
+            state.sum_w,
+            mode="slabs",
+            rng=state.rng,
+            solver=state.solver,
+            truth=state.truth,
+            **_slab_opts(state, X.shape[2]),
+        )
+        rec.message = "every agreeing row is fitted exactly by one pattern (phase 1): the slab body K* at once"
+        return rec
     state.body, rec = sculpt(
         X, Y, state.sum_w, rng=state.rng, solver=state.solver, truth=state.truth, **state.settings.sculpt.kwargs()
     )
@@ -159,6 +183,12 @@ def _refine(state: LearnState) -> PhaseRecord:
 
     if state.route == "argmax":
         return state.pending["3-refine"]
+    if state.exact_agreement:
+        return PhaseRecord(
+            "3-refine",
+            status="skipped",
+            message="phase 1's Σ̂W fits every agreeing row exactly: nothing to refine; K* is phase 2's slab body",
+        )
     X, Y = _body_subset(state)
     r = state.settings.refine
     kw = r.kwargs()
@@ -173,8 +203,7 @@ def _refine(state: LearnState) -> PhaseRecord:
         solver=state.solver,
         truth=state.truth,
         sculpt_opts=r.resculpt.kwargs(),
-        # phase 4 needs d² − (m − 1) equality rows; K* stops before its LPs when it has fewer
-        slab_opts={**r.slabs.kwargs(), "need_equalities": X.shape[2] ** 2 - (state.m - 1)},
+        slab_opts=_slab_opts(state, X.shape[2]),
         **kw,
     )
     return rec

@@ -406,6 +406,13 @@ class GradientSettings(_Group):
     single_thread: bool = opt(True, "one BLAS thread during the fit (faster for these thin products)", boolean)
 
 
+#: auto's fallback work budget (``sculpt.baselines.work_unit`` units, see AutoSettings.fallback_work):
+#: the growing peer's successes on the hard rows (weak head, near-identical heads at (8,4,2), 10 seeds) used
+#: at most 2.3e10; one core does 2.8–4.8e8 units a second at (8,4,2) and 8e8 at (16,8,4), where torch's own
+#: initialisation ran the unbounded fallback for more than 25 minutes and this budget stops it after 37 s
+FALLBACK_WORK = 3e10
+
+
 @dataclass(frozen=True)
 class AutoSettings(_Group):
     """``method="auto"``: exact when it applies; else a capped L-BFGS try, then sculpt, then the growing peer."""
@@ -441,6 +448,12 @@ class AutoSettings(_Group):
     fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
     restarts: int = opt(3, "fallback starts per subset size (the first warm, the rest random)", pos_int)
     warm_start: bool = opt(True, "the fallback's first start is the best model so far on validation", boolean)
+    fallback_work: float | None = opt(
+        FALLBACK_WORK,
+        "the fallback stops once Σ examples × iterations × m·k·d·(k+d) over its runs reaches this "
+        "(deterministic, unlike gradient.time_limit; None: no bound)",
+        optional(positive),
+    )
 
 
 @dataclass(frozen=True)

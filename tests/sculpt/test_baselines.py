@@ -125,3 +125,32 @@ def test_bad_inputs(change, exc):
         kwargs[key] = value
     with pytest.raises(exc):
         gradient_descent(kwargs.pop("X"), kwargs.pop("Y"), kwargs.pop("m"), **kwargs)
+
+
+def test_grow_lbfgs_work_budget_bounds_the_protocol_deterministically():
+    """max_work caps Σ examples × iterations × work_unit over every run (each run's iteration cap is what is
+    left of it), the protocol stops saying so, and the same seed gives the same stages."""
+    from sculpt.baselines import grow_lbfgs, work_unit
+
+    hard = plant(8, 4, 2, seed=3, weak_head=0.01)  # L-BFGS needs thousands of iterations here
+    X = sample_inputs(3000, 4, 8, rng=4)
+    Y = hard(X)
+    unit = work_unit(4, 8, 2)
+    assert unit == 2 * 4 * 8 * (4 + 8)
+    budget = 300 * 200 * unit + 123.0  # 200 iterations on 300 examples, and a remainder below one iteration
+
+    def run() -> object:
+        return grow_lbfgs(X[500:], Y[500:], X[:500], Y[:500], 2, np.random.default_rng(7), first=300,
+                          restarts=2, max_iter=5000, max_work=budget)
+
+    a, b = run(), run()
+    spent = sum(s["work"] for s in a.stages)
+    assert spent <= budget and spent > budget - 600 * unit  # used up to less than one iteration at 600
+    assert all(s["work"] == s["examples"] * s["iterations"] * unit for s in a.stages)
+    assert "work budget" in a.reason and not a.converged
+    assert [(s["examples"], s["iterations"]) for s in a.stages] == [(s["examples"], s["iterations"]) for s in b.stages]
+    assert np.array_equal(a.model.thetas, b.model.thetas)
+    # without a budget the same protocol runs past it
+    free = grow_lbfgs(X[500:], Y[500:], X[:500], Y[:500], 2, np.random.default_rng(7), first=300,
+                      restarts=1, max_iter=400, max_examples=300)
+    assert sum(s["examples"] * s["iterations"] for s in free.stages) * unit > budget

@@ -104,6 +104,27 @@ def test_auto_tries_peer_then_sculpt_then_the_growing_peer(monkeypatch: pytest.M
     assert not off.converged and off.info["model_from"] == "auto-peer"
 
 
+def test_auto_fallback_stops_at_its_work_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto.fallback_work bounds the fallback deterministically (torch's own initialisation at (16,8,4) ran it
+    for more than 25 minutes unbounded): the fallback stops there, reports it, and the run is reproducible."""
+    from sculpt.baselines import work_unit
+
+    model, X, Y = _data(6, 3, 2, 1100, 8)
+    _fail_phase_2(monkeypatch)
+    budget = 500 * 3 * work_unit(3, 6, 2)  # three iterations on the first 500 examples
+
+    def run() -> LearnResult:
+        return learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "fallback_work": budget})
+
+    res = run()
+    fb = res.phase("fallback-gradient")
+    assert "work budget" in fb.message and "work budget" in res.reason
+    assert sum(s["work"] for s in fb.figures["stages"]) <= budget
+    assert not res.converged
+    again = run()
+    assert np.array_equal(res.model.thetas, again.model.thetas)
+
+
 def test_auto_with_too_few_examples_for_sculpt_uses_restarts() -> None:
     """Below sculpt's minimum, auto's fallback is the growing peer with 3 starts per size (the issue's case:
     one L-BFGS start failed where three succeed)."""
@@ -310,3 +331,20 @@ def test_auto_finishes_a_first_try_that_validated_only_just() -> None:
     exact = GrowingFit(truth, 1e-30, 1e-30, True, 300, 10, [], "validated")
     _finish(exact, run)
     assert exact.stages == [] and exact.model is truth
+
+
+def test_one_head_sculpts_the_slab_body_at_once_and_skips_phase_3() -> None:
+    """m = 1: phase 1's Σ̂W fits every agreeing row exactly (a single VP round), so phase 2 sculpts the slab
+    body K* directly and phase 3 is skipped; with two generic heads neither shortcut applies."""
+    model, X, Y = _data(8, 4, 1, 3000, 2)
+    res = learn(X, Y, 1, method="sculpt", seed=0)
+    assert res.converged
+    p1, p2, p3 = res.phase("1-sum-w"), res.phase("2-sculpt"), res.phase("3-refine")
+    assert p1.figures["exact_agreement"] and len(p1.figures["agreement_refit"]) == 1
+    assert p1.figures["agreement_refit"][0]["rms_final"] <= 1e-9 * np.sqrt(np.mean(Y**2))
+    assert p2.figures["mode"] == "slabs" and "at once" in p2.message
+    assert p3.status == "skipped" and "nothing to refine" in p3.message
+    model2, X2, Y2 = _data(8, 4, 2, 3000, 2)
+    res2 = learn(X2, Y2, 2, method="sculpt", seed=0)
+    assert not res2.phase("1-sum-w").figures.get("exact_agreement", False)
+    assert res2.phase("2-sculpt").figures["mode"] == "halfspaces" and res2.phase("3-refine").status == "ok"
