@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.linalg
 
 from ._validate import as_matrix, as_rhs
 from .affine_subspace import AffineSubspace
@@ -76,6 +77,7 @@ def fit_flat(
     max_dim: int | None = None,
     scale: float | None = None,
     min_ratio: float = 1.5,
+    method: str = "auto",
 ) -> FlatFit:
     """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
 
@@ -84,6 +86,12 @@ def fit_flat(
     ``max_dim``; ``dim_estimate`` is reported either way); ``weights`` (≥ 0) weight the rows;
     ``scale`` s multiplies the b column (default 1: the lifted points are (x, 1/s)); it trades how much of
     the noise the fit attributes to b rather than to A.
+
+    ``method``: "svd" (QR, then the SVD of the square factor), "gram" (eigh of MᵀM: 4–5× faster on tall
+    systems, e.g. 13 against 60 ms on 2,500 × 257, but eigenvalues carry an absolute error ~eps·σ_max², so
+    singular values below ~1e-8·σ_max are not resolved), or "auto": "gram", kept only when the fit is noisy
+    enough for it not to matter (σ_{r+1} ≥ 1e-6·σ_max and (σ_{r+2}² − σ_{r+1}²) ≥ 1e-4·σ_max², so the
+    null space errs by < ~1e-11), else "svd". ``info["method"]`` says which one produced the fit.
     """
     A = as_matrix(A, "A")
     n_rows, n = A.shape
@@ -102,18 +110,18 @@ def fit_flat(
     scale = 1.0 if scale is None else float(scale)
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
+    if method not in ("auto", "svd", "gram"):
+        raise ValueError(f"method must be 'auto', 'svd' or 'gram', got {method!r}")
     M = np.hstack([A, -scale * b[:, None]]) * w[:, None]
-    if M.shape[0] > M.shape[1]:
-        # QR first: same singular values and right vectors, cheaper SVD on the square factor
-        M = np.linalg.qr(M, mode="r")
-    _, s_desc, Vt = np.linalg.svd(M, full_matrices=True)
-    s_all = np.zeros(n + 1)
-    s_all[: s_desc.size] = s_desc
-    order = np.arange(n, -1, -1)  # ascending singular values
-    s_asc = s_all[order]
-    V_asc = Vt[order].T  # columns: right singular vectors, smallest first
+    used = "svd" if method == "svd" else "gram"
+    s_asc, V_asc = _right_singular(M, used)
     q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
     r = q_est - 1 if dim is None else int(dim)
+    if method == "auto" and not _gram_resolves(s_asc, r):
+        used = "svd"
+        s_asc, V_asc = _right_singular(M, used)
+        q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
+        r = q_est - 1 if dim is None else int(dim)
     Vn = V_asc[:, : r + 1]  # (n+1, r+1)
     V_x, v_h = Vn[:n], Vn[n]
     nh = float(np.linalg.norm(v_h))
@@ -144,5 +152,33 @@ def fit_flat(
         dim_estimate=q_est - 1,
         gap=gap,
         residual=residual,
-        info={"scale": scale, "gap_ratios": ratios[:16]},
+        info={"scale": scale, "gap_ratios": ratios[:16], "method": used},
     )
+
+
+def _right_singular(M: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Singular values of M (ascending, padded with zeros to M's column count) and the matching right singular
+    vectors as columns: by QR + SVD of the square factor ("svd") or by eigh of MᵀM ("gram")."""
+    n1 = M.shape[1]
+    if method == "gram":
+        ev, V = np.linalg.eigh(M.T @ M)  # ascending
+        return np.sqrt(np.maximum(ev, 0.0)), V
+    if M.shape[0] > n1:
+        # QR first: same singular values and right vectors, cheaper SVD on the square factor (scipy's
+        # mode="r" skips forming Q: 29 against 41 ms on 2,500 × 257)
+        M = scipy.linalg.qr(M, mode="r", check_finite=False)[0][:n1]
+    _, s_desc, Vt = np.linalg.svd(M, full_matrices=True)
+    s_all = np.zeros(n1)
+    s_all[: s_desc.size] = s_desc
+    order = np.arange(n1 - 1, -1, -1)
+    return s_all[order], Vt[order].T
+
+
+def _gram_resolves(s_asc: np.ndarray, r: int) -> bool:
+    """Whether eigh of MᵀM (absolute eigenvalue error ~eps·σ_max²) pins the (r+1)-dimensional null space to
+    ~1e-11: its values are noise well above the round-off (σ_{r+1} >= 1e-6 σ_max) and separated from the
+    next ((σ_{r+2}² − σ_{r+1}²) >= 1e-4 σ_max²)."""
+    top = float(s_asc[-1])
+    if not top > 0 or r + 1 >= s_asc.size:
+        return False
+    return bool(s_asc[r] >= 1e-6 * top and s_asc[r + 1] ** 2 - s_asc[r] ** 2 >= 1e-4 * top**2)

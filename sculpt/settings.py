@@ -269,6 +269,13 @@ class BodySettings(_Group):
     eta0: float = opt(0.1, "slack added to 2η* (0.7 contains every head but certifies nothing)", nonneg)
     box: float | None = opt(None, "|Θ_pq| <= box (auto: 4.0; re-sculpts inherit phase 2's box)", optional(positive))
     trim: bool = opt(True, "L1 outlier trim of rows no head satisfies", boolean)
+    span_tau: float = opt(
+        0.1,
+        "slab mode: phase 4 fits the flat to every equality of the rows up to this residual (span 25° → 8° "
+        "at m = 2; 0.2 gave 11°)",
+        positive,
+    )
+    span_rel_floor: float = opt(0.01, "phase 4's row weight is (q̂_j⁻² + q̂_r⁻²)^(−1/2)/(residual + this)", positive)
 
 
 @dataclass(frozen=True)
@@ -302,6 +309,10 @@ class SpanSettings(_Group):
         None, "phase 5's search radius (auto: from the body's extent in the flat)", optional(positive)
     )
     max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m)", optional(pos_int))
+    hull_reweight: int = opt(
+        2, "refits that down-weight rows along the flat's own directions (m = 2: head error 0.16 → 0.10)", nonneg_int
+    )
+    hull_c: float = opt(1.0, "those refits weight a row by w/(‖F_i U‖ + hull_c · median)", positive)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,12 @@ def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(s.min(), 0.0, 1.0))))
 
 
+def sin_angle(A: np.ndarray, B: np.ndarray) -> float:
+    """Sine of the largest principal angle, ‖(I − Q_A Q_Aᵀ) Q_B‖ (accurate where arccos near 1 is not)."""
+    Qa, Qb = np.linalg.qr(A)[0], np.linalg.qr(B)[0]
+    return float(np.linalg.norm(Qb - Qa @ (Qa.T @ Qb), 2))
+
+
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(5, 30), r=st.integers(0, 3), data=st.data())
 def test_fit_flat_recovers_exact_flat(n: int, r: int, data) -> None:
@@ -95,3 +101,44 @@ def test_min_ratio_is_the_documented_gap_threshold() -> None:
         fit_flat(A, rng.standard_normal(40), min_ratio=0.5)
     fit = fit_flat(A, rng.standard_normal(40), min_ratio=1e6)    # no gap that large: the largest ratio's
     assert 0 <= fit.dim_estimate <= 4
+
+
+@settings(max_examples=25, deadline=None)
+@given(noise=st.sampled_from([0.0, 1e-12, 1e-3, 3e-2]), r=st.integers(0, 2), data=st.data())
+def test_fit_flat_auto_method_matches_the_svd(noise: float, r: int, data) -> None:
+    """"auto" takes the eigh-of-MᵀM route only where its squared round-off cannot matter: its flat matches the
+    SVD's to 1e-8 whichever route it took, and an exact system (noise 0) keeps the SVD and its accuracy."""
+    n = 15
+    p = data.draw(gaussian_like(n), label="p")
+    u = data.draw(orthonormal(n, r), label="u")
+    P = np.eye(n) - u @ u.T
+    A = data.draw(well_conditioned(90, n), label="A") @ P
+    b = A @ p + noise * data.draw(gaussian_like(90), label="noise")
+    svd = fit_flat(A, b, dim=r, method="svd")
+    auto = fit_flat(A, b, dim=r)
+    assert svd.info["method"] == "svd" and auto.info["method"] in ("svd", "gram")
+    scale = 1 + np.linalg.norm(svd.flat.point)
+    assert np.linalg.norm(auto.flat.point - svd.flat.point) <= 1e-8 * scale
+    if r:
+        assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-8
+    # the gram route resolves singular values only down to ~1e-8·σ_max (documented)
+    np.testing.assert_allclose(auto.singular_values, svd.singular_values, rtol=1e-6, atol=1e-7 * svd.singular_values[-1])
+    if noise == 0.0:
+        assert auto.info["method"] == "svd"
+        assert svd.flat.distance(p) <= 1e-9 * (1 + np.linalg.norm(p))
+
+
+def test_fit_flat_gram_route_on_a_noisy_tall_system() -> None:
+    """A noisy 2,000 × 40 system: "auto" takes the gram route, within 1e-9 of the SVD; a bad method is refused."""
+    rng = np.random.default_rng(3)
+    n, r = 40, 1
+    u = np.linalg.qr(rng.standard_normal((n, r)))[0]
+    A = rng.standard_normal((2000, n)) @ (np.eye(n) - u @ u.T)
+    p = rng.standard_normal(n) / np.sqrt(n)
+    b = A @ p + 0.05 * rng.standard_normal(2000)
+    auto, svd = fit_flat(A, b, dim=r), fit_flat(A, b, dim=r, method="svd")
+    assert auto.info["method"] == "gram" and fit_flat(A, b, dim=r, method="gram").info["method"] == "gram"
+    assert np.linalg.norm(auto.flat.point - svd.flat.point) <= 1e-9
+    assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-9
+    with pytest.raises(ValueError, match="method"):
+        fit_flat(A, b, method="qr")

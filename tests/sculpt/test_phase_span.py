@@ -92,3 +92,30 @@ def test_extract_span_rejects_empty_or_short_bodies() -> None:
         extract_span(short, 2)
     with pytest.raises(ValueError, match="m must"):
         extract_span(short, 0)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_span_rows_of_the_sculpted_body_pin_two_heads(seed: int) -> None:
+    """Through phases 1–3 on 1,500 examples at (8,4,2): K*'s slab rows are among the span rows phase 4 fits,
+    and those rows (every agreeing row up to span_tau, hull re-weighted) pin the span within 12° with m̂ = 2,
+    where K*'s own slab rows left it 18–32° off (docs/method.md, "The span from every agreeing row")."""
+    from sculpt.phases.refine import refine_sum_w
+    from sculpt.phases.sculpting import sculpt
+    from sculpt.phases.span import principal_angle_deg
+    from sculpt.phases.sum_w import estimate_sum_w
+
+    model = plant(8, 4, 2, seed=seed)
+    X = sample_inputs(1500, 4, 8, rng=seed + 100)
+    Y = model(X)
+    W, _ = estimate_sum_w(X, Y)
+    body, _ = sculpt(X, Y, W)
+    _, kstar, _ = refine_sum_w(X, Y, W, body, certify=False)
+    assert kstar.span_F.shape[0] > kstar.F.shape[0] and np.all(kstar.span_weights > 0)
+    rows = {r.tobytes() for r in kstar.span_F}
+    assert all(r.tobytes() in rows for r in kstar.F)
+    truth_span = model.thetas.reshape(2, -1).T
+    est, rec = extract_span(kstar, 2)
+    assert rec.figures["equality_rows_from"].startswith("span rows") and est.m_estimate == 2
+    assert principal_angle_deg(est.span, truth_span) <= 12.0
+    plain, _ = extract_span(kstar, 2, hull_reweight=0)
+    assert principal_angle_deg(plain.span, truth_span) <= 16.0
