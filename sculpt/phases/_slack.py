@@ -12,6 +12,7 @@ simplex; the L1 fit over 2,564 rows at d = 8 took 0.17 s against 1.02 s with the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,7 +20,7 @@ from scipy.optimize import minimize
 
 from oracles import solvers
 
-__all__ = ["min_uniform_slack", "l1_trim", "L1Trim", "hinge_feasible_point"]
+__all__ = ["min_uniform_slack", "l1_trim", "L1Trim", "hinge_feasible_point", "Hinge"]
 
 
 def _system(A, b, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -79,11 +80,18 @@ def l1_trim(A, b, lo: float, hi: float, *, tol: float = 1e-7, solver: str | None
     return L1Trim(x, slack, slack <= tol, float(slack.sum()))
 
 
-def hinge_feasible_point(
-    A, b, box: float, x0=None, *, delta: float = 1e-3, max_iter: int = 300
-) -> tuple[np.ndarray | None, float]:
-    """(a point of {A x <= b, |x_i| <= box} or None, max_i (A x − b)_i at the last iterate): L-BFGS-B (scipy) on ½‖max(0, A x − b + δ)‖² in the box from
-    ``x0`` (default 0), accepted only if it meets every row of A x <= b exactly (checked here).
+class Hinge(NamedTuple):
+    """``hinge_feasible_point``'s answer: ``x`` a point of {A x <= b, box} or None, ``worst`` = max_i (A x − b)_i
+    at ``last``, the last iterate (in the box, feasible or not)."""
+
+    x: np.ndarray | None
+    worst: float
+    last: np.ndarray
+
+
+def hinge_feasible_point(A, b, box: float, x0=None, *, delta: float = 1e-3, max_iter: int = 300) -> Hinge:
+    """A point of {A x <= b, |x_i| <= box} by L-BFGS-B (scipy) on ½‖max(0, A x − b + δ)‖² in the box from
+    ``x0`` (default 0), accepted only if it meets every row of A x <= b exactly (checked here); see ``Hinge``.
 
     Hand-written on purpose: on phase 3's feasible slab bodies at d = 16 (1,700-2,900 rows x 256) it found a
     point in 7-16 iterations, 6-27 ms, where HiGHS's PDLP took 160-320 ms and the dual simplex 0.57-1.3 s; on an
@@ -92,7 +100,7 @@ def hinge_feasible_point(
     n, p = A.shape
     start = np.zeros(p) if x0 is None else np.clip(np.asarray(x0, dtype=float).reshape(p), lo, hi)
     if n == 0:
-        return start, 0.0
+        return Hinge(start, 0.0, start)
     target = b - float(delta)
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -109,4 +117,4 @@ def hinge_feasible_point(
     )
     x = np.clip(sol.x, lo, hi)
     worst = float(np.max(A @ x - b))
-    return (x if worst <= 0.0 else None), worst
+    return Hinge(x if worst <= 0.0 else None, worst, x)

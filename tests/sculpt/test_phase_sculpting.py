@@ -180,3 +180,33 @@ def test_eta_star_route_is_recorded_and_exact():
     if rec.figures["eta_star"] == 0:
         A, b = body.constraints()
         assert np.all(A @ model.thetas[0].reshape(-1) <= b + 1e-6)   # the true head satisfies every row
+
+
+def test_a_body_too_large_for_lps_is_bounded_at_the_hinge_point(monkeypatch):
+    """Above LP_MAX_ENTRIES (rows × variables) an infeasible half-space system gets no LP: half-spaces the
+    hinge point violates by more than HINGE_INFEASIBLE are trimmed and η* is the kept rows' worst violation
+    there, so the body is non-empty (an LP over it finds a point with zero slack)."""
+    import sculpt.phases.sculpting as sculpting
+    from sculpt.phases._slack import min_uniform_slack
+    from sculpt.phases.sum_w import estimate_sum_w
+
+    model = plant(8, 4, 3, seed=0)
+    X = sample_inputs(1500, 4, 8, rng=1)
+    Y = model(X)
+    W, _ = estimate_sum_w(X, Y)
+    _, ref = sculpt(X, Y, W)
+    assert ref.figures["eta_star"] > 0  # infeasible as built: the LP route needed a slack
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("an LP ran")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(sculpting, "LP_MAX_ENTRIES", 0)
+        for name in ("l1_trim", "min_uniform_slack", "_pdlp_feasible_point", "_first_feasible_r"):
+            mp.setattr(sculpting, name, no_lp)
+        body, rec = sculpt(X, Y, W)
+    assert rec.figures["eta_star_by"].startswith("hinge point") and rec.figures["eta_star"] > 0
+    A, b = body.constraints()
+    assert A.shape[0] == rec.figures["halfspaces_kept"] + 2 * rec.figures["equalities_kept"]
+    t, x = min_uniform_slack(A, b, -body.box, body.box)
+    assert t <= 1e-9 and np.all(A @ x <= b + 1e-7)

@@ -50,7 +50,7 @@ def test_hinge_point_is_feasible_whenever_returned_and_found_on_bodies_with_room
     (so the tightened rows still have room) always gets one; the reported worst violation is ≤ 0 then."""
     A, b, _ = _random_body(seed, n, p)
     b = b + 0.01
-    x, worst = hinge_feasible_point(A, b, 2.0)
+    x, worst, _ = hinge_feasible_point(A, b, 2.0)
     assert x is not None and worst <= 0.0
     assert np.all(A @ x <= b) and np.all(np.abs(x) <= 2.0)
 
@@ -63,5 +63,5 @@ def test_hinge_point_never_claims_an_infeasible_body(seed, n, p, gap):
     A, b, _ = _random_body(seed, n, p)
     A2 = np.vstack([A, np.eye(p)[0], -np.eye(p)[0]])
     b2 = np.concatenate([b, [-gap, -gap]])
-    x, worst = hinge_feasible_point(A2, b2, 2.0)
+    x, worst, last = hinge_feasible_point(A2, b2, 2.0)
     assert x is None and worst >= gap - 1e-9
