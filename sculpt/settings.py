@@ -313,6 +313,9 @@ class SpanSettings(_Group):
         2, "refits that down-weight rows along the flat's own directions (m = 2: head error 0.16 → 0.10)", nonneg_int
     )
     hull_c: float = opt(1.0, "those refits weight a row by w/(‖F_i U‖ + hull_c · median)", positive)
+    in_flat_extent: bool = opt(
+        False, "measure K*'s extent inside the flat (a diagnostic: 2 LPs, 25 ms at (16,4,2))", boolean
+    )
 
 
 @dataclass(frozen=True)

@@ -77,12 +77,14 @@ def extract_span(
     truth: Any = None,
     hull_reweight: int = 2,
     hull_c: float = 1.0,
+    in_flat_extent: bool = False,
 ) -> tuple[SpanEstimate, PhaseRecord]:
     """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows: ``body.span_F/span_g/
     span_weights`` when the body has them (every agreeing row up to ``span_tau``, slab mode), else (F, g,
     weights). ``hull_reweight`` refits weight row i by w_i/(‖F_i U‖ + ``hull_c``·median), U the flat's directions.
 
-    The body's extent inside the flat is always measured (small LPs in flat coordinates); ``width_probes``
+    ``in_flat_extent`` measures the body's extent inside the flat (LPs in flat coordinates; a diagnostic no
+    later phase reads, 25 ms of a 0.5 s run at (16,4,2), so off by default); ``width_probes``
     random directions normal to the span are width-probed over the whole body next to the flat's own
     directions (default 0: those LPs cost seconds); ``radius`` overrides the search radius for phase 5.
     """
@@ -150,13 +152,13 @@ def extract_span(
     if m_est != m:
         rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
 
-    # cross-checks through the engine. (i) The body's extent inside the estimated flat: LPs over K* ∩ flat
-    # in the m−1 flat coordinates (Polytope(A U, b − A p)); cheap; empty when the flat misses K*. (ii) Optional full-body LP widths along the flat's
+    # cross-checks through the engine. (i) ``in_flat_extent``: the body's extent inside the estimated flat, LPs
+    # over K* ∩ flat in the m−1 flat coordinates (Polytope(A U, b − A p)); empty when the flat misses K*. (ii) Optional full-body LP widths along the flat's
     # directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
     # 2 LPs per direction over all of K* (3.5–5.8 s for 4 LPs at 5.6k rows, d = 8), so off by default.
     widths: dict[str, Any] = {"in_flat": [], "along": [], "normal": []}
     poly = getattr(body, "polytope", None)
-    if poly is not None and flat.dim > 0:
+    if in_flat_extent and poly is not None and flat.dim > 0:
         A_loc = poly.A @ flat.basis
         b_loc = poly.b - poly.A @ flat.point
         keep = np.linalg.norm(A_loc, axis=1) > 1e-12

@@ -62,7 +62,7 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     model = plant(d, k, m, seed=seed)
     X = sample_inputs(n, k, d, rng=4)
     body = truth_body(model, X, tv=0.02 if m < 3 else 0.05)
-    est, rec = extract_span(body, m, truth=model, rng=0, width_probes=1)
+    est, rec = extract_span(body, m, truth=model, rng=0, width_probes=1, in_flat_extent=True)
     assert isinstance(est, SpanEstimate)
     assert est.flat.dim == m - 1 and est.span.shape == (d * d, m)
     assert est.m_estimate == m == rec.figures["m_estimate"]
@@ -119,3 +119,14 @@ def test_span_rows_of_the_sculpted_body_pin_two_heads(seed: int) -> None:
     assert principal_angle_deg(est.span, truth_span) <= 12.0
     plain, _ = extract_span(kstar, 2, hull_reweight=0)
     assert principal_angle_deg(plain.span, truth_span) <= 16.0
+
+
+def test_in_flat_extent_is_a_diagnostic_off_by_default() -> None:
+    """The in-flat LPs run only when asked: the estimate (flat, radius) is the same either way."""
+    model = plant(8, 4, 2, seed=3)
+    X = sample_inputs(6000, 4, 8, rng=4)
+    body = truth_body(model, X)
+    off, rec_off = extract_span(body, 2, rng=0)
+    on, rec_on = extract_span(body, 2, rng=0, in_flat_extent=True)
+    assert "extent_in_flat" not in rec_off.figures and len(rec_on.figures["extent_in_flat"]) == 1
+    assert np.array_equal(off.flat.point, on.flat.point) and off.radius == on.radius
