@@ -157,9 +157,10 @@ def _sculpt(state: LearnState) -> PhaseRecord:
     if rec_argmax is not None:
         return rec_argmax
     X, Y = _body_subset(state)
-    if state.exact_agreement:
-        # one pattern fits every row exactly under phase 1's Σ̂W (one head): phase 3 has nothing to refine, so
-        # the slab body K* is sculpted at once (the half-space body would only be discarded; m = 1: 0.01 s)
+    why = _nothing_to_refine(state, X.shape[0])
+    if why:
+        # phase 3 would only re-sculpt with the same Σ̂W: the slab body K* is sculpted at once (the half-space
+        # body would be discarded unread; 0.02–0.04 s of a 0.17–0.5 s run at (8,4,2) and (16,4,2))
         state.body, rec = sculpt(
             X,
             Y,
@@ -170,7 +171,7 @@ def _sculpt(state: LearnState) -> PhaseRecord:
             truth=state.truth,
             **_slab_opts(state, X.shape[2]),
         )
-        rec.message = "every agreeing row is fitted exactly by one pattern (phase 1): the slab body K* at once"
+        rec.message = f"{why}: the slab body K* at once"
         return rec
     state.body, rec = sculpt(
         X, Y, state.sum_w, rng=state.rng, solver=state.solver, truth=state.truth, **state.settings.sculpt.kwargs()
@@ -178,22 +179,38 @@ def _sculpt(state: LearnState) -> PhaseRecord:
     return rec
 
 
+def _certifies(state: LearnState, n_examples: int) -> bool:
+    """Whether phase 3 runs certification rounds: ``refine.certify``, or when unset (d² <= 100) on subsets of
+    at least CERTIFY_MIN_EXAMPLES examples."""
+    c = state.settings.refine.kwargs()["certify"]
+    return bool(n_examples >= CERTIFY_MIN_EXAMPLES if c is None else c)
+
+
+def _nothing_to_refine(state: LearnState, n_examples: int) -> str:
+    """Why phase 3 has nothing to do beyond re-sculpting with the same Σ̂W ("" when it has): then phase 2
+    sculpts K* itself and phase 3 is skipped."""
+    if state.exact_agreement:
+        return "phase 1's Σ̂W fits every agreeing row exactly by one pattern (one head): nothing to refine"
+    if not _certifies(state, n_examples):
+        return (
+            "no certification rounds (refine.certify off, or unset with d² > 100 or fewer than "
+            f"{CERTIFY_MIN_EXAMPLES} examples): Σ̂W stays phase 1's"
+        )
+    return ""
+
+
 def _refine(state: LearnState) -> PhaseRecord:
     from .phases.refine import refine_sum_w
 
     if state.route == "argmax":
         return state.pending["3-refine"]
-    if state.exact_agreement:
-        return PhaseRecord(
-            "3-refine",
-            status="skipped",
-            message="phase 1's Σ̂W fits every agreeing row exactly: nothing to refine; K* is phase 2's slab body",
-        )
     X, Y = _body_subset(state)
+    why = _nothing_to_refine(state, X.shape[0])
+    if why:
+        return PhaseRecord("3-refine", status="skipped", message=f"{why}: K* is phase 2's slab body")
     r = state.settings.refine
     kw = r.kwargs()
-    if kw["certify"] is None:  # d² <= 100: certify when the subset is large enough to gain from it
-        kw["certify"] = X.shape[0] >= CERTIFY_MIN_EXAMPLES
+    kw["certify"] = True
     state.sum_w, state.body, rec = refine_sum_w(
         X,
         Y,

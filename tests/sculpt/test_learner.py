@@ -31,7 +31,11 @@ def test_sculpt_recovers_842() -> None:
     res = learn(X, Y, 2, seed=0, truth=model)
     _assert_exact(res, model, 4)
     assert res.method == "sculpt" and [p.name for p in res.phases] == SCULPT_PHASES
-    assert all(p.status == "ok" and p.time >= 0 for p in res.phases)
+    # on 1,500 examples phase 3 would not certify (CERTIFY_MIN_EXAMPLES), so phase 2 sculpts K* and 3 is skipped
+    assert all(p.status == ("skipped" if p.name == "3-refine" else "ok") and p.time >= 0 for p in res.phases)
+    assert res.phase("2-sculpt").figures["mode"] == "slabs"
+    # phase 4 fits every agreeing row (hull re-weighted): the span is pinned from the default subset already
+    assert res.phase("4-span").figures["m_estimate"] == 2 and res.phase("4-span").truth["span_angle_deg"] < 12
     assert res.info["train_examples"] + res.info["validation_examples"] == 20000
     # adaptive samples: one attempt on the first subset sufficed, and the result says how much it read
     assert len(res.info["attempts"]) == 1 and res.info["attempts"][0]["examples"] == 1500
@@ -205,11 +209,12 @@ def test_min_examples() -> None:
 def test_sculpt_box_bounds_every_body() -> None:
     """A box given in sculpt_options also bounds phase 3's re-sculpted bodies; refine_options can override."""
     model, X, Y = _data(6, 3, 2, 2000, 21)
-    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500)
+    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500,
+                refine={"certify": True})
     assert res.phase("2-sculpt").figures["box"] == 5.0
     assert res.phase("3-refine").figures["kstar"]["box"] == 5.0
     res2 = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500,
-                 refine={"slabs": {"box": 7.0}})
+                 refine={"certify": True, "slabs": {"box": 7.0}})
     assert res2.phase("2-sculpt").figures["box"] == 5.0
     assert res2.phase("3-refine").figures["kstar"]["box"] == 7.0
 
@@ -333,9 +338,9 @@ def test_auto_finishes_a_first_try_that_validated_only_just() -> None:
     assert exact.stages == [] and exact.model is truth
 
 
-def test_one_head_sculpts_the_slab_body_at_once_and_skips_phase_3() -> None:
+def test_phase_2_sculpts_k_star_at_once_when_phase_3_has_nothing_to_refine() -> None:
     """m = 1: phase 1's Σ̂W fits every agreeing row exactly (a single VP round), so phase 2 sculpts the slab
-    body K* directly and phase 3 is skipped; with two generic heads neither shortcut applies."""
+    body K* directly and phase 3 is skipped; two generic heads with certification on take the full route."""
     model, X, Y = _data(8, 4, 1, 3000, 2)
     res = learn(X, Y, 1, method="sculpt", seed=0)
     assert res.converged
@@ -345,6 +350,13 @@ def test_one_head_sculpts_the_slab_body_at_once_and_skips_phase_3() -> None:
     assert p2.figures["mode"] == "slabs" and "at once" in p2.message
     assert p3.status == "skipped" and "nothing to refine" in p3.message
     model2, X2, Y2 = _data(8, 4, 2, 3000, 2)
-    res2 = learn(X2, Y2, 2, method="sculpt", seed=0)
+    res2 = learn(X2, Y2, 2, method="sculpt", seed=0, refine={"certify": True})
     assert not res2.phase("1-sum-w").figures.get("exact_agreement", False)
     assert res2.phase("2-sculpt").figures["mode"] == "halfspaces" and res2.phase("3-refine").status == "ok"
+    assert res2.phase("3-refine").figures["rounds_run"] >= 1
+    # certification off (the default below 5,000 examples at d = 8): phase 3 would only re-sculpt, so phase 2
+    # sculpts K* at once, and says why
+    res3 = learn(X2, Y2, 2, method="sculpt", seed=0)
+    assert res3.converged and res3.phase("2-sculpt").figures["mode"] == "slabs"
+    assert "no certification rounds" in res3.phase("2-sculpt").message
+    assert res3.phase("3-refine").status == "skipped"
