@@ -161,16 +161,19 @@ def _sculpt(state: LearnState) -> PhaseRecord:
     if why:
         # phase 3 would only re-sculpt with the same Σ̂W: the slab body K* is sculpted at once (the half-space
         # body would be discarded unread; 0.02–0.04 s of a 0.17–0.5 s run at (8,4,2) and (16,4,2))
-        state.body, rec = sculpt(
-            X,
-            Y,
-            state.sum_w,
-            mode="slabs",
-            rng=state.rng,
-            solver=state.solver,
-            truth=state.truth,
-            **_slab_opts(state, X.shape[2]),
-        )
+        try:
+            state.body, rec = sculpt(
+                X,
+                Y,
+                state.sum_w,
+                mode="slabs",
+                rng=state.rng,
+                solver=state.solver,
+                truth=state.truth,
+                **_slab_opts(state, X.shape[2]),
+            )
+        except PhaseFailed as exc:  # K*'s own checks name phase 3, which builds it on the full route
+            raise PhaseFailed("2-sculpt", f"{exc.reason} (K* is sculpted in phase 2 here: {why})") from exc
         rec.message = f"{why}: the slab body K* at once"
         return rec
     state.body, rec = sculpt(
