@@ -456,6 +456,7 @@ class GrowingFit:
     iterations: int
     stages: list[dict[str, Any]]
     reason: str
+    stop: str = ""  # why the protocol ended: validated, training split used up, time limit, work budget
 
 
 def work_unit(k: int, d: int, m: int) -> float:
@@ -505,16 +506,16 @@ def grow_lbfgs(
     if init is not None:
         best_val = relative_mse(init.thetas, init.ws, Xva, Yva)
     n = min(first, top)
-    iters, stop = 0, "training split used up"
+    iters, stop, halted = 0, "training split used up", False  # halted: a time limit or the work budget
     while True:
         for attempt in range(restarts):
             left = deadline - time.perf_counter()
             if left <= 0:
-                stop = "time limit"
+                stop, halted = "time limit", True
                 break
             its_left = math.floor((max_work - work) / (n * unit)) if math.isfinite(max_work) else None
             if its_left is not None and its_left < 1:
-                stop = f"work budget {max_work:.3g} used up"
+                stop, halted = f"work budget {max_work:.3g} used up", True
                 break
             run_cap = max_iter if its_left is None else min(its_left, max_iter or its_left)
             start = best_model if attempt == 0 else None
@@ -533,14 +534,15 @@ def grow_lbfgs(
                 give_up=give_up,
             )
             iters += res.iterations
-            work += n * unit * res.iterations
+            run_work = n * unit * res.iterations
+            work += run_work
             val = relative_mse(res.model.thetas, res.model.ws, Xva, Yva)
             stages.append(
                 {
                     "examples": int(n),
                     "init": "warm" if start is not None else "random",
                     "iterations": int(res.iterations),
-                    "work": float(n * unit * res.iterations),
+                    "work": float(run_work),
                     "train_error": res.train_error,
                     "validation_error": val,
                     "time": time.perf_counter() - ta,
@@ -551,7 +553,7 @@ def grow_lbfgs(
             if val <= tol:
                 stop = f"validated at {n} examples"
                 break
-        if best_val <= tol or stop == "time limit" or stop.startswith("work budget") or n >= top:
+        if best_val <= tol or halted or n >= top:
             break
         n = min(top, n * growth)
     converged = bool(best_val <= tol)
@@ -559,4 +561,4 @@ def grow_lbfgs(
         f"{stop}: validation relative MSE {best_val:.2e} {'<=' if converged else '>'} tol {tol:.0e} after "
         f"{len(stages)} L-BFGS runs"
     )
-    return GrowingFit(best_model, float(best_val), float(best_train), converged, int(n), iters, stages, reason)
+    return GrowingFit(best_model, float(best_val), float(best_train), converged, int(n), iters, stages, reason, stop)

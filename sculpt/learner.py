@@ -464,6 +464,7 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
         done = keep(_validated(_exact_route(run), run), "exact", t0)
     else:
         if a.peer_first:
+            assert a.peer_give_up is not None  # Settings.resolve sets it (30·m when unset)
             t0 = run.progress.start("auto-peer")
             fit = grow_lbfgs(
                 run.Xtr,
@@ -477,7 +478,7 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
                 tol=tol,
                 max_iter=a.peer_iterations,
                 max_examples=a.peer_examples,
-                give_up=(int(a.peer_give_up or 30 * m), float(a.peer_give_up_loss)),
+                give_up=(int(a.peer_give_up), float(a.peer_give_up_loss)),
                 single_thread=cfg.gradient.single_thread,
             )
             _finish(fit, run)
@@ -519,8 +520,9 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
         res = _fit_result(fit, run, "fallback-gradient", t0)
         res.phases[-1].figures["init"] = "warm, then random" if init is not None else "random"
         run.progress.end(res.phases[-1])
-        stop = fit.reason.split(":")[0]  # why the protocol ended: validated, split used up, budget, time limit
-        keep(res, f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size, ended by {stop}", t0)
+        keep(
+            res, f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size, ended by {fit.stop}", t0
+        )
     out = (
         best if best is not None else LearnResult(model=None, method="auto", train_error=math.inf, info=run.base_info())
     )

@@ -185,7 +185,7 @@ def _sculpt(state: LearnState) -> PhaseRecord:
 def _certifies(state: LearnState, n_examples: int) -> bool:
     """Whether phase 3 runs certification rounds: ``refine.certify``, or when unset (d² <= 100) on subsets of
     at least CERTIFY_MIN_EXAMPLES examples."""
-    c = state.settings.refine.kwargs()["certify"]
+    c = state.settings.refine.certify
     return bool(n_examples >= CERTIFY_MIN_EXAMPLES if c is None else c)
 
 

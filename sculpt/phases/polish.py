@@ -198,7 +198,7 @@ def polish(
         first_examples = max(64, int(np.ceil(4 * 2 * m * d * d / (k * d))))
     perm = rng.permutation(N)
     n_use = min(N, first_examples, max_examples)
-    stages, total_it = [], 0
+    stages, total_it, stuck_stop = [], 0, False
     best = None
     # a start that already validates needs no LM: the argmax route's heads arrive at validation relative MSE
     # 1e-17-ish, and LM on peaked data then cost 61 s (d = 16, 64 → 4,096 examples) or 349 s (1,024 at once)
@@ -232,6 +232,7 @@ def polish(
                 f"stuck: LM ended at training relative MSE {cost:.2e} > {stuck:.0e} on its own subset, a local "
                 "minimum that more examples do not move; the polish stops"
             )
+            stuck_stop = True
             break
         n_use = min(N, max_examples, n_use * growth)
     assert best is not None
@@ -252,7 +253,7 @@ def polish(
         rec.truth.update(head_errors(th, ws, truth))
     if not res.converged:
         rec.message = f"validation relative MSE {verr:.3e} > tol {tol:.1e} after {total_it} LM iterations"
-        if stages and "stuck" in str(stages[-1].get("note", "")):
+        if stuck_stop:
             rec.message += " (stuck in a local minimum)"
     rec.time = time.perf_counter() - t0
     return res, rec

@@ -129,7 +129,8 @@ def sculpt(
     2η*; ``box``: |Θ_pq| <= box; ``trim``: L1 outlier trim; ``need_equalities``: slab mode stops with
     ``PhaseFailed("3-refine", …)`` before its LPs when fewer equality rows survive (phase 4 would refuse the body:
     at d = 32 the LPs over such a body took 200 s for nothing); ``span_tau``, ``span_rel_floor``: slab mode also
-    keeps, for phase 4, every equality of the rows with residual <= span_tau (``SculptedBody.span_F``), weighted
+    keeps, for phase 4, every equality of the rows with residual <= max(span_tau, tau_max) (``SculptedBody.span_F``,
+    so K*'s own equality rows are among them), weighted
     by (q̂_j⁻² + q̂_r⁻²)^(−1/2)/(residual + span_rel_floor).
     """
     t0 = time.perf_counter()
@@ -156,7 +157,8 @@ def sculpt(
     ok = (qf_all.min(1) >= -q_tol) & np.repeat(good_ex, k)
     span_rows = None
     if slabs:
-        span_rows = _span_rows(X, qf_all, rel, ok & (rel <= span_tau), q_min, span_rel_floor)
+        # at least every row K* may use (rel <= tau_max), so K*'s equality rows are among phase 4's
+        span_rows = _span_rows(X, qf_all, rel, ok & (rel <= max(span_tau, tau_max)), q_min, span_rel_floor)
         ok &= rel <= tau_max
     cand = np.flatnonzero(ok)
     cand = cand[np.argsort(rel[cand], kind="stable")]
@@ -187,12 +189,7 @@ def sculpt(
     floor = float(np.clip(c_floor * (np.quantile(neg, 0.9) if neg.size else 0.0), *floor_clip))
     if slabs:  # rows are selected with q̂ >= −0.001, so negative entries understate the noise there
         floor = max(floor, q_min)
-    r_idx = Q.argmax(1)
-    I = np.arange(rows.size)
-    Xs = X[n_idx]
-    xa, xr = Xs[I, a_idx], Xs[I, r_idx]
-    qr = Q[I, r_idx]
-    D = token_distances(Xs)[I, r_idx]  # (R, k): ‖x_r − x_j‖
+    Xs, xa, xr, r_idx, qr, D = _row_frame(X, Q, n_idx, a_idx)
 
     # slab mode: half-spaces only from the best default_rows(d, "halfspaces") rows (the LPs over K* scale
     # with its row count; phase 4 reads F/g/w), measured 2-4 s of LP time saved at d = 16
@@ -370,7 +367,7 @@ def sculpt(
     )
     body.figures = dict(rec.figures)
     if truth is not None:
-        rec.truth.update(_truth_figures(truth, A, b, eta, F_, g_, w_, eta_s + eta, box, X[n_idx], a_idx, Q))
+        rec.truth.update(_truth_figures(truth, A, b, eta, F_, g_, w_, eta_s + eta, box, Xs, a_idx, Q))
     rec.time = time.perf_counter() - t0
     return body, rec
 
@@ -463,6 +460,17 @@ def _first_feasible_r(
     return 0
 
 
+def _row_frame(
+    X: np.ndarray, Q: np.ndarray, n_idx: np.ndarray, a_idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For output rows (example n, row a) with fitted patterns Q (R, k): the examples' tokens Xs (R, k, d),
+    x_a, the reference token x_r (r = argmax q̂), r, q̂_r and the token distances ‖x_r − x_j‖ (R, k)."""
+    I = np.arange(Q.shape[0])
+    r_idx = Q.argmax(1)
+    Xs = X[n_idx]
+    return Xs, Xs[I, a_idx], Xs[I, r_idx], r_idx, Q[I, r_idx], token_distances(Xs)[I, r_idx]
+
+
 def _span_rows(
     X: np.ndarray, Q_all: np.ndarray, rel: np.ndarray, ok: np.ndarray, q_min: float, rel_floor: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -472,18 +480,11 @@ def _span_rows(
     (distinct tokens only; dependent examples are already out of ``ok``) and no τ budget: measured at (8,4,2) and
     (16,4,2) on 1,500 / 2,560 examples, the 192 / 768 slab rows of K* gave a span 18–32° off, these 1,300–2,500
     rows 7–11°."""
-    k = X.shape[1]
     rows = np.flatnonzero(ok)
-    n_idx, a_idx = np.divmod(rows, k)
     Q = Q_all[rows]
-    r_idx = Q.argmax(1)
-    I = np.arange(rows.size)
-    Xs = X[n_idx]
-    xa, xr = Xs[I, a_idx], Xs[I, r_idx]
-    qr = Q[I, r_idx]
-    D = token_distances(Xs)[I, r_idx]
+    Xs, xa, xr, r_idx, qr, D = _row_frame(X, Q, *np.divmod(rows, X.shape[1]))
     F, g, w = [], [], []
-    for j in range(k):
+    for j in range(X.shape[1]):
         e = (j != r_idx) & (Q[:, j] >= q_min) & (D[:, j] > 1e-9)
         if e.any():
             F.append(_pair_rows(xa[e], Xs[e, j], xr[e]))

@@ -6,7 +6,8 @@ span{Θ_i} and the (m−1)-dimensional flat aff{Θ_i} in one SVD (engine: ``orac
 singular-value gap estimates m. The rows are every equality of K*'s agreeing rows up to a residual of
 ``span_tau`` (not only the slabs K* keeps), weighted by the inverse of their log-ratio's error; a row that
 holds only at some point between the heads errs by about |⟨Θ_1 − Θ_2, row⟩|, so refits down-weight the rows
-along the flat's own directions (docs/method.md, "The span from every agreeing row"). LP widths of K* along the flat's directions versus directions normal to it cross-check the fit.
+along the flat's own directions (docs/method.md, "The span from every agreeing row"). LP widths of K* along
+the flat's directions versus directions normal to it cross-check the fit.
 """
 
 from __future__ import annotations
@@ -153,8 +154,8 @@ def extract_span(
         rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
 
     # cross-checks through the engine. (i) ``in_flat_extent``: the body's extent inside the estimated flat, LPs
-    # over K* ∩ flat in the m−1 flat coordinates (Polytope(A U, b − A p)); empty when the flat misses K*. (ii) Optional full-body LP widths along the flat's
-    # directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
+    # over K* ∩ flat in the m−1 flat coordinates (Polytope(A U, b − A p)); empty when the flat misses K*.
+    # (ii) Optional full-body LP widths along the flat's directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
     # 2 LPs per direction over all of K* (3.5–5.8 s for 4 LPs at 5.6k rows, d = 8), so off by default.
     widths: dict[str, Any] = {"in_flat": [], "along": [], "normal": []}
     poly = getattr(body, "polytope", None)

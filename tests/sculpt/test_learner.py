@@ -122,7 +122,7 @@ def test_auto_fallback_stops_at_its_work_budget(monkeypatch: pytest.MonkeyPatch)
 
     res = run()
     fb = res.phase("fallback-gradient")
-    assert "work budget" in fb.message and "work budget" in res.reason
+    assert "work budget" in fb.message and "ended by work budget" in res.reason
     assert sum(s["work"] for s in fb.figures["stages"]) <= budget
     assert not res.converged
     again = run()

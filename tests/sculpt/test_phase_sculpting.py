@@ -210,3 +210,13 @@ def test_a_body_too_large_for_lps_is_bounded_at_the_hinge_point(monkeypatch):
     assert A.shape[0] == rec.figures["halfspaces_kept"] + 2 * rec.figures["equalities_kept"]
     t, x = min_uniform_slack(A, b, -body.box, body.box)
     assert t <= 1e-9 and np.all(A @ x <= b + 1e-7)
+
+
+def test_k_star_equality_rows_are_among_phase_4s_rows_whatever_span_tau(planted):
+    """Phase 4's rank check relies on K*'s equality rows being a subset of the span rows: the span rows take
+    every agreeing row up to max(span_tau, tau_max), so that holds even for a span_tau below tau_max."""
+    model, X, Y = planted
+    body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs", span_tau=0.001)
+    assert body.F.shape[0] > 0 and rec.figures["span_equalities"] >= body.F.shape[0]
+    rows = {r.tobytes() for r in body.span_F}
+    assert all(r.tobytes() in rows for r in body.F)
