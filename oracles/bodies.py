@@ -195,8 +195,13 @@ class Polytope(ConvexBody):
         eta = as_rhs(eta, "eta", A.shape[0], limit=None)
         if np.any(eta < 0):
             raise ValueError("eta must be non-negative")
-        both = sp.vstack([A, -A], format="csr") if sp.issparse(A) else np.vstack([A, -A])
-        return self.add_halfspaces(both, np.concatenate([c + eta, eta - c]))
+        rhs = np.concatenate([c + eta, eta - c])
+        if sp.issparse(A) or self._sparse:
+            return self.add_halfspaces(sp.vstack([A, -A], format="csr"), rhs)
+        # A is validated above: only the range and scale checks remain for the stacked rows
+        both, rhs = _rescale_rows(np.vstack([A, -A]), rhs, "A", "c ± eta")
+        self._A, self._b, self._m = self._append(self._A, self._b, self._m, both, rhs)
+        return self
 
     # -- views ------------------------------------------------------------------------------------
     @property
