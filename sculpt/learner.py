@@ -153,9 +153,8 @@ def _failure_reason(
     return why
 
 
-def _sculpt_attempt(
-    run: _Run, X_body: np.ndarray, Y_body: np.ndarray, records: list[PhaseRecord]
-) -> tuple[LearnState, Any]:
+def _sculpt_attempt(run: _Run, sub: np.ndarray, records: list[PhaseRecord]) -> tuple[LearnState, Any]:
+    X_body, Y_body = run.Xtr[sub], run.Ytr[sub]
     state = LearnState(
         run.Xtr,
         run.Ytr,
@@ -170,6 +169,7 @@ def _sculpt_attempt(
         info=run.base_info(),
         X_body=X_body,
         Y_body=Y_body,
+        body_index=sub,
     )
     state.info["sculpt_examples"] = int(X_body.shape[0])
     failure = run_pipeline(SCULPT_PHASES, state, records, run.progress)
@@ -194,7 +194,7 @@ def _sculpt_route(run: _Run) -> LearnResult:
     while True:
         ta = time.perf_counter()
         sub = np.sort(order[:n])
-        state, failure = _sculpt_attempt(run, run.Xtr[sub], run.Ytr[sub], records)
+        state, failure = _sculpt_attempt(run, sub, records)
         outcome = (
             "validated"
             if failure is None and state.converged
@@ -234,10 +234,12 @@ def _sculpt_route(run: _Run) -> LearnResult:
     train = relative_mse(model.thetas, model.ws, run.Xtr[sub], run.Ytr[sub]) if model is not None else math.inf
     state.info["truth"] = _truth_summary(model, run.truth)
     used = int(max(a["examples"] for a in attempts))
-    if model is not None:  # phases 5–6 and the polish read the training split beyond phases 1–3's subset
-        used = max(used, _polish_examples(records), min(cfg.search_examples, n_tr))
+    span_read = _span_examples(records)
+    if model is not None:  # phases 4–6 and the polish read the training split beyond phases 1–3's subset
+        used = max(used, span_read, _polish_examples(records), min(cfg.search_examples, n_tr))
     state.info["examples_used"] = {
         "phases_1_3": int(attempts[-1]["examples"]),
+        "phase_4": int(span_read),
         "training": used,
         "validation": int(run.n_val),
     }
@@ -257,6 +259,12 @@ def _sculpt_route(run: _Run) -> LearnResult:
     if state.body is not None and state.span is not None:
         res.attach_body(state.body, state.span.span)
     return res
+
+
+def _span_examples(records: list[PhaseRecord]) -> int:
+    """Examples phase 4's last run read for its rows (phases 1–3's subset plus what it scanned)."""
+    runs = [int(r.figures.get("examples", 0)) for r in records if r.name == "4-span"]
+    return runs[-1] if runs else 0
 
 
 def _polish_examples(records: list[PhaseRecord]) -> int:

@@ -51,6 +51,7 @@ class LearnState:
     # phases 1–3 use a subset of the training split
     X_body: np.ndarray | None = None
     Y_body: np.ndarray | None = None
+    body_index: np.ndarray | None = None  # X_body = X_train[body_index] (phase 4 reads examples outside it)
     # outputs, filled in phase order
     sum_w: np.ndarray | None = None
     body: Any = None
@@ -86,7 +87,7 @@ def _body_subset(state: LearnState) -> tuple[np.ndarray, np.ndarray]:
     if state.X_body is None or state.Y_body is None:
         n = min(int(state.settings.sculpt_examples or state.X_train.shape[0]), state.X_train.shape[0])
         sub = np.sort(state.rng.permutation(state.X_train.shape[0])[:n])
-        state.X_body, state.Y_body = state.X_train[sub], state.Y_train[sub]
+        state.X_body, state.Y_body, state.body_index = state.X_train[sub], state.Y_train[sub], sub
         state.info["sculpt_examples"] = int(n)
     return state.X_body, state.Y_body
 
@@ -230,17 +231,77 @@ def _refine(state: LearnState) -> PhaseRecord:
 
 
 def _span(state: LearnState) -> PhaseRecord:
+    from .phases.sculpting import scan_span_rows
     from .phases.span import extract_span
 
     if state.route == "argmax":
         return PhaseRecord(
             "4-span", status="skipped", message="argmax route: each head is solved on its own, no span is needed"
         )
-    state.span, rec = extract_span(
-        state.body, state.m, solver=state.solver, rng=state.rng, truth=state.truth, **state.settings.span.kwargs()
-    )
+    kw = state.settings.span.kwargs()
+    scan = {key: kw.pop(key) for key in [key for key in kw if key.startswith("scan_")]}
+
+    def fit(extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> PhaseRecord:
+        state.span, rec = extract_span(
+            state.body, state.m, solver=state.solver, rng=state.rng, truth=state.truth, extra_rows=extra, **kw
+        )
+        return rec
+
+    t0 = time.perf_counter()
+    rec = fit(None)
+    # adaptive samples for the span: while the flat is not pinned (σ_m/σ_{m+1} above scan_gap), rows from more
+    # training examples, read block by block under the final Σ̂W (docs/method.md, "Phase 4 reads more examples")
+    rest = _examples_outside_body(state)
+    budget = min(rest.size, max(0, int(scan["scan_examples"] or 0) - _n_body(state)))
+    growth: list[dict[str, Any]] = []
+    read = 0
+    slabs = state.settings.refine.slabs
+    while state.m > 1 and state.span.gap > scan["scan_gap"] and read < budget and state.sum_w is not None:
+        was = _n_body(state) + read
+        read = min(budget, max(was * int(scan["scan_growth"]), 1) - _n_body(state))
+        idx = rest[:read]
+        extra = scan_span_rows(
+            state.X_train[idx],
+            state.Y_train[idx],
+            state.sum_w,
+            q_tol=float(slabs.q_tol if slabs.q_tol is not None else 1e-3),
+            rel_max=max(float(slabs.span_tau), float(slabs.tau_max)),
+            q_min=float(slabs.q_min),
+            rel_floor=float(slabs.span_rel_floor),
+            block=int(scan["scan_block"]),
+            max_entries=float(scan["scan_max_entries"]),
+        )
+        gap_was = float(state.span.gap)
+        rec = fit(extra)
+        growth.append(
+            {
+                "examples": int(_n_body(state) + read),
+                "rows_scanned": int(extra[0].shape[0]),
+                "why": f"σ_m/σ_(m+1) = {gap_was:.3g} > scan_gap {scan['scan_gap']:.3g}",
+                "sv_gap": float(state.span.gap),
+                "m_estimate": int(state.span.m_estimate),
+            }
+        )
+    rec.figures["examples"] = int(_n_body(state) + read)
+    if growth:
+        rec.figures["scan"] = growth
+        rec.time = time.perf_counter() - t0
     state.info["m_estimate"] = state.span.m_estimate
     return rec
+
+
+def _n_body(state: LearnState) -> int:
+    return int(state.X_body.shape[0]) if state.X_body is not None else 0
+
+
+def _examples_outside_body(state: LearnState) -> np.ndarray:
+    """Training examples phases 1–3 did not read, in training order (a random order: the split is random)."""
+    n = state.X_train.shape[0]
+    if state.body_index is None:
+        return np.arange(0) if state.X_body is not None and state.X_body.shape[0] >= n else np.arange(n)
+    mask = np.ones(n, bool)
+    mask[state.body_index] = False
+    return np.flatnonzero(mask)
 
 
 def _heads(state: LearnState) -> PhaseRecord:

@@ -316,6 +316,20 @@ class SpanSettings(_Group):
     in_flat_extent: bool = opt(
         False, "measure K*'s extent inside the flat (a diagnostic: 2 LPs, 25 ms at (16,4,2))", boolean
     )
+    scan_gap: float = opt(
+        0.45,
+        "while the fit's σ_m/σ_{m+1} is above this, read more training examples for rows (m = 2, d <= 16: "
+        "0.33–0.41 at 7–10°; m = 3: 0.67–0.77 at 48–89°)",
+        positive,
+    )
+    scan_growth: int = opt(4, "each scan reads this many times the examples read so far", pos_int)
+    scan_examples: int | None = opt(
+        None,
+        "most training examples phase 4 reads (auto: max(20,000, 40d²); 0: the phases' subset only)",
+        optional(nonneg_int),
+    )
+    scan_block: int = opt(4096, "examples per block of the scan (its memory: one block plus the rows kept)", pos_int)
+    scan_max_entries: float = opt(4e7, "rows × d² kept at most (the highest-weight rows; 320 MB)", positive)
 
 
 @dataclass(frozen=True)
@@ -555,6 +569,11 @@ class Settings(_Group):
                     "peer_give_up": self.auto.peer_give_up if self.auto.peer_give_up is not None else 30 * m,
                 },
                 "heads": {"grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5)},
+                "span": {
+                    "scan_examples": self.span.scan_examples
+                    if self.span.scan_examples is not None
+                    else max(20_000, 40 * d * d)
+                },
                 "polish": {
                     "first_examples": self.polish.first_examples
                     if self.polish.first_examples is not None

@@ -33,7 +33,7 @@ from ..result import PhaseRecord
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 from ._slack import hinge_feasible_point, l1_trim, min_uniform_slack
 
-__all__ = ["SculptedBody", "sculpt", "default_dist_min", "default_rows"]
+__all__ = ["SculptedBody", "sculpt", "scan_span_rows", "default_dist_min", "default_rows"]
 
 
 @dataclass
@@ -57,9 +57,17 @@ class SculptedBody:
     span_g: np.ndarray | None = None
     span_weights: np.ndarray | None = None
 
+    _slab_rank: int | None = field(default=None, repr=False, compare=False)
+
     @property
     def dim(self) -> int:
         return self.polytope.dim
+
+    def slab_rank(self) -> int:
+        """rank F of K*'s equality rows (computed once: phase 4 asks again after every scan)."""
+        if self._slab_rank is None:
+            self._slab_rank = int(np.linalg.matrix_rank(self.F)) if self.F.shape[0] else 0
+        return self._slab_rank
 
     def constraints(self) -> tuple[np.ndarray, np.ndarray]:
         """(A, b) of the polytope without the box rows (the box is ``box``)."""
@@ -293,7 +301,7 @@ def sculpt(
             )
         elif hinge_worst <= HINGE_INFEASIBLE and _pdlp_feasible_point(AA, bb, box, solver) is not None:
             eta_by = "feasible point (HiGHS PDLP on the rows tightened by 1e-3, checked): 0"
-        elif AA.size > LP_MAX_ENTRIES:
+        elif AA.size > LP_MAX_ENTRIES or p > LP_MAX_VARIABLES:
             # LPs over this system take minutes (d = 32, 5,596 × 1,024: L1 trim 105 s + η* 88 s): trim and bound
             # at the hinge point instead. Half-spaces it violates by more than HINGE_INFEASIBLE are dropped (the
             # rows an L1 fit would give up), and η* is at most the kept rows' worst violation there, so the body
@@ -305,7 +313,8 @@ def sculpt(
             AA, bb = with_slabs(A, b)
             eta_star = max(0.0, float(np.max(AA @ x_h - bb))) if AA.shape[0] else 0.0
             eta_by = (
-                f"hinge point ({AA.shape[0]} × {p} rows: LPs skipped above {LP_MAX_ENTRIES:.0e} entries; "
+                f"hinge point ({AA.shape[0]} × {p} rows: LPs skipped above {LP_MAX_ENTRIES:.0e} entries or "
+                f"{LP_MAX_VARIABLES} variables; "
                 f"{n_trimmed} half-spaces violated by > {HINGE_INFEASIBLE:g} there trimmed): an upper bound"
             )
         elif trim and A.shape[0]:
@@ -380,6 +389,11 @@ HINGE_INFEASIBLE = 0.1
 #: rows × variables above which phase 2/3 bound η* at the hinge point instead of by LPs: at d = 16 (up to
 #: 3,500 × 256 = 9e5) the LPs take 1–2 s; at d = 32 (5,596 × 1,024 = 5.7e6) 193 s
 LP_MAX_ENTRIES = 3_000_000
+
+#: variables (d²) above which η* is bounded at the hinge point as well: at d = 16, m = 3 the L1 trim and η* LPs
+#: over 1,256 × 256 rows took 1.2–2.4 s (dual simplex), 60–70 % of a run, for a slack no later phase reads; at
+#: d = 8 they take 0.01–0.2 s and stay
+LP_MAX_VARIABLES = 100
 
 
 def _feasible_near_flat(
@@ -494,6 +508,51 @@ def _span_rows(
     if not F:
         return np.empty((0, p)), np.empty(0), np.empty(0)
     return np.vstack(F), np.concatenate(g), np.concatenate(w)
+
+
+def scan_span_rows(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W_sum: np.ndarray,
+    *,
+    q_tol: float = 1e-3,
+    rel_max: float = 0.1,
+    q_min: float = 0.02,
+    rel_floor: float = 0.01,
+    block: int = 4096,
+    max_entries: float = 4e7,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Phase 4's equality rows (``_span_rows``) from examples read ``block`` at a time: the agreement test
+    (q̂ >= −``q_tol``, independent tokens, residual <= ``rel_max``) under ``W_sum``, then every equality of the
+    rows that pass. Memory stays at one block plus the rows kept: past ``max_entries`` (rows × d) only the
+    highest-weight rows are kept. Returns (F, g, w)."""
+    N, k, d = X.shape
+    cap = max(1, int(max_entries // (d * d)))
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    held = 0
+
+    def pooled(limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        F = np.vstack([p[0] for p in parts]) if parts else np.empty((0, d * d))
+        g = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
+        w = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
+        if w.size > limit:  # a reservoir of the best rows: memory does not grow with N
+            keep = np.sort(np.argpartition(-w, limit - 1)[:limit])
+            F, g, w = F[keep], g[keep], w[keep]
+        return F, g, w
+
+    for s in range(0, N, int(block)):
+        Xb, Yb = X[s : s + int(block)], Y[s : s + int(block)]
+        fit = simplex_lstsq(Xb, Yb, W_sum)
+        q, rel = fit.q.reshape(-1, k), fit.rel.reshape(-1)
+        ok = ((rel <= rel_max) & (q.min(1) >= -q_tol)).reshape(-1, k)
+        ex = np.flatnonzero(ok.any(1))  # the token-independence test only where some row passed
+        ok[ex] &= token_gram_ok(Xb[ex])[:, None]
+        parts.append(_span_rows(Xb, q, rel, ok.reshape(-1), q_min, rel_floor))
+        held += parts[-1][2].size
+        if held > 2 * cap:
+            parts = [pooled(cap)]
+            held = parts[0][2].size
+    return pooled(cap)
 
 
 def _loglinear_fit(

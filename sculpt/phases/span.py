@@ -79,10 +79,12 @@ def extract_span(
     hull_reweight: int = 2,
     hull_c: float = 1.0,
     in_flat_extent: bool = False,
+    extra_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[SpanEstimate, PhaseRecord]:
     """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows: ``body.span_F/span_g/
     span_weights`` when the body has them (every agreeing row up to ``span_tau``, slab mode), else (F, g,
-    weights). ``hull_reweight`` refits weight row i by w_i/(‖F_i U‖ + ``hull_c``·median), U the flat's directions.
+    weights), plus ``extra_rows`` = (F, g, w) when given (rows from more examples, ``scan_span_rows``).
+    ``hull_reweight`` refits weight row i by w_i/(‖F_i U‖ + ``hull_c``·median), U the flat's directions.
 
     ``in_flat_extent`` measures the body's extent inside the flat (LPs in flat coordinates; a diagnostic no
     later phase reads, 25 ms of a 0.5 s run at (16,4,2), so off by default); ``width_probes``
@@ -100,6 +102,15 @@ def extract_span(
     n = body.polytope.dim if getattr(body, "polytope", None) is not None else F.shape[1]
     wsrc = body.span_weights if use_span_rows else getattr(body, "weights", None)
     w = np.asarray(wsrc, dtype=float).reshape(-1) if wsrc is not None and np.size(wsrc) else np.ones(g.shape[0])
+    n_extra = 0
+    if extra_rows is not None and np.shape(extra_rows[0])[0]:
+        Fx, gx, wx = (np.asarray(a, dtype=float) for a in extra_rows)
+        if Fx.ndim != 2 or Fx.shape[1] != F.shape[1] or gx.shape != wx.shape or gx.shape[0] != Fx.shape[0]:
+            raise ValueError(
+                f"extra_rows must be (F (R, {F.shape[1]}), g (R,), w (R,)), got shapes "
+                f"{Fx.shape}, {gx.shape}, {wx.shape}"
+            )
+        F, g, w, n_extra = np.vstack([F, Fx]), np.concatenate([g, gx]), np.concatenate([w, wx]), Fx.shape[0]
     if F.ndim != 2 or F.shape[0] == 0:
         raise PhaseFailed(
             "4-span", "the sculpted body has no equality-type rows (F is empty): phase 4 needs them to fit the flat"
@@ -115,7 +126,7 @@ def extract_span(
     if use_span_rows and F_k.ndim == 2 and F_k.shape[0] >= n - (m - 1):
         # K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do
         # not change a rank: when they already have the rank needed, so do the span rows (0.05 s saved at d = 16)
-        rank = int(np.linalg.matrix_rank(F_k))
+        rank = int(body.slab_rank()) if hasattr(body, "slab_rank") else int(np.linalg.matrix_rank(F_k))
     if rank < n - (m - 1):
         rank = int(np.linalg.matrix_rank(F * w[:, None]))
     if rank < n - (m - 1):
@@ -140,6 +151,7 @@ def extract_span(
     rec.figures.update(
         {
             "equality_rows": int(F.shape[0]),
+            "equality_rows_scanned": int(n_extra),
             "equality_rows_from": "span rows (every agreeing row up to span_tau)" if use_span_rows else "K*'s slabs",
             "equality_rank": rank,
             "m_given": int(m),

@@ -179,3 +179,21 @@ def test_zero_row_infeasible_gives_a_valid_cut():
     cut = P.separate(np.zeros(2))
     assert cut is not None and not P.contains(np.zeros(2))
     assert cut.violation(np.zeros(2)) > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(scale=st.sampled_from([1e-200, 1e-160, 1e-140, 1e-6, 1.0, 1e140, 1e160, 1e200]), seed=st.integers(0, 2**16))
+def test_row_norms_are_exact_at_every_scale(scale, seed):
+    """``row_norms`` takes √Σa² in one pass where that is a normal float and rescales the rest: the norms agree
+    with the scaled reference to rounding from 1e-200 to 1e200, zero rows included."""
+    from oracles._validate import row_norms
+
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((12, 7))
+    A[3] = 0.0
+    A[5] *= scale
+    A[7, 1:] = 0.0
+    A[7, 0] = scale
+    top = np.abs(A).max(1)
+    ref = np.array([t * np.linalg.norm(a / t) if t > 0 else 0.0 for a, t in zip(A, top)])
+    np.testing.assert_allclose(row_norms(A), ref, rtol=1e-14, atol=0)

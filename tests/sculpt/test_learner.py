@@ -362,3 +362,25 @@ def test_phase_2_sculpts_k_star_at_once_when_phase_3_has_nothing_to_refine() -> 
     assert res3.converged and res3.phase("2-sculpt").figures["mode"] == "slabs"
     assert "no certification rounds" in res3.phase("2-sculpt").message
     assert res3.phase("3-refine").status == "skipped"
+
+
+def test_phase_4_reads_more_examples_only_while_the_flat_is_not_pinned():
+    """At m = 3 the rows of phases 1–3's subset leave σ_m/σ_{m+1} above span.scan_gap: phase 4 reads rows from
+    more training examples (×scan_growth, block by block) and the span gets closer to the heads; at m = 2 the
+    first fit is pinned and nothing more is read. ``examples_used["phase_4"]`` counts what phase 4 read."""
+    model = plant(8, 4, 3, seed=1)
+    X = sample_inputs(8000, 4, 8, rng=5)
+    Y = model(X)
+    res = learn(X, Y, 3, seed=0, truth=model)
+    sub = learn(X, Y, 3, seed=0, truth=model, span={"scan_examples": 0})
+    rec, rec0 = res.phase("4-span"), sub.phase("4-span")
+    scan = rec.figures["scan"]
+    assert "scan" not in rec0.figures and rec0.figures["examples"] == sub.info["examples_used"]["phases_1_3"]
+    assert rec0.figures["sv_gap"] > 0.45 and scan[0]["why"].startswith("σ_m/σ_(m+1)")
+    assert [s["examples"] for s in scan] == sorted(s["examples"] for s in scan)
+    assert scan[0]["examples"] == 4 * res.info["examples_used"]["phases_1_3"]
+    assert res.info["examples_used"]["phase_4"] == scan[-1]["examples"] <= res.info["train_examples"]
+    assert rec.figures["equality_rows_scanned"] > rec0.figures["equality_rows"]
+    assert rec.truth["span_angle_deg"] < rec0.truth["span_angle_deg"]
+    two = learn(X, plant(8, 4, 2, seed=1)(X), 2, seed=0)
+    assert "scan" not in two.phase("4-span").figures and two.phase("4-span").figures["sv_gap"] <= 0.45

@@ -220,3 +220,65 @@ def test_k_star_equality_rows_are_among_phase_4s_rows_whatever_span_tau(planted)
     assert body.F.shape[0] > 0 and rec.figures["span_equalities"] >= body.F.shape[0]
     rows = {r.tobytes() for r in body.span_F}
     assert all(r.tobytes() in rows for r in body.F)
+
+
+@settings(max_examples=15, deadline=None)
+@given(block=st.integers(1, 700), seed=st.integers(0, 3))
+def test_scanned_span_rows_do_not_depend_on_the_block_size(block, seed):
+    """``scan_span_rows`` reads examples block by block: whatever the block, it gives the rows (and weights) of
+    the agreement test and ``_span_rows`` applied to all the examples at once."""
+    from sculpt.phases._simplex import token_gram_ok
+    from sculpt.phases.sculpting import _span_rows, scan_span_rows
+
+    model = plant(6, 4, 2, seed=seed)
+    X = sample_inputs(700, 4, 6, rng=seed + 7)
+    Y = model(X)
+    W = model.ws.sum(0)
+    fit = simplex_lstsq(X, Y, W)
+    q, rel = fit.q.reshape(-1, 4), fit.rel.reshape(-1)
+    ok = (rel <= 0.1) & (q.min(1) >= -1e-3) & np.repeat(token_gram_ok(X), 4)
+    F0, g0, w0 = _span_rows(X, q, rel, ok, 0.02, 0.01)
+    F, g, w = scan_span_rows(X, Y, W, block=block)
+    assert F0.shape[0] > 36
+    key = lambda F_, g_, w_: sorted(zip(map(bytes, np.round(F_, 12)), np.round(g_, 9), np.round(w_, 9)))  # noqa: E731
+    assert key(F, g, w) == key(F0, g0, w0)
+
+
+def test_scanned_span_rows_keep_the_best_rows_within_their_memory_cap():
+    """Past ``max_entries`` (rows × d²) the scan keeps only the highest-weight rows: the reservoir's memory does
+    not grow with N, and no kept row weighs less than a dropped one."""
+    from sculpt.phases.sculpting import scan_span_rows
+
+    model = plant(6, 4, 2, seed=1)
+    X = sample_inputs(3000, 4, 6, rng=2)
+    Y = model(X)
+    F_all, _, w_all = scan_span_rows(X, Y, model.ws.sum(0), block=500)
+    cap = F_all.shape[0] // 3
+    F, g, w = scan_span_rows(X, Y, model.ws.sum(0), block=500, max_entries=cap * 36)
+    assert F.shape == (cap, 36) and g.shape == w.shape == (cap,)
+    assert w.min() >= np.sort(w_all)[::-1][cap - 1] - 1e-12
+
+
+def test_wide_bodies_bound_eta_at_the_hinge_point_without_lps(monkeypatch):
+    """Above LP_MAX_VARIABLES (d² variables) K*'s slack comes from the hinge point, never from an LP (at
+    d = 16, m = 3 the two LPs took 1.2–2.4 s); at d = 8 the LPs stay."""
+    import sculpt.phases.sculpting as sculpting
+    from sculpt.phases.sum_w import estimate_sum_w
+
+    assert 64 <= sculpting.LP_MAX_VARIABLES < 256
+    model = plant(8, 4, 3, seed=0)
+    X = sample_inputs(1500, 4, 8, rng=1)
+    Y = model(X)
+    W, _ = estimate_sum_w(X, Y)
+    _, ref = sculpt(X, Y, W)
+    assert not ref.figures["eta_star_by"].startswith("hinge point")  # d² = 64: the LP route
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("an LP ran")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(sculpting, "LP_MAX_VARIABLES", 63)
+        for name in ("l1_trim", "min_uniform_slack", "_pdlp_feasible_point", "_first_feasible_r"):
+            mp.setattr(sculpting, name, no_lp)
+        _, rec = sculpt(X, Y, W)
+    assert rec.figures["eta_star_by"].startswith("hinge point") and "63 variables" in rec.figures["eta_star_by"]

@@ -96,3 +96,21 @@ def test_ill_conditioned_estimate_from_uniform_attention_is_not_called_degenerat
         X = sample_inputs(1500, 4, 8, rng=1)
         with pytest.raises(PhaseFailed, match=phrase):
             estimate_sum_w(X, model(X), max_cond=1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=st.integers(3, 9), c=st.integers(1, 3), seed=st.integers(0, 2**16), dependent=st.booleans())
+def test_complement_projectors_match_the_pseudoinverse(d, c, seed, dependent):
+    """I − T T⁺ for a stack of (d, c) matrices, through a batched QR with the pinv kept for (near-)dependent
+    columns: symmetric, idempotent and equal to the pseudoinverse formula, rank-deficient members included."""
+    from sculpt.phases.sum_w import _complement_projectors
+
+    rng = np.random.default_rng(seed)
+    T = rng.standard_normal((20, d, c))
+    if dependent and c > 1:
+        T[::3, :, -1] = T[::3, :, 0] * 2.0  # every third member loses a rank
+    P = _complement_projectors(T)
+    ref = np.eye(d) - T @ np.linalg.pinv(T)
+    np.testing.assert_allclose(P, ref, atol=1e-10)
+    np.testing.assert_allclose(P @ P, P, atol=1e-10)
+    np.testing.assert_allclose(P, P.transpose(0, 2, 1), atol=1e-12)
