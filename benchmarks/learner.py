@@ -12,6 +12,8 @@ same data, back to back in one process with one BLAS thread:
 - ``auto``: ``learn(method="auto")``;
 - ``peer``: ``lbfgs_growing`` (L-BFGS on 1,000, 2,000, … examples until exact on held-out data, 3 starts
   per size) — the strongest gradient peer (``--peer-time-limit``, 120 s);
+- ``vplm``: ``sculpt.vplm.vp_lm`` (the polish's variable-projection LM from random starts, up to 5, no start
+  begun after ``--peer-time-limit``);
 - ``lbfgs``: ``gradient_descent(method="lbfgs")`` on all N (one start, ``--lbfgs-time-limit``, 60 s).
 "exact" = test relative MSE <= 1e-12 on 5,000 fresh inputs and head-matched parameter errors <= 1e-6.
 Prints one Markdown table (success, median time, ratio of medians to the peer) and one of sculpt's phase
@@ -39,11 +41,12 @@ import numpy as np  # noqa: E402
 from sculpt import MultiHeadAttention, learn, plant, sample_inputs  # noqa: E402
 from sculpt.baselines import gradient_descent, lbfgs_growing  # noqa: E402
 from sculpt.toolkit import versions, write_json  # noqa: E402
+from sculpt.vplm import vp_lm  # noqa: E402
 
 EXACT_TEST = 1e-12
 EXACT_PARAM = 1e-6
 N_TEST = 5000
-METHODS = ("sculpt", "auto", "peer", "lbfgs")
+METHODS = ("sculpt", "auto", "peer", "vplm", "lbfgs")
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ def _runners(row: Row, seed: int, truth: MultiHeadAttention,
         "sculpt": lambda X, Y: learn(X, Y, m, method="sculpt", seed=seed),
         "auto": lambda X, Y: learn(X, Y, m, method="auto", seed=seed),
         "peer": lambda X, Y: lbfgs_growing(X, Y, m, seed=seed, restarts=3, time_limit=limits["peer"]),
+        "vplm": lambda X, Y: vp_lm(X, Y, m, seed=seed, time_limit=limits["peer"]),
         "lbfgs": lambda X, Y: gradient_descent(X, Y, m, method="lbfgs", seed=seed, time_limit=limits["lbfgs"]),
     }
 

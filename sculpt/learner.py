@@ -430,10 +430,57 @@ def _finish(fit: Any, run: _Run) -> None:
         fit.model, fit.validation_error, fit.train_error = fin.model, float(val), float(fin.train_error)
 
 
+def _auto_vp_lm(run: _Run, starts: int) -> tuple[LearnResult, str, float]:
+    """auto's VP-LM step: ``sculpt.vplm.vp_lm_starts`` on the learner's splits, recorded as a phase."""
+    from .baselines import _blas_context
+    from .vplm import vp_lm_starts
+
+    t0 = run.progress.start("auto-vp-lm")
+    g = run.settings.gradient
+    with _blas_context(g.single_thread):
+        fit = vp_lm_starts(
+            run.Xtr,
+            run.Ytr,
+            run.Xva,
+            run.Yva,
+            run.m,
+            run.gen,
+            restarts=starts,
+            scale=1.0 / run.d,
+            tol=run.tol,
+            deadline=math.inf if g.time_limit is None else t0 + g.time_limit,
+        )
+    best = fit.best
+    model = None if best is None else MultiHeadAttention(best[0], best[1])
+    val = math.inf if best is None else float(best[3])
+    used = max([s["examples"] for s in fit.starts] or [0])
+    rec = PhaseRecord(
+        "auto-vp-lm",
+        figures={"starts": fit.starts, "iterations": fit.iterations, "examples": used, "validation_error": val},
+        time=time.perf_counter() - t0,
+        message=f"{fit.stop} after {len(fit.starts)} start(s)",
+    )
+    run.progress.end(rec)
+    res = LearnResult(
+        model=model,
+        method="vp-lm",
+        train_error=math.inf if best is None else float(best[2]),
+        validation_error=val,
+        converged=bool(val <= run.tol),
+        iterations=fit.iterations,
+        samples_used=int(used + run.n_val),
+        phases=[rec],
+        reason=rec.message,
+        info=run.base_info(),
+    )
+    return res, f"auto-vp-lm: VP-LM from {len(fit.starts)} random start(s), {fit.iterations} LM iterations", t0
+
+
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else L-BFGS on
     ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations (generic layers validate
-    there in 0.1–0.3 s); else the sculpting route when N allows it (it recovers the layers gradient descent
+    there in 0.1–0.3 s); else VP-LM from ``auto.vp_lm_starts`` random starts (weak, near-identical, peaked and
+    nearly uniform heads validate there); else the sculpting route when N allows it (it recovers the layers gradient descent
     fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
     size, the first from the best model so far, within ``auto.fallback_work`` (a work budget, not seconds).
     Every step is deterministic given the seed (iteration caps and work budgets, no time budgets unless
@@ -500,6 +547,8 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
                 f"(given up after {a.peer_give_up} above {a.peer_give_up_loss:.0e})",
                 t0,
             )
+        if not done and a.vp_lm_starts > 0:
+            done = keep(*_auto_vp_lm(run, a.vp_lm_starts))
         need = min_examples("sculpt", d, k, m)
         if not done and N >= need:
             t0 = time.perf_counter()
@@ -632,7 +681,7 @@ def learn(
     Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
         Xva, Yva = Xtr, Ytr
-    prog = Progress(progress, route, {"sculpt": len(SCULPT_PHASES), "auto": len(SCULPT_PHASES) + 2}.get(route, 2))
+    prog = Progress(progress, route, {"sculpt": len(SCULPT_PHASES), "auto": len(SCULPT_PHASES) + 3}.get(route, 2))
     run = _Run(Xtr, Ytr, Xva, Yva, m, N, n_val, gen, solver, truth, prog, cfg)
     try:
         if route == "auto":

@@ -443,7 +443,8 @@ FALLBACK_WORK = 3e10
 
 @dataclass(frozen=True)
 class AutoSettings(_Group):
-    """``method="auto"``: exact when it applies; else a capped L-BFGS try, then sculpt, then the growing peer."""
+    """``method="auto"``: exact when it applies; else a capped L-BFGS try, VP-LM from random starts, then sculpt,
+    then the growing peer."""
 
     peer_first: bool = opt(
         True, "try L-BFGS on a small subset first (generic layers: 35–130 iterations, 0.1–0.3 s)", boolean
@@ -472,6 +473,12 @@ class AutoSettings(_Group):
         "training relative MSE the first try must be below by then (hard layers were at >= 2e-5; a d = 32 "
         "generic layer at 1.8e-6 that a 1e-6 level cut off, costing 60 s instead of 1 s)",
         positive,
+    )
+    vp_lm_starts: int = opt(
+        3,
+        "then variable-projection LM from this many random starts (sculpt.vplm; 0: none): 80/80 planted runs "
+        "and torch's own initialisation validated, most from the first start",
+        nonneg_int,
     )
     fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
     restarts: int = opt(3, "fallback starts per subset size (the first warm, the rest random)", pos_int)

@@ -92,7 +92,8 @@ def test_auto_tries_peer_then_sculpt_then_the_growing_peer(monkeypatch: pytest.M
     subsets with restarts (warm from the best model so far, then random); the reason lists every step."""
     model, X, Y = _data(6, 3, 2, 1100, 8)
     _fail_phase_2(monkeypatch)
-    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2})  # the first try cannot validate
+    # the first try cannot validate, and no VP-LM step (tested below)
+    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "vp_lm_starts": 0})
     names = [p.name for p in res.phases]
     assert names[:3] == ["auto-peer", "1-sum-w", "2-sculpt"] and names[-1] == "fallback-gradient"
     assert res.phase("2-sculpt").status == "failed"
@@ -104,8 +105,22 @@ def test_auto_tries_peer_then_sculpt_then_the_growing_peer(monkeypatch: pytest.M
     assert res.phase("fallback-gradient").figures["init"] == "warm, then random"
     assert res.reason.endswith(f"validation relative MSE {res.validation_error:.2e} <= tol 1e-12")
     # with the fallback off, auto reports the best it had instead
-    off = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "fallback": False})
+    off = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "vp_lm_starts": 0, "fallback": False})
     assert not off.converged and off.info["model_from"] == "auto-peer"
+
+
+def test_auto_tries_vp_lm_after_the_first_try_and_before_sculpt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first try that cannot validate is followed by VP-LM from random starts, which recovers the layer before
+    sculpt runs; its record lists every start and the reason names the step."""
+    model, X, Y = _data(6, 3, 2, 1100, 8)
+    _fail_phase_2(monkeypatch)
+    res = learn(X, Y, 2, method="auto", seed=0, truth=model, auto={"peer_iterations": 2})
+    assert [p.name for p in res.phases] == ["auto-peer", "auto-vp-lm"]
+    assert res.converged and res.info["model_from"] == "auto-vp-lm" and res.method == "vp-lm"
+    rec = res.phase("auto-vp-lm")
+    assert 1 <= len(rec.figures["starts"]) <= 3 and rec.figures["starts"][-1]["validation_error"] <= 1e-12
+    assert res.info["tried"][1].startswith("auto-vp-lm: VP-LM from") and "sculpt" not in res.reason
+    assert res.info["truth"]["max_theta_error"] < 1e-6
 
 
 def test_auto_fallback_stops_at_its_work_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +133,9 @@ def test_auto_fallback_stops_at_its_work_budget(monkeypatch: pytest.MonkeyPatch)
     budget = 500 * 3 * work_unit(3, 6, 2)  # three iterations on the first 500 examples
 
     def run() -> LearnResult:
-        return learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "fallback_work": budget})
+        return learn(
+            X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "vp_lm_starts": 0, "fallback_work": budget}
+        )
 
     res = run()
     fb = res.phase("fallback-gradient")
@@ -133,7 +150,7 @@ def test_auto_with_too_few_examples_for_sculpt_uses_restarts() -> None:
     """Below sculpt's minimum, auto's fallback is the growing peer with 3 starts per size (the issue's case:
     one L-BFGS start failed where three succeed)."""
     model, X, Y = _data(8, 4, 2, 24, 0)
-    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 5})
+    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 5, "vp_lm_starts": 0})
     assert any(t.startswith("sculpt skipped") for t in res.info["tried"])
     assert res.phases[-1].name == "fallback-gradient"
     stages = res.phase("fallback-gradient").figures["stages"]

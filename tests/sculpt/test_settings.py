@@ -166,8 +166,8 @@ def test_a_bug_inside_a_phase_propagates(monkeypatch: pytest.MonkeyPatch, data) 
     layer = plant(6, 3, 2, seed=1)
     X2 = sample_inputs(1500, 3, 6, rng=2)
     with pytest.raises(IndexError):
-        # auto runs sculpt here (no L-BFGS try first), and must not hide the bug behind its fallback
-        learn(X2, layer(X2), 2, method="auto", seed=0, auto={"peer_first": False})
+        # auto runs sculpt here (no L-BFGS or VP-LM try first), and must not hide the bug behind its fallback
+        learn(X2, layer(X2), 2, method="auto", seed=0, auto={"peer_first": False, "vp_lm_starts": 0})
 
 
 # ground-truth figures that phases record inside their per-round/per-step figures when truth= is given
