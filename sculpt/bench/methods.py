@@ -6,6 +6,8 @@
 - ``lbfgs``:  :func:`sculpt.baselines.gradient_descent` with ``method="lbfgs"`` from a random start.
 - ``lbfgs-growing``: :func:`sculpt.baselines.lbfgs_growing`, L-BFGS on 1,000, 2,000, … examples until exact
   on held-out data (restarts per size): the strongest gradient peer.
+- ``vp-lm``:  :func:`sculpt.vplm.vp_lm`, the polish's variable-projection Levenberg–Marquardt from random
+  starts (the fastest peer measured on most rows).
 - ``adam``:   :func:`sculpt.torch_adam.torch_adam` (PyTorch, float64, cosine schedule) when torch is
   installed, else the numpy Adam of ``gradient_descent(method="adam")``.
 
@@ -115,6 +117,17 @@ def _lbfgs_growing(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **op
     return lbfgs_growing(X, Y, m, seed=seed, **options)
 
 
+def _vp_lm(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
+    from ..vplm import vp_lm
+
+    return vp_lm(X, Y, m, seed=seed, **options)
+
+
+def _warm_vp_lm() -> None:
+    X, Y = _tiny()
+    _vp_lm(X, Y, 1, seed=0, restarts=1)
+
+
 def _adam(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
     if adam_implementation() == "torch":
         from ..torch_adam import torch_adam
@@ -176,4 +189,5 @@ register("exact", _learn("exact"), warm=_warm_learner, requires=_requires("exact
 register("lbfgs", _lbfgs, warm=_warm_lbfgs)
 register("lbfgs-growing", _lbfgs_growing, warm=_warm_lbfgs)
 register("auto", _learn("auto"), warm=_warm_learner)
+register("vp-lm", _vp_lm, warm=_warm_vp_lm)
 register("adam", _adam, warm=_warm_adam)

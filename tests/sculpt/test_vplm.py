@@ -74,3 +74,14 @@ def test_vp_lm_rejects_bad_options(kw, exc, match):
         vp_lm(X, truth(X), 1, **kw)
     with pytest.raises(ValueError, match="shape"):
         vp_lm(X[:, :, :5], truth(X), 1)
+
+
+def test_vp_lm_runs_in_the_recovery_sweep():
+    """``sculpt bench`` can run VP-LM beside the other methods, under one signature."""
+    from sculpt.bench.methods import get_method, registered
+
+    assert "vp-lm" in registered()
+    truth = plant(6, 3, 2, seed=4)
+    X = sample_inputs(1500, 3, 6, rng=3)
+    res = get_method("vp-lm")(X, truth(X), 2, seed=1, truth=truth, restarts=3)
+    assert res.method == "vp-lm" and res.converged and len(res.info["starts"]) <= 3
