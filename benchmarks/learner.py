@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     names = args.rows or (QUICK if args.quick else list(ROWS))
     seeds = 2 if args.quick else args.seeds
     rows: list[dict[str, Any]] = []
-    # warm-up, untimed: the first call of each method in a process pays for lazy imports and first-call costs
+    # warm-up, untimed (every method but lbfgs on all N, whose minute-long runs dwarf it): the first call of
+    # each method in a process pays for lazy imports and first-call costs
     # (0.04–0.07 s at (8,4,1), which read as a 1.5× slower first seed)
     run_one(ROWS["generic-842-2k"], 99, [m for m in args.methods if m != "lbfgs"], limits)
     t0 = time.perf_counter()

@@ -33,7 +33,9 @@ def _as_real(x: Any, name: str) -> np.ndarray:
 def _check_range(arr: np.ndarray, name: str, limit: float | None) -> None:
     # a finite sum proves every entry finite (one pass, no temporary); an overflowing sum of finite entries
     # falls through to the entrywise test
-    if not np.isfinite(np.sum(arr)) and not np.all(np.isfinite(arr)):
+    with np.errstate(over="ignore", invalid="ignore"):  # finite entries may overflow the sum: not an error
+        total = np.sum(arr)
+    if not np.isfinite(total) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
     if limit is not None and arr.size and float(np.max(np.abs(arr))) > limit:
         raise ValueError(

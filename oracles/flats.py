@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse.linalg
 
 from ._validate import as_matrix, as_rhs
 from .affine_subspace import AffineSubspace
@@ -78,6 +79,7 @@ def fit_flat(
     scale: float | None = None,
     min_ratio: float = 1.5,
     method: str = "auto",
+    smallest: int | None = None,
 ) -> FlatFit:
     """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
 
@@ -92,6 +94,10 @@ def fit_flat(
     singular values below ~1e-8·σ_max are not resolved), or "auto": "gram", kept only when the fit is noisy
     enough for it not to matter (σ_{r+1} ≥ 1e-6·σ_max and (σ_{r+2}² − σ_{r+1}²) ≥ 1e-4·σ_max², so the
     null space errs by < ~1e-11), else "svd". ``info["method"]`` says which one produced the fit.
+
+    ``smallest`` (with ``max_dim``, at least max_dim + 3): the gram method computes only that many smallest
+    eigenpairs (LAPACK's MRRR on a subset, and σ_max by Lanczos), so ``singular_values`` holds those and then
+    σ_max: 0.26 → 0.15 s per fit at 1,025 unknowns, 1.8 → 0.9 s at 2,001. The SVD method ignores it.
     """
     A = as_matrix(A, "A")
     n_rows, n = A.shape
@@ -112,9 +118,14 @@ def fit_flat(
         raise ValueError(f"scale must be positive, got {scale}")
     if method not in ("auto", "svd", "gram"):
         raise ValueError(f"method must be 'auto', 'svd' or 'gram', got {method!r}")
+    if smallest is not None:
+        if max_dim is None or isinstance(smallest, bool) or not isinstance(smallest, (int, np.integer)):
+            raise ValueError(f"smallest needs max_dim and must be an integer, got smallest={smallest!r}")
+        if smallest < int(max_dim) + 3:
+            raise ValueError(f"smallest must be at least max_dim + 3 = {int(max_dim) + 3}, got {smallest}")
     M = np.hstack([A, -scale * b[:, None]]) * w[:, None]
     used = "svd" if method == "svd" else "gram"
-    s_asc, V_asc = _right_singular(M, used)
+    s_asc, V_asc = _right_singular(M, used, smallest)
     q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
     r = q_est - 1 if dim is None else int(dim)
     if method == "auto" and not _gram_resolves(s_asc, r):
@@ -156,12 +167,18 @@ def fit_flat(
     )
 
 
-def _right_singular(M: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
+def _right_singular(M: np.ndarray, method: str, smallest: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Singular values of M (ascending, padded with zeros to M's column count) and the matching right singular
-    vectors as columns: by QR + SVD of the square factor ("svd") or by eigh of MᵀM ("gram")."""
+    vectors as columns: by QR + SVD of the square factor ("svd") or by eigh of MᵀM ("gram"); with
+    ``smallest`` the gram method returns only the ``smallest`` smallest pairs, then σ_max (no vector)."""
     n1 = M.shape[1]
     if method == "gram":
-        ev, V = np.linalg.eigh(M.T @ M)  # ascending
+        G = M.T @ M
+        if smallest is not None and smallest + 1 < n1:
+            ev, V = scipy.linalg.eigh(G, subset_by_index=[0, smallest - 1], driver="evr", check_finite=False)
+            top = scipy.sparse.linalg.eigsh(G, k=1, which="LA", v0=np.ones(n1), return_eigenvectors=False)[0]
+            return np.sqrt(np.maximum(np.append(ev, max(float(top), float(ev[-1]))), 0.0)), V
+        ev, V = np.linalg.eigh(G)  # ascending
         return np.sqrt(np.maximum(ev, 0.0)), V
     if M.shape[0] > n1:
         # QR first: same singular values and right vectors, cheaper SVD on the square factor (scipy's

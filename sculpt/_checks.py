@@ -6,6 +6,7 @@ wrong (TypeError when the argument is not array-like / not an integer at all).
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -269,3 +270,29 @@ def json_depth(text: str) -> int:
         elif ch in "]}":
             depth -= 1
     return best
+
+
+def check_tol(tol: Any) -> float:
+    """A tolerance: a finite real number >= 0 (ValueError otherwise, bools included)."""
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    return float(tol)
+
+
+def held_out_split(
+    X: np.ndarray, Y: np.ndarray, validation_size: Any, gen: np.random.Generator, who: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_train, Y_train, X_val, Y_val): ``validation_size`` examples (default min(2000, N/10), at least 1)
+    held out at random, the rest for training (``who`` names the caller in errors)."""
+    N = X.shape[0]
+    if N < 2:
+        raise ValueError(f"{who} needs at least 2 examples (one held out), got N = {N}")
+    n_val = (
+        max(1, min(2000, N // 10))
+        if validation_size is None
+        else check_positive_int(validation_size, "validation_size")
+    )
+    if n_val >= N:
+        raise ValueError(f"validation_size must be < N = {N}, got {n_val}")
+    perm = gen.permutation(N)
+    return X[perm[n_val:]], Y[perm[n_val:]], X[perm[:n_val]], Y[perm[:n_val]]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from ._checks import as_generator, check_data, check_m, check_positive, check_positive_int
+from ._checks import as_generator, check_data, check_m, check_positive, check_positive_int, check_tol, held_out_split
 from .gradients import loss_and_grad_flat
 from .model import MultiHeadAttention
 from .result import LearnResult
@@ -299,9 +298,7 @@ def gradient_descent(
     N, k, d = X.shape
     restarts = check_positive_int(restarts, "restarts")
     max_iter = _DEFAULT_MAX_ITER[method] if max_iter is None else check_positive_int(max_iter, "max_iter")
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    tol = float(tol)
+    tol = check_tol(tol)
     deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
     history = check_positive_int(history, "history")
     if give_up is not None:
@@ -393,26 +390,16 @@ def lbfgs_growing(
     t0 = time.perf_counter()
     m = check_m(m)
     X, Y = check_data(X, Y)
-    N = X.shape[0]
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    if N < 2:
-        raise ValueError(f"lbfgs_growing needs at least 2 examples (one held out), got N = {N}")
-    n_val = (
-        max(1, min(2000, N // 10))
-        if validation_size is None
-        else check_positive_int(validation_size, "validation_size")
-    )
-    if n_val >= N:
-        raise ValueError(f"validation_size must be < N = {N}, got {n_val}")
+    tol = check_tol(tol)
     deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
     gen = as_generator(seed, "seed")
-    perm = gen.permutation(N)
+    Xtr, Ytr, Xva, Yva = held_out_split(X, Y, validation_size, gen, "lbfgs_growing")
+    n_val = Xva.shape[0]
     fit = grow_lbfgs(
-        X[perm[n_val:]],
-        Y[perm[n_val:]],
-        X[perm[:n_val]],
-        Y[perm[:n_val]],
+        Xtr,
+        Ytr,
+        Xva,
+        Yva,
         m,
         gen,
         first=first,

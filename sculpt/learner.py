@@ -153,7 +153,9 @@ def _failure_reason(
     return why
 
 
-def _sculpt_attempt(run: _Run, sub: np.ndarray, records: list[PhaseRecord]) -> tuple[LearnState, Any]:
+def _sculpt_attempt(run: _Run, sub: np.ndarray, rest: np.ndarray, records: list[PhaseRecord]) -> tuple[LearnState, Any]:
+    """Phases 1–6 and the polish with phases 1–3 on the training examples ``sub``; ``rest`` (the others, in a
+    random order) is what phase 4 may read."""
     X_body, Y_body = run.Xtr[sub], run.Ytr[sub]
     state = LearnState(
         run.Xtr,
@@ -170,6 +172,7 @@ def _sculpt_attempt(run: _Run, sub: np.ndarray, records: list[PhaseRecord]) -> t
         X_body=X_body,
         Y_body=Y_body,
         body_index=sub,
+        scan_order=rest,
     )
     state.info["sculpt_examples"] = int(X_body.shape[0])
     failure = run_pipeline(SCULPT_PHASES, state, records, run.progress)
@@ -194,7 +197,7 @@ def _sculpt_route(run: _Run) -> LearnResult:
     while True:
         ta = time.perf_counter()
         sub = np.sort(order[:n])
-        state, failure = _sculpt_attempt(run, sub, records)
+        state, failure = _sculpt_attempt(run, sub, order[n:], records)
         outcome = (
             "validated"
             if failure is None and state.converged

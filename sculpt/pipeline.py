@@ -51,7 +51,8 @@ class LearnState:
     # phases 1–3 use a subset of the training split
     X_body: np.ndarray | None = None
     Y_body: np.ndarray | None = None
-    body_index: np.ndarray | None = None  # X_body = X_train[body_index] (phase 4 reads examples outside it)
+    body_index: np.ndarray | None = None  # X_body = X_train[body_index]
+    scan_order: np.ndarray | None = None  # the other training examples in a random order: phase 4 reads these
     # outputs, filled in phase order
     sum_w: np.ndarray | None = None
     body: Any = None
@@ -86,8 +87,10 @@ class Phase:
 def _body_subset(state: LearnState) -> tuple[np.ndarray, np.ndarray]:
     if state.X_body is None or state.Y_body is None:
         n = min(int(state.settings.sculpt_examples or state.X_train.shape[0]), state.X_train.shape[0])
-        sub = np.sort(state.rng.permutation(state.X_train.shape[0])[:n])
+        perm = state.rng.permutation(state.X_train.shape[0])
+        sub = np.sort(perm[:n])
         state.X_body, state.Y_body, state.body_index = state.X_train[sub], state.Y_train[sub], sub
+        state.scan_order = perm[n:]
         state.info["sculpt_examples"] = int(n)
     return state.X_body, state.Y_body
 
@@ -258,7 +261,7 @@ def _span(state: LearnState) -> PhaseRecord:
     slabs = state.settings.refine.slabs
     while state.m > 1 and state.span.gap > scan["scan_gap"] and read < budget and state.sum_w is not None:
         was = _n_body(state) + read
-        read = min(budget, max(was * int(scan["scan_growth"]), 1) - _n_body(state))
+        read = min(budget, max(was * int(scan["scan_growth"]) - _n_body(state), read + 1))
         idx = rest[:read]
         extra = scan_span_rows(
             state.X_train[idx],
@@ -295,13 +298,15 @@ def _n_body(state: LearnState) -> int:
 
 
 def _examples_outside_body(state: LearnState) -> np.ndarray:
-    """Training examples phases 1–3 did not read, in training order (a random order: the split is random)."""
-    n = state.X_train.shape[0]
+    """Training examples phases 1–3 did not read, in a random order (``scan_order``; else the complement of
+    ``body_index`` shuffled by the state's generator; none when the body's examples are unknown)."""
+    if state.scan_order is not None:
+        return np.asarray(state.scan_order)
     if state.body_index is None:
-        return np.arange(0) if state.X_body is not None and state.X_body.shape[0] >= n else np.arange(n)
-    mask = np.ones(n, bool)
+        return np.arange(0)
+    mask = np.ones(state.X_train.shape[0], bool)
     mask[state.body_index] = False
-    return np.flatnonzero(mask)
+    return state.rng.permutation(np.flatnonzero(mask))
 
 
 def _heads(state: LearnState) -> PhaseRecord:

@@ -83,6 +83,10 @@ def nonneg_int(name: str, v: Any) -> int:
     return _int(name, v, 0)
 
 
+def at_least_two(name: str, v: Any) -> int:
+    return _int(name, v, 2)
+
+
 def boolean(name: str, v: Any) -> bool:
     if not isinstance(v, (bool,)) and not (isinstance(v, numbers.Integral) and v in (0, 1)):
         raise ValueError(f"{name} must be True or False, got {v!r}")
@@ -322,14 +326,16 @@ class SpanSettings(_Group):
         "0.33–0.41 at 7–10°; m = 3: 0.67–0.77 at 48–89°)",
         positive,
     )
-    scan_growth: int = opt(4, "each scan reads this many times the examples read so far", pos_int)
+    scan_growth: int = opt(4, "each scan reads this many times the examples read so far (>= 2)", at_least_two)
     scan_examples: int | None = opt(
         None,
         "most training examples phase 4 reads (auto: max(20,000, 40d²); 0: the phases' subset only)",
         optional(nonneg_int),
     )
     scan_block: int = opt(4096, "examples per block of the scan (its memory: one block plus the rows kept)", pos_int)
-    scan_max_entries: float = opt(4e7, "rows × d² kept at most (the highest-weight rows; 320 MB)", positive)
+    scan_max_entries: float = opt(
+        4e7, "rows × d² kept at most (the highest-weight rows; 320 MB, about twice that while pooling)", positive
+    )
 
 
 @dataclass(frozen=True)
@@ -476,7 +482,7 @@ class AutoSettings(_Group):
     )
     vp_lm_starts: int = opt(
         3,
-        "then variable-projection LM from this many random starts (sculpt.vplm; 0: none): 80/80 planted runs "
+        "then variable-projection LM from this many random starts (sculpt.vplm; 0: none): 85/85 planted runs "
         "and torch's own initialisation validated, most from the first start",
         nonneg_int,
     )

@@ -5,22 +5,21 @@ The projections are eliminated exactly, W(Θ) = Z(Θ)⁺Y, and LM runs on the Θ
 the reduced problem has m·d² unknowns instead of 2m·d², and Gauss–Newton steps on it reach a planted layer from
 a random start where L-BFGS on the full problem stalls — on `torch.nn.MultiheadAttention`'s own initialisation
 (nearly uniform attention) every start converged in 12–15 LM iterations, where L-BFGS on a growing subset
-failed within 60 s (docs/method.md, "VP-LM from random starts"). Each start runs the polish's protocol (64
-examples first, ×4 while the validation error is not tiny, a start stuck above 1e-2 after 25 iterations is
+failed within 60 s (docs/method.md, "VP-LM from random starts"). Each start runs the polish's protocol
+(max(64, 8md/k) examples first, ×4 while the validation error is not tiny, a start stuck above 1e-2 after 25 iterations is
 given up) and the run stops at the first start that validates.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._checks import as_generator, check_data, check_m, check_positive, check_positive_int
+from ._checks import as_generator, check_data, check_m, check_positive, check_positive_int, check_tol, held_out_split
 from .model import MultiHeadAttention
 from .phases.polish import polish
 from .result import LearnResult
@@ -69,7 +68,7 @@ def vp_lm_starts(
         starts.append(
             {
                 "start": r,
-                "examples": int(res.examples),
+                "examples": max(int(st["examples"]) for st in rec.figures["stages"]),  # the largest subset fitted
                 "iterations": int(res.iterations),
                 "validation_error": float(res.validation_error),
                 "time": time.perf_counter() - ts,
@@ -113,21 +112,11 @@ def vp_lm(
     restarts = check_positive_int(restarts, "restarts")
     max_examples = check_positive_int(max_examples, "max_examples")
     scale = 1.0 / d if init_scale is None else check_positive(init_scale, "init_scale")
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    if N < 2:
-        raise ValueError(f"vp_lm needs at least 2 examples (one held out), got N = {N}")
-    n_val = (
-        max(1, min(2000, N // 10))
-        if validation_size is None
-        else check_positive_int(validation_size, "validation_size")
-    )
-    if n_val >= N:
-        raise ValueError(f"validation_size must be < N = {N}, got {n_val}")
+    tol = check_tol(tol)
     deadline = math.inf if time_limit is None else t0 + check_positive(time_limit, "time_limit")
     gen = as_generator(seed, "seed")
-    perm = gen.permutation(N)
-    Xtr, Ytr, Xva, Yva = X[perm[n_val:]], Y[perm[n_val:]], X[perm[:n_val]], Y[perm[:n_val]]
+    Xtr, Ytr, Xva, Yva = held_out_split(X, Y, validation_size, gen, "vp_lm")
+    n_val = Xva.shape[0]
     with _blas_context(single_thread):
         fit = vp_lm_starts(
             Xtr,

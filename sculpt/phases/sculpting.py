@@ -524,9 +524,16 @@ def scan_span_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Phase 4's equality rows (``_span_rows``) from examples read ``block`` at a time: the agreement test
     (q̂ >= −``q_tol``, independent tokens, residual <= ``rel_max``) under ``W_sum``, then every equality of the
-    rows that pass. Memory stays at one block plus the rows kept: past ``max_entries`` (rows × d) only the
-    highest-weight rows are kept. Returns (F, g, w)."""
+    rows that pass. Past ``max_entries`` (rows × d²) only the highest-weight rows are kept, so memory does not
+    grow with N: one block, up to twice the kept rows between poolings, and the pooled copy (about three times
+    ``max_entries`` floats at the peak). Returns (F, g, w)."""
+    X, Y = check_data(X, Y)
     N, k, d = X.shape
+    W_sum = check_sum_w(W_sum, d)
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"block must be an integer >= 1, got {block!r}")
+    if not (np.isfinite(max_entries) and max_entries >= d * d):
+        raise ValueError(f"max_entries must be finite and at least d² = {d * d} (one row), got {max_entries!r}")
     cap = max(1, int(max_entries // (d * d)))
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     held = 0

@@ -137,14 +137,18 @@ def extract_span(
             "are too few or too alike (sculpt more examples or loosen the agreement test)",
         )
     max_dim = max(m - 1, (max_m or m + 3) - 1)
-    fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max_dim)
+    # only the few smallest eigenpairs of the Gram matrix are needed (0.26 → 0.15 s per fit at d = 32)
+    few = max_dim + 3
+    fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max_dim, smallest=few)
     # hull reweighting: a row's log-ratio comes from rows where the heads only nearly agree, so its error is
     # about |⟨Θ_1 − Θ_2, row⟩| (it holds at some point between the heads, not at all of them); rows nearly
     # normal to the flat's directions U are the trustworthy ones: weight w/(‖F_i U‖ + c·median). Measured at
     # (8,4,2)/(16,4,2): head distance to the flat 0.16/0.11 → 0.09/0.07 relative (true directions: 0.06/0.05)
     for _ in range(int(hull_reweight) if m > 1 else 0):
         a = np.linalg.norm(F @ fit.flat.basis, axis=1)
-        fit = fit_flat(F, g, dim=m - 1, weights=w / (a + hull_c * float(np.median(a)) + 1e-300), max_dim=max_dim)
+        fit = fit_flat(
+            F, g, dim=m - 1, weights=w / (a + hull_c * float(np.median(a)) + 1e-300), max_dim=max_dim, smallest=few
+        )
     flat = fit.flat
     m_est = fit.dim_estimate + 1
     nsv = min(fit.singular_values.size, m + 3)

@@ -99,6 +99,8 @@ def _complement_projectors(T: np.ndarray) -> np.ndarray:
 
     A batched reduced QR (P = I − Q Qᵀ) where every R factor is well conditioned, the SVD-based pinv only for
     the rest; the QR is 2.5× faster than a batched pinv on (1,280, 8, 3) and agrees with it to 1e-14."""
+    if T.shape[2] == 0:  # one token per sequence: nothing for the pattern to absorb
+        return np.broadcast_to(np.eye(T.shape[1]), (T.shape[0], T.shape[1], T.shape[1])).copy()
     Q, Rf = np.linalg.qr(T)
     diag = np.abs(np.diagonal(Rf, axis1=1, axis2=2))
     P = np.eye(T.shape[1]) - Q @ Q.transpose(0, 2, 1)

@@ -142,3 +142,30 @@ def test_fit_flat_gram_route_on_a_noisy_tall_system() -> None:
     assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-9
     with pytest.raises(ValueError, match="method"):
         fit_flat(A, b, method="qr")
+
+
+@settings(max_examples=20, deadline=None)
+@given(noise=st.sampled_from([1e-3, 3e-2]), r=st.integers(0, 2), data=st.data())
+def test_fit_flat_smallest_computes_the_same_flat_from_a_few_eigenpairs(noise: float, r: int, data) -> None:
+    """``smallest`` (with ``max_dim``): only that many smallest singular values and σ_max are computed; the flat
+    and those values match the full decomposition (the dimension estimate too, for a point)."""
+    n = 16
+    p = data.draw(gaussian_like(n), label="p")
+    u = data.draw(orthonormal(n, r), label="u")
+    A = data.draw(well_conditioned(80, n), label="A") @ (np.eye(n) - u @ u.T)
+    b = A @ p + noise * data.draw(gaussian_like(80), label="noise")
+    full = fit_flat(A, b, dim=r, max_dim=3, method="gram")
+    few = fit_flat(A, b, dim=r, max_dim=3, method="gram", smallest=6)
+    assert few.singular_values.shape == (7,) and few.dim == full.dim == r
+    top = full.singular_values[-1]
+    np.testing.assert_allclose(few.singular_values[:6], full.singular_values[:6], rtol=1e-6, atol=1e-7 * top)
+    assert few.singular_values[-1] == pytest.approx(top, rel=1e-8)
+    assert np.linalg.norm(few.flat.point - full.flat.point) <= 1e-8 * (1 + np.linalg.norm(full.flat.point))
+    if r:
+        assert sin_angle(few.flat.basis, full.flat.basis) < 1e-8
+    else:
+        assert fit_flat(A, b, max_dim=3, smallest=6).dim_estimate == fit_flat(A, b, max_dim=3).dim_estimate
+    with pytest.raises(ValueError, match="smallest"):
+        fit_flat(A, b, max_dim=3, smallest=5)
+    with pytest.raises(ValueError, match="smallest"):
+        fit_flat(A, b, smallest=6)

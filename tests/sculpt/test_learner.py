@@ -401,3 +401,23 @@ def test_phase_4_reads_more_examples_only_while_the_flat_is_not_pinned():
     assert rec.truth["span_angle_deg"] < rec0.truth["span_angle_deg"]
     two = learn(X, plant(8, 4, 2, seed=1)(X), 2, seed=0)
     assert "scan" not in two.phase("4-span").figures and two.phase("4-span").figures["sv_gap"] <= 0.45
+
+
+def test_phase_4_scans_examples_outside_the_body_in_a_random_order() -> None:
+    """What phase 4 may read: the training examples phases 1–3 did not, shuffled (not the user's order), and
+    never the body's own; scan_growth must be at least 2 (1 would never read more)."""
+    from sculpt.pipeline import LearnState, _examples_outside_body
+    from sculpt.settings import Settings
+
+    X = sample_inputs(400, 3, 6, rng=0)
+    st = LearnState(X, X, X[:10], X[:10], 2, Settings(), np.random.default_rng(3))
+    st.X_body, st.body_index = X[:100], np.arange(0, 200, 2)
+    rest = _examples_outside_body(st)
+    assert sorted(rest.tolist()) == sorted(set(range(400)) - set(range(0, 200, 2)))
+    assert not np.array_equal(rest, np.sort(rest))
+    st.scan_order = np.array([5, 3])
+    assert _examples_outside_body(st).tolist() == [5, 3]
+    st.scan_order, st.body_index = None, None
+    assert _examples_outside_body(st).size == 0
+    with pytest.raises(ValueError, match="scan_growth"):
+        Settings().merged({"span": {"scan_growth": 1}})

@@ -260,8 +260,9 @@ def test_scanned_span_rows_keep_the_best_rows_within_their_memory_cap():
 
 
 def test_wide_bodies_bound_eta_at_the_hinge_point_without_lps(monkeypatch):
-    """Above LP_MAX_VARIABLES (d² variables) K*'s slack comes from the hinge point, never from an LP (at
-    d = 16, m = 3 the two LPs took 1.2–2.4 s); at d = 8 the LPs stay."""
+    """Above LP_MAX_VARIABLES (d² variables) K*'s slack comes from the hinge point when the descent finds no
+    feasible point, never from the L1 or η* LPs (at d = 16, m = 3 they took 1.2–2.4 s); at d = 8 they stay.
+    Both body modes: the half-space body of phase 2 and the slab body K*."""
     import sculpt.phases.sculpting as sculpting
     from sculpt.phases.sum_w import estimate_sum_w
 
@@ -278,7 +279,25 @@ def test_wide_bodies_bound_eta_at_the_hinge_point_without_lps(monkeypatch):
 
     with monkeypatch.context() as mp:
         mp.setattr(sculpting, "LP_MAX_VARIABLES", 63)
-        for name in ("l1_trim", "min_uniform_slack", "_pdlp_feasible_point", "_first_feasible_r"):
+        for name in ("l1_trim", "min_uniform_slack"):
             mp.setattr(sculpting, name, no_lp)
         _, rec = sculpt(X, Y, W)
-    assert rec.figures["eta_star_by"].startswith("hinge point") and "63 variables" in rec.figures["eta_star_by"]
+        _, rec_slabs = sculpt(X, Y, W, mode="slabs", min_equalities=640)
+    for r in (rec, rec_slabs):
+        by = r.figures["eta_star_by"]
+        assert by.startswith("hinge point") and "63 variables" in by or by.startswith("feasible point"), by
+    assert rec.figures["eta_star_by"].startswith("hinge point")
+
+
+def test_scan_span_rows_rejects_bad_arguments():
+    from sculpt.phases.sculpting import scan_span_rows
+
+    model = plant(6, 4, 2, seed=1)
+    X = sample_inputs(50, 4, 6, rng=2)
+    Y, W = model(X), model.ws.sum(0)
+    with pytest.raises(ValueError, match="block"):
+        scan_span_rows(X, Y, W, block=0)
+    with pytest.raises(ValueError, match="max_entries"):
+        scan_span_rows(X, Y, W, max_entries=-1.0)
+    with pytest.raises(ValueError, match="shape"):
+        scan_span_rows(X, Y[:, :, :5], W)

@@ -65,6 +65,8 @@ def test_vp_lm_is_reproducible_and_gives_up_honestly():
         ({"tol": float("nan")}, ValueError, "tol"),
         ({"validation_size": 1500}, ValueError, "validation_size"),
         ({"time_limit": 0.0}, ValueError, "time_limit"),
+        ({"restarts": 2.5}, TypeError, "restarts"),
+        ({"init_scale": "big"}, TypeError, "init_scale"),
     ],
 )
 def test_vp_lm_rejects_bad_options(kw, exc, match):
