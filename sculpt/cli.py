@@ -42,7 +42,7 @@ __all__ = [
     "versions",
 ]
 
-METHODS = ("sculpt", "exact", "gradient", "auto")
+METHODS = ("sculpt", "exact", "gradient", "vp-lm", "auto")
 DISTRIBUTIONS = ("boolean", "gaussian")
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_BAD_INPUT = 0, 1, 2
 MAX_ENTRIES = 2**31  # entries of one generated (N, k, d) array

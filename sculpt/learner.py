@@ -30,7 +30,7 @@ from .toolkit import Progress
 
 __all__ = ["learn", "METHODS", "min_examples"]
 
-METHODS = ("sculpt", "exact", "gradient", "auto")
+METHODS = ("sculpt", "exact", "gradient", "vp-lm", "auto")
 _SCULPT_NEED_PER_D2 = {1: 2, 2: 13, 3: 24}  # phases 1–4's examples per d² (min_examples' docstring)
 _COND_HINT = 100.0  # phase 1's cond(Σ̂W) above which a later phase failure mentions a possibly singular Σ W
 
@@ -46,7 +46,7 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
     split (measured at d = 8, 4 seeds: m = 1 exact from 100 examples; m = 2 4/4 from 800, 2/4 at 500; m = 3
     4/4 from 1,500, 1/4 at 1,000 — below that phase 4 has too few equality rows; at d = 16, m = 2 was 4/4 from
     2,000 = 7.8 d², 3/4 at 1,000, so the rule is conservative there)."""
-    if method == "gradient":
+    if method in ("gradient", "vp-lm"):
         return math.ceil(2 * m * d * d / (k * d)) + 1
     if method == "exact":
         from .exact import exact_sample_size
@@ -351,9 +351,6 @@ def _validated(res: LearnResult, run: _Run) -> LearnResult:
     return res
 
 
-_ROUTES = {"sculpt": _sculpt_route, "exact": _exact_route, "gradient": _gradient_route}
-
-
 def _exact_need(m: int, k: int, d: int) -> int:
     """Examples the exact route needs, or a number no data set reaches when it does not apply."""
     return min_examples("exact", d, k, m) if m == 1 and 2 <= k < d else 10**18
@@ -433,12 +430,24 @@ def _finish(fit: Any, run: _Run) -> None:
         fit.model, fit.validation_error, fit.train_error = fin.model, float(val), float(fin.train_error)
 
 
-def _auto_vp_lm(run: _Run, starts: int) -> tuple[LearnResult, str, float]:
-    """auto's VP-LM step: ``sculpt.vplm.vp_lm_starts`` on the learner's splits, recorded as a phase."""
+def _vp_lm_route(run: _Run) -> LearnResult:
+    """``method="vp-lm"``: VP-LM from ``vp_lm.restarts`` random starts on the learner's splits."""
+    v = run.settings.vp_lm
+    scale = 1.0 / run.d if v.init_scale is None else float(v.init_scale)
+    res, _, _ = _auto_vp_lm(run, v.restarts, name="vp-lm", scale=scale, max_examples=v.max_examples)
+    res.samples_used = int(res.phases[-1].figures["examples"])  # training examples; the caller adds validation
+    return res
+
+
+def _auto_vp_lm(
+    run: _Run, starts: int, *, name: str = "auto-vp-lm", scale: float | None = None, max_examples: int = 4096
+) -> tuple[LearnResult, str, float]:
+    """VP-LM from random starts (``sculpt.vplm.vp_lm_starts``) on the learner's splits, recorded as the phase
+    ``name``: auto's second step, and the whole ``method="vp-lm"`` route."""
     from .baselines import _blas_context
     from .vplm import vp_lm_starts
 
-    t0 = run.progress.start("auto-vp-lm")
+    t0 = run.progress.start(name)
     g = run.settings.gradient
     with _blas_context(g.single_thread):
         fit = vp_lm_starts(
@@ -449,8 +458,9 @@ def _auto_vp_lm(run: _Run, starts: int) -> tuple[LearnResult, str, float]:
             run.m,
             run.gen,
             restarts=starts,
-            scale=1.0 / run.d,
+            scale=1.0 / run.d if scale is None else scale,
             tol=run.tol,
+            max_examples=max_examples,
             deadline=math.inf if g.time_limit is None else t0 + g.time_limit,
         )
     best = fit.best
@@ -458,7 +468,7 @@ def _auto_vp_lm(run: _Run, starts: int) -> tuple[LearnResult, str, float]:
     val = math.inf if best is None else float(best[3])
     used = max([s["examples"] for s in fit.starts] or [0])
     rec = PhaseRecord(
-        "auto-vp-lm",
+        name,
         figures={"starts": fit.starts, "iterations": fit.iterations, "examples": used, "validation_error": val},
         time=time.perf_counter() - t0,
         message=f"{fit.stop} after {len(fit.starts)} start(s)",
@@ -476,7 +486,7 @@ def _auto_vp_lm(run: _Run, starts: int) -> tuple[LearnResult, str, float]:
         reason=rec.message,
         info=run.base_info(),
     )
-    return res, f"auto-vp-lm: VP-LM from {len(fit.starts)} random start(s), {fit.iterations} LM iterations", t0
+    return res, f"{name}: VP-LM from {len(fit.starts)} random start(s), {fit.iterations} LM iterations", t0
 
 
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
@@ -620,7 +630,7 @@ def learn(
     """Learn m heads (Θ_i, W_i) of F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i from examples X, Y of shape (N, k, d).
 
     ``method``: "sculpt" (phases 1–6 + polish), "exact" (m = 1, 2 ≤ k < d), "gradient" (L-BFGS from random
-    init), "auto" (exact when it applies; else a capped L-BFGS try on a small subset, then sculpt when
+    init), "vp-lm" (the polish's variable-projection LM from random starts, ``sculpt.vplm``), "auto" (exact when it applies; else a capped L-BFGS try on a small subset, then sculpt when
     N ≥ min_examples("sculpt"), then L-BFGS on growing subsets with restarts, stopping at the first model that
     validates; ``result.reason`` lists what it tried, in order, with times; ``info["model_from"]`` names the
     step whose model was kept). ``seed``: reproducibility (None, int or Generator); ``solver``: the engine's LP/QP backend;
@@ -726,3 +736,6 @@ def _gradient(run: _Run, init: MultiHeadAttention | None, t0: float) -> LearnRes
         )
     )
     return res
+
+
+_ROUTES = {"sculpt": _sculpt_route, "exact": _exact_route, "gradient": _gradient_route, "vp-lm": _vp_lm_route}

@@ -440,6 +440,15 @@ class GradientSettings(_Group):
     single_thread: bool = opt(True, "one BLAS thread during the fit (faster for these thin products)", boolean)
 
 
+@dataclass(frozen=True)
+class VpLmSettings(_Group):
+    """``method="vp-lm"``: the polish's variable-projection LM from random starts (``sculpt.vplm``)."""
+
+    restarts: int = opt(5, "random starts at most (the run stops at the first that validates)", pos_int)
+    init_scale: float | None = opt(None, "Θ entries of a start are N(0, init_scale²) (auto: 1/d)", optional(positive))
+    max_examples: int = opt(4096, "largest subset a start fits (64 first, ×4 while not validating)", pos_int)
+
+
 #: auto's fallback work budget (``sculpt.baselines.work_unit`` units, see AutoSettings.fallback_work):
 #: the growing peer's successes on the hard rows (weak head, near-identical heads at (8,4,2), 10 seeds) used
 #: at most 2.3e10; one core does 2.8–4.8e8 units a second at (8,4,2) and 8e8 at (16,8,4), where torch's own
@@ -533,6 +542,7 @@ class Settings(_Group):
     exact: ExactSettings = group(ExactSettings, "the exact m = 1 route")
     gradient: GradientSettings = group(GradientSettings, "the gradient route and auto's fallback")
     auto: AutoSettings = group(AutoSettings, "method='auto'")
+    vp_lm: VpLmSettings = group(VpLmSettings, "method='vp-lm' (VP-LM from random starts)")
 
     def resolve(self, d: int, k: int, m: int, N: int) -> Settings:
         """Fill every "auto" (None) field from the problem size; the one place size-dependent defaults live.

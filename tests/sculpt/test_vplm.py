@@ -87,3 +87,22 @@ def test_vp_lm_runs_in_the_recovery_sweep():
     X = sample_inputs(1500, 3, 6, rng=3)
     res = get_method("vp-lm")(X, truth(X), 2, seed=1, truth=truth, restarts=3)
     assert res.method == "vp-lm" and res.converged and len(res.info["starts"]) <= 3
+
+
+def test_learn_runs_vp_lm_as_a_route_with_its_settings():
+    """``learn(method="vp-lm")``: the learner's validation split, ``vp_lm`` settings, a "vp-lm" phase record
+    with every start, and the samples it read (the largest subset fitted plus the validation split)."""
+    from sculpt import learn
+    from sculpt.learner import min_examples
+
+    truth = plant(8, 4, 2, seed=2)
+    X = sample_inputs(3000, 4, 8, rng=1)
+    res = learn(X, truth(X), 2, method="vp-lm", seed=0, truth=truth, vp_lm={"restarts": 2})
+    rec = res.phase("vp-lm")
+    assert res.converged and res.method == "vp-lm" and 1 <= len(rec.figures["starts"]) <= 2
+    assert res.info["truth"]["max_theta_error"] < 1e-6
+    assert res.samples_used == rec.figures["examples"] + res.info["validation_examples"]
+    assert res.info["settings"]["vp_lm"]["restarts"] == 2
+    assert min_examples("vp-lm", 8, 4, 2) == min_examples("gradient", 8, 4, 2)
+    with pytest.raises(ValueError, match="restarts"):
+        learn(X, truth(X), 2, method="vp-lm", vp_lm={"restarts": 0})
