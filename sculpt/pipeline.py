@@ -258,11 +258,12 @@ def _span(state: LearnState) -> PhaseRecord:
     budget = min(rest.size, max(0, int(scan["scan_examples"] or 0) - _n_body(state)))
     growth: list[dict[str, Any]] = []
     read = 0
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     slabs = state.settings.refine.slabs
     while state.m > 1 and state.span.gap > scan["scan_gap"] and read < budget and state.sum_w is not None:
         was = _n_body(state) + read
-        read = min(budget, max(was * int(scan["scan_growth"]) - _n_body(state), read + 1))
-        idx = rest[:read]
+        before, read = read, min(budget, max(was * int(scan["scan_growth"]) - _n_body(state), read + 1))
+        idx = rest[before:read]  # only the new examples: the earlier scans' rows join the reservoir
         extra = scan_span_rows(
             state.X_train[idx],
             state.Y_train[idx],
@@ -273,6 +274,7 @@ def _span(state: LearnState) -> PhaseRecord:
             rel_floor=float(slabs.span_rel_floor),
             block=int(scan["scan_block"]),
             max_entries=float(scan["scan_max_entries"]),
+            initial=extra,
         )
         gap_was = float(state.span.gap)
         rec = fit(extra)

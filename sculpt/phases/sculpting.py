@@ -521,12 +521,14 @@ def scan_span_rows(
     rel_floor: float = 0.01,
     block: int = 4096,
     max_entries: float = 4e7,
+    initial: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Phase 4's equality rows (``_span_rows``) from examples read ``block`` at a time: the agreement test
     (q̂ >= −``q_tol``, independent tokens, residual <= ``rel_max``) under ``W_sum``, then every equality of the
     rows that pass. Past ``max_entries`` (rows × d²) only the highest-weight rows are kept, so memory does not
     grow with N: one block, up to twice the kept rows between poolings, and the pooled copy (about three times
-    ``max_entries`` floats at the peak). Returns (F, g, w)."""
+    ``max_entries`` floats at the peak). ``initial`` = (F, g, w) from an earlier scan joins the reservoir, so a
+    growing scan reads each example once. Returns (F, g, w)."""
     X, Y = check_data(X, Y)
     N, k, d = X.shape
     W_sum = check_sum_w(W_sum, d)
@@ -536,7 +538,9 @@ def scan_span_rows(
         raise ValueError(f"max_entries must be finite and at least d² = {d * d} (one row), got {max_entries!r}")
     cap = max(1, int(max_entries // (d * d)))
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    held = 0
+    if initial is not None and np.shape(initial[0])[0]:
+        parts.append((np.asarray(initial[0], float), np.asarray(initial[1], float), np.asarray(initial[2], float)))
+    held = sum(p[2].size for p in parts)
 
     def pooled(limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         F = np.vstack([p[0] for p in parts]) if parts else np.empty((0, d * d))

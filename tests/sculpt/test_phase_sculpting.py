@@ -301,3 +301,21 @@ def test_scan_span_rows_rejects_bad_arguments():
         scan_span_rows(X, Y, W, max_entries=-1.0)
     with pytest.raises(ValueError, match="shape"):
         scan_span_rows(X, Y[:, :, :5], W)
+
+
+def test_a_growing_scan_reads_each_example_once():
+    """Rows of an earlier scan passed as ``initial`` join the reservoir: scanning the first examples, then the
+    rest with ``initial``, gives the rows of one scan over all of them (and the same top rows under a cap)."""
+    from sculpt.phases.sculpting import scan_span_rows
+
+    model = plant(6, 4, 2, seed=5)
+    X = sample_inputs(1200, 4, 6, rng=6)
+    Y, W = model(X), model.ws.sum(0)
+
+    def key(r):
+        return sorted(zip(map(bytes, np.round(r[0], 12)), np.round(r[1], 9), np.round(r[2], 9)))
+
+    for cap in (4e7, 300 * 36):
+        first = scan_span_rows(X[:400], Y[:400], W, max_entries=cap)
+        both = scan_span_rows(X[400:], Y[400:], W, max_entries=cap, initial=first)
+        assert key(both) == key(scan_span_rows(X, Y, W, max_entries=cap))
