@@ -171,7 +171,6 @@ def _sculpt_attempt(run: _Run, sub: np.ndarray, rest: np.ndarray, records: list[
         info=run.base_info(),
         X_body=X_body,
         Y_body=Y_body,
-        body_index=sub,
         scan_order=rest,
     )
     state.info["sculpt_examples"] = int(X_body.shape[0])
@@ -434,16 +433,14 @@ def _vp_lm_route(run: _Run) -> LearnResult:
     """``method="vp-lm"``: VP-LM from ``vp_lm.restarts`` random starts on the learner's splits."""
     v = run.settings.vp_lm
     scale = 1.0 / run.d if v.init_scale is None else float(v.init_scale)
-    res, _, _ = _auto_vp_lm(run, v.restarts, name="vp-lm", scale=scale, max_examples=v.max_examples)
-    res.samples_used = int(res.phases[-1].figures["examples"])  # training examples; the caller adds validation
+    res, _, _ = _vp_lm_step(run, "vp-lm", v.restarts, scale, v.max_examples)
+    res.samples_used -= int(run.n_val)  # training examples: ``_validated`` adds the validation split
     return res
 
 
-def _auto_vp_lm(
-    run: _Run, starts: int, *, name: str = "auto-vp-lm", scale: float | None = None, max_examples: int = 4096
-) -> tuple[LearnResult, str, float]:
+def _vp_lm_step(run: _Run, name: str, starts: int, scale: float, max_examples: int) -> tuple[LearnResult, str, float]:
     """VP-LM from random starts (``sculpt.vplm.vp_lm_starts``) on the learner's splits, recorded as the phase
-    ``name``: auto's second step, and the whole ``method="vp-lm"`` route."""
+    ``name``: auto's second step, and the whole ``method="vp-lm"`` route. Returns (result, label, start time)."""
     from .baselines import _blas_context
     from .vplm import vp_lm_starts
 
@@ -458,30 +455,27 @@ def _auto_vp_lm(
             run.m,
             run.gen,
             restarts=starts,
-            scale=1.0 / run.d if scale is None else scale,
+            scale=scale,
             tol=run.tol,
             max_examples=max_examples,
             deadline=math.inf if g.time_limit is None else t0 + g.time_limit,
         )
-    best = fit.best
-    model = None if best is None else MultiHeadAttention(best[0], best[1])
-    val = math.inf if best is None else float(best[3])
-    used = max([s["examples"] for s in fit.starts] or [0])
+    val = fit.validation_error
     rec = PhaseRecord(
         name,
-        figures={"starts": fit.starts, "iterations": fit.iterations, "examples": used, "validation_error": val},
+        figures={"starts": fit.starts, "iterations": fit.iterations, "examples": fit.examples, "validation_error": val},
         time=time.perf_counter() - t0,
         message=f"{fit.stop} after {len(fit.starts)} start(s)",
     )
     run.progress.end(rec)
     res = LearnResult(
-        model=model,
+        model=fit.model,
         method="vp-lm",
-        train_error=math.inf if best is None else float(best[2]),
+        train_error=fit.train_error,
         validation_error=val,
         converged=bool(val <= run.tol),
         iterations=fit.iterations,
-        samples_used=int(used + run.n_val),
+        samples_used=int(fit.examples + run.n_val),
         phases=[rec],
         reason=rec.message,
         info=run.base_info(),
@@ -561,7 +555,7 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
                 t0,
             )
         if not done and a.vp_lm_starts > 0:
-            done = keep(*_auto_vp_lm(run, a.vp_lm_starts))
+            done = keep(*_vp_lm_step(run, "auto-vp-lm", a.vp_lm_starts, 1.0 / d, cfg.vp_lm.max_examples))
         need = min_examples("sculpt", d, k, m)
         if not done and N >= need:
             t0 = time.perf_counter()

@@ -51,8 +51,7 @@ class LearnState:
     # phases 1–3 use a subset of the training split
     X_body: np.ndarray | None = None
     Y_body: np.ndarray | None = None
-    body_index: np.ndarray | None = None  # X_body = X_train[body_index]
-    scan_order: np.ndarray | None = None  # the other training examples in a random order: phase 4 reads these
+    scan_order: np.ndarray | None = None  # training examples outside X_body, in a random order: phase 4 reads these
     # outputs, filled in phase order
     sum_w: np.ndarray | None = None
     body: Any = None
@@ -89,8 +88,7 @@ def _body_subset(state: LearnState) -> tuple[np.ndarray, np.ndarray]:
         n = min(int(state.settings.sculpt_examples or state.X_train.shape[0]), state.X_train.shape[0])
         perm = state.rng.permutation(state.X_train.shape[0])
         sub = np.sort(perm[:n])
-        state.X_body, state.Y_body, state.body_index = state.X_train[sub], state.Y_train[sub], sub
-        state.scan_order = perm[n:]
+        state.X_body, state.Y_body, state.scan_order = state.X_train[sub], state.Y_train[sub], perm[n:]
         state.info["sculpt_examples"] = int(n)
     return state.X_body, state.Y_body
 
@@ -259,8 +257,8 @@ def _span(state: LearnState) -> PhaseRecord:
     growth: list[dict[str, Any]] = []
     read = 0
     extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    slabs = state.settings.refine.slabs
-    while state.m > 1 and state.span.gap > scan["scan_gap"] and read < budget and state.sum_w is not None:
+    rule = getattr(state.body, "span_rule", None)  # the agreement test K*'s own span rows passed
+    while state.m > 1 and state.span.gap > scan["scan_gap"] and read < budget and rule and state.sum_w is not None:
         was = _n_body(state) + read
         before, read = read, min(budget, max(was * int(scan["scan_growth"]) - _n_body(state), read + 1))
         idx = rest[before:read]  # only the new examples: the earlier scans' rows join the reservoir
@@ -268,10 +266,7 @@ def _span(state: LearnState) -> PhaseRecord:
             state.X_train[idx],
             state.Y_train[idx],
             state.sum_w,
-            q_tol=float(slabs.q_tol if slabs.q_tol is not None else 1e-3),
-            rel_max=max(float(slabs.span_tau), float(slabs.tau_max)),
-            q_min=float(slabs.q_min),
-            rel_floor=float(slabs.span_rel_floor),
+            **rule,
             block=int(scan["scan_block"]),
             max_entries=float(scan["scan_max_entries"]),
             initial=extra,
@@ -300,15 +295,9 @@ def _n_body(state: LearnState) -> int:
 
 
 def _examples_outside_body(state: LearnState) -> np.ndarray:
-    """Training examples phases 1–3 did not read, in a random order (``scan_order``; else the complement of
-    ``body_index`` shuffled by the state's generator; none when the body's examples are unknown)."""
-    if state.scan_order is not None:
-        return np.asarray(state.scan_order)
-    if state.body_index is None:
-        return np.arange(0)
-    mask = np.ones(state.X_train.shape[0], bool)
-    mask[state.body_index] = False
-    return state.rng.permutation(np.flatnonzero(mask))
+    """The training examples phases 1–3 did not read, in a random order (``scan_order``, set with ``X_body``);
+    none when a caller gave ``X_body`` without them."""
+    return np.asarray(state.scan_order) if state.scan_order is not None else np.arange(0)
 
 
 def _heads(state: LearnState) -> PhaseRecord:

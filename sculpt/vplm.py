@@ -21,7 +21,7 @@ import numpy as np
 
 from ._checks import as_generator, check_data, check_m, check_positive, check_positive_int, check_tol, held_out_split
 from .model import MultiHeadAttention
-from .phases.polish import polish
+from .phases.polish import PolishResult, polish
 from .result import LearnResult
 
 __all__ = ["vp_lm", "vp_lm_starts", "StartsFit"]
@@ -29,13 +29,31 @@ __all__ = ["vp_lm", "vp_lm_starts", "StartsFit"]
 
 @dataclass
 class StartsFit:
-    """``vp_lm_starts``'s outcome: ``best`` = (thetas, ws, train error, validation error, examples) of the best
-    start on validation (None without any start), every start's record, total LM iterations, why it stopped."""
+    """``vp_lm_starts``'s outcome: the ``best`` start on validation (the polish's result; None without any start),
+    every start's record, total LM iterations, why it stopped."""
 
-    best: tuple[np.ndarray, np.ndarray, float, float, int] | None
+    best: PolishResult | None
     starts: list[dict[str, Any]]
     iterations: int
     stop: str
+
+    @property
+    def model(self) -> MultiHeadAttention | None:
+        return None if self.best is None else MultiHeadAttention(self.best.thetas, self.best.ws)
+
+    @property
+    def validation_error(self) -> float:
+        return math.inf if self.best is None else float(self.best.validation_error)
+
+    @property
+    def train_error(self) -> float:
+        """On the best start's last fitting subset."""
+        return math.inf if self.best is None else float(self.best.train_error)
+
+    @property
+    def examples(self) -> int:
+        """The largest training subset any start fitted."""
+        return max([s["examples"] for s in self.starts] or [0])
 
 
 def vp_lm_starts(
@@ -56,7 +74,7 @@ def vp_lm_starts(
     (``vp_lm`` and ``learn(method="auto")`` share it)."""
     d = Xtr.shape[2]
     starts: list[dict[str, Any]] = []
-    best: tuple[np.ndarray, np.ndarray, float, float, int] | None = None
+    best: PolishResult | None = None
     iterations = 0
     for r in range(restarts):
         if time.perf_counter() >= deadline:
@@ -76,8 +94,8 @@ def vp_lm_starts(
                 "note": rec.message,
             }
         )
-        if best is None or res.validation_error < best[3]:
-            best = (res.thetas, res.ws, res.train_error, res.validation_error, res.examples)
+        if best is None or res.validation_error < best.validation_error:
+            best = res
         if res.converged:
             return StartsFit(best, starts, iterations, "validated")
     return StartsFit(best, starts, iterations, f"{len(starts)} start(s) without validating")
@@ -127,26 +145,23 @@ def vp_lm(
             gen,
             restarts=restarts,
             scale=scale,
-            tol=float(tol),
+            tol=tol,
             max_examples=max_examples,
             deadline=deadline,
         )
-    best, starts, iterations = fit.best, fit.starts, fit.iterations
-    model = None if best is None else MultiHeadAttention(best[0], best[1])
-    val = math.inf if best is None else float(best[3])
-    converged = bool(val <= tol)
-    stop = fit.stop
-    used = max([s["examples"] for s in starts] or [0])
-    train = math.inf if best is None else float(best[2])  # on the best start's last fitting subset
+    val = fit.validation_error
     return LearnResult(
-        model=model,
+        model=fit.model,
         method="vp-lm",
-        train_error=float(train),
+        train_error=fit.train_error,
         validation_error=val,
-        converged=converged,
+        converged=bool(val <= tol),
         time=time.perf_counter() - t0,
-        iterations=iterations,
-        samples_used=int(used + n_val),
-        reason=f"{stop}: validation relative MSE {val:.2e} after {len(starts)} start(s), {iterations} LM iterations",
-        info={"starts": starts, "validation_examples": int(n_val), "init_scale": scale, "stop": stop},
+        iterations=fit.iterations,
+        samples_used=int(fit.examples + n_val),
+        reason=(
+            f"{fit.stop}: validation relative MSE {val:.2e} after {len(fit.starts)} start(s), "
+            f"{fit.iterations} LM iterations"
+        ),
+        info={"starts": fit.starts, "validation_examples": int(n_val), "init_scale": scale, "stop": fit.stop},
     )

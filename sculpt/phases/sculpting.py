@@ -56,6 +56,9 @@ class SculptedBody:
     span_F: np.ndarray | None = None
     span_g: np.ndarray | None = None
     span_weights: np.ndarray | None = None
+    # the agreement test and weights those rows came from (``scan_span_rows``' keywords): phase 4 scans more
+    # examples with exactly this rule
+    span_rule: dict[str, float] | None = None
 
     _slab_rank: int | None = field(default=None, repr=False, compare=False)
 
@@ -163,10 +166,11 @@ def sculpt(
     qf_all = fit.q.reshape(-1, k)
     rel = fit.rel.reshape(-1)
     ok = (qf_all.min(1) >= -q_tol) & np.repeat(good_ex, k)
-    span_rows = None
+    span_rows, span_rule = None, None
     if slabs:
         # at least every row K* may use (rel <= tau_max), so K*'s equality rows are among phase 4's
-        span_rows = _span_rows(X, qf_all, rel, ok & (rel <= max(span_tau, tau_max)), q_min, span_rel_floor)
+        span_rule = {"q_tol": q_tol, "rel_max": max(span_tau, tau_max), "q_min": q_min, "rel_floor": span_rel_floor}
+        span_rows = _span_rows(X, qf_all, rel, ok & (rel <= span_rule["rel_max"]), q_min, span_rel_floor)
         ok &= rel <= tau_max
     cand = np.flatnonzero(ok)
     cand = cand[np.argsort(rel[cand], kind="stable")]
@@ -350,6 +354,7 @@ def sculpt(
     body = SculptedBody(poly, F_, g_, w_, rows_seen=int(N * k), rows_accepted=int(rows.size), box=float(box))
     if span_rows is not None:
         body.span_F, body.span_g, body.span_weights = span_rows
+        body.span_rule = span_rule
     rec.figures.update(
         mode=mode,
         rows_seen=int(N * k),

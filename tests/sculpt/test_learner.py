@@ -406,18 +406,19 @@ def test_phase_4_reads_more_examples_only_while_the_flat_is_not_pinned():
 def test_phase_4_scans_examples_outside_the_body_in_a_random_order() -> None:
     """What phase 4 may read: the training examples phases 1–3 did not, shuffled (not the user's order), and
     never the body's own; scan_growth must be at least 2 (1 would never read more)."""
-    from sculpt.pipeline import LearnState, _examples_outside_body
+    from sculpt.pipeline import LearnState, _body_subset, _examples_outside_body
     from sculpt.settings import Settings
 
-    X = sample_inputs(400, 3, 6, rng=0)
-    st = LearnState(X, X, X[:10], X[:10], 2, Settings(), np.random.default_rng(3))
-    st.X_body, st.body_index = X[:100], np.arange(0, 200, 2)
+    X = sample_inputs(400, 4, 8, rng=0)  # 2³² possible examples: no two alike, so rows identify examples
+    st = LearnState(X, X, X[:10], X[:10], 2, Settings().merged({"sculpt_examples": 100}), np.random.default_rng(3))
+    X_body, _ = _body_subset(st)
     rest = _examples_outside_body(st)
-    assert sorted(rest.tolist()) == sorted(set(range(400)) - set(range(0, 200, 2)))
+    in_body = [i for i in range(400) if any(np.array_equal(X[i], b) for b in X_body)]
+    assert len(in_body) == 100 and sorted(rest.tolist()) == sorted(set(range(400)) - set(in_body))
     assert not np.array_equal(rest, np.sort(rest))
     st.scan_order = np.array([5, 3])
     assert _examples_outside_body(st).tolist() == [5, 3]
-    st.scan_order, st.body_index = None, None
+    st.scan_order = None
     assert _examples_outside_body(st).size == 0
     with pytest.raises(ValueError, match="scan_growth"):
         Settings().merged({"span": {"scan_growth": 1}})

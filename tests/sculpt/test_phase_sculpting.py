@@ -218,6 +218,8 @@ def test_k_star_equality_rows_are_among_phase_4s_rows_whatever_span_tau(planted)
     model, X, Y = planted
     body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs", span_tau=0.001)
     assert body.F.shape[0] > 0 and rec.figures["span_equalities"] >= body.F.shape[0]
+    # phase 4's scans reuse exactly this rule (rel_max never below tau_max)
+    assert body.span_rule == {"q_tol": 1e-3, "rel_max": 0.05, "q_min": 0.02, "rel_floor": 0.01}
     rows = {r.tobytes() for r in body.span_F}
     assert all(r.tobytes() in rows for r in body.F)
 
