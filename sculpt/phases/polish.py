@@ -75,7 +75,9 @@ def _g_blocks(X: np.ndarray, P: np.ndarray, Zi: np.ndarray, ws: np.ndarray, sl: 
     for i in range(m):
         V = Xs @ ws[i]  # (n, k, d)
         Ybar = Zi[i, sl] @ ws[i]  # (n, k, d)
-        Gi = np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True) - (Ybar[..., None] * Zi[i, sl][:, :, None, :])
+        Gi = np.einsum("naj,njc,njq->nacq", P[i, sl], V, Xs, optimize=True) - (
+            Ybar[..., None] * Zi[i, sl][:, :, None, :]
+        )
         Gs[:, :, i * d : (i + 1) * d] = Gi.reshape(n * k, d, d)
     return Gs
 
