@@ -572,7 +572,7 @@ class Settings(_Group):
                 "sculpt_examples": (
                     self.sculpt_examples
                     if self.sculpt_examples is not None
-                    else (max(300, 5 * d * d) if m == 1 else max(1500, 10 * d * d))
+                    else (max(300, 5 * d * d) if m == 1 else max(1500, (6 if m == 2 else 10) * d * d))
                 ),
                 "max_sculpt_examples": (
                     self.max_sculpt_examples

@@ -169,3 +169,24 @@ def test_fit_flat_smallest_computes_the_same_flat_from_a_few_eigenpairs(noise: f
         fit_flat(A, b, max_dim=3, smallest=5)
     with pytest.raises(ValueError, match="smallest"):
         fit_flat(A, b, smallest=6)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fit_flat_gram_route_with_a_narrow_noise_gap(seed: int) -> None:
+    """σ_{r+2}² − σ_{r+1}² of ~1e-5·σ_max² (phase 4's fits at d = 32) is taken by the gram route, and its flat
+    still matches the SVD's to 1e-8: the squared round-off there is ~eps/1e-5 ≈ 2e-11."""
+    rng = np.random.default_rng(seed)
+    n, rows, r = 40, 400, 1
+    U = np.linalg.qr(rng.standard_normal((rows, n + 1)))[0]
+    V = np.linalg.qr(rng.standard_normal((n + 1, n + 1)))[0]
+    s = np.geomspace(1.0, 1e-2, n + 1)
+    s[-(r + 1) :] = [2.0e-3, 1.0e-3]  # the r+1 smallest: the flat's null space, next one at 5e-3
+    s[-(r + 2)] = 5.0e-3
+    M = (U * s) @ V.T
+    A, b = M[:, :n], -M[:, n]
+    svd = fit_flat(A, b, dim=r, method="svd")
+    auto = fit_flat(A, b, dim=r)
+    assert auto.info["method"] == "gram"
+    scale = 1 + np.linalg.norm(svd.flat.point)
+    assert np.linalg.norm(auto.flat.point - svd.flat.point) <= 1e-8 * scale
+    assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-8
