@@ -283,11 +283,29 @@ def _span(state: LearnState) -> PhaseRecord:
             }
         )
     rec.figures["examples"] = int(_n_body(state) + read)
+    k, d = state.X_train.shape[1], state.X_train.shape[2]
+    blind = agreement_blind_dims(state.m, k, d)
+    rec.figures["agreement_blind_dims"] = blind
+    if blind:
+        note = (
+            f"m(k−1) = {state.m * (k - 1)} > d = {d}: a {blind}-dimensional family of disagreements among the heads "
+            "leaves an output row fitted exactly by one shared pattern, so the agreement test cannot certify "
+            "agreement and the span is loose; the polish does the rest (docs/method.md#agreement-blind)"
+        )
+        rec.message = f"{rec.message}; {note}" if rec.message else note
     if growth:
         rec.figures["scan"] = growth
         rec.time = time.perf_counter() - t0
     state.info["m_estimate"] = state.span.m_estimate
     return rec
+
+
+def agreement_blind_dims(m: int, k: int, d: int) -> int:
+    """max(0, m(k−1) − d): the dimension of the head disagreements an output row cannot reveal. A row's pattern
+    deviations δ_i (Σ_j δ_ij = 0, k − 1 each) reach the output only through Σ_i δ_iᵀ X W_i; the common part is
+    absorbed by the shared pattern q̂ (k − 1 directions of X Σ W), leaving d − (k − 1) directions for
+    (m − 1)(k − 1) unknowns (docs/method.md#agreement-blind)."""
+    return max(0, int(m) * (int(k) - 1) - int(d))
 
 
 def _n_body(state: LearnState) -> int:

@@ -148,3 +148,33 @@ def test_row_rank_certifies_full_rank_and_otherwise_is_the_svd_rank(seed, rank_c
     true = int(np.linalg.matrix_rank(M))
     assert (got >= need) == (true >= need)
     assert got == true
+
+
+@pytest.mark.parametrize("d, k, m", [(8, 4, 2), (8, 4, 3), (8, 4, 4), (16, 4, 3), (10, 3, 4), (6, 5, 2)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_agreement_blind_dims_is_the_invisible_disagreement(d, k, m, seed):
+    """max(0, m(k−1) − d) is the dimension of head-pattern deviations (each summing to 0) whose output, net of a
+    shared pattern's, is exactly zero: computed here as a null space for a random example and planted W_i."""
+    from sculpt.pipeline import agreement_blind_dims
+
+    rng = np.random.default_rng(seed)
+    X = rng.choice([-1.0, 1.0], size=(k, d))
+    ws = rng.standard_normal((m, d, d))
+    Z = np.linalg.svd(np.ones((1, k)))[2][1:].T  # (k, k − 1): a basis of the sum-zero patterns
+    heads = np.hstack([(Z.T @ X @ w).T for w in ws])  # (d, m(k − 1)): Σ_i δ_iᵀ X W_i
+    shared = (Z.T @ X @ ws.sum(0)).T  # (d, k − 1): what one shared pattern's change absorbs
+    A = np.hstack([heads, -shared])
+    invisible = A.shape[1] - np.linalg.matrix_rank(A) - (k - 1)  # less the heads moving together
+    assert invisible == agreement_blind_dims(m, k, d)
+
+
+def test_phase_4_record_names_a_blind_agreement_test():
+    """At (8,4,3) the phase 4 record carries agreement_blind_dims = 1 and says why the span is loose."""
+    from sculpt import learn
+
+    layer = plant(8, 4, 3, seed=0)
+    X = sample_inputs(4000, 4, 8, rng=0)
+    res = learn(X, layer(X), 3, seed=0, span={"scan_examples": 0})
+    rec = res.phase("4-span")
+    assert rec.figures["agreement_blind_dims"] == 1
+    assert "m(k−1) = 9 > d = 8" in rec.message
