@@ -91,9 +91,10 @@ def fit_flat(
 
     ``method``: "svd" (QR, then the SVD of the square factor), "gram" (eigh of MᵀM: 4–5× faster on tall
     systems, e.g. 13 against 60 ms on 2,500 × 257, but eigenvalues carry an absolute error ~eps·σ_max², so
-    singular values below ~1e-8·σ_max are not resolved), or "auto": "gram", kept only when the fit is noisy
-    enough for it not to matter (σ_{r+1} ≥ 1e-6·σ_max and (σ_{r+2}² − σ_{r+1}²) ≥ 1e-7·σ_max², so the
-    null space errs by < ~2e-9), else "svd". ``info["method"]`` says which one produced the fit.
+    singular values below ~1e-8·σ_max are not resolved), or "auto": "gram", kept only when the next singular
+    value is far enough for the squared round-off not to matter ((σ_{r+2}² − σ_{r+1}²) ≥ 1e-4·σ_max² for an
+    exact fit, σ_{r+1} < 1e-6·σ_max, so the null space errs by < ~2e-12; ≥ 1e-7·σ_max² for a noisy one,
+    < ~2e-9), else "svd". ``info["method"]`` says which one produced the fit.
 
     ``smallest`` (with ``max_dim``, at least max_dim + 3): the gram method computes only that many smallest
     eigenpairs (LAPACK's MRRR on a subset, and σ_max by Lanczos), so ``singular_values`` holds those and then
@@ -192,10 +193,12 @@ def _right_singular(M: np.ndarray, method: str, smallest: int | None = None) -> 
 
 
 def _gram_resolves(s_asc: np.ndarray, r: int) -> bool:
-    """Whether eigh of MᵀM (absolute eigenvalue error ~eps·σ_max²) pins the (r+1)-dimensional null space to
-    ~2e-9: its values are noise well above the round-off (σ_{r+1} >= 1e-6 σ_max) and separated from the
-    next ((σ_{r+2}² − σ_{r+1}²) >= 1e-7 σ_max²)."""
+    """Whether eigh of MᵀM (absolute eigenvalue error ~eps·σ_max²) pins the (r+1)-dimensional null space: its
+    rounding error is about eps·σ_max²/(σ_{r+2}² − σ_{r+1}²), so the next singular value must be separated by
+    1e-4·σ_max² when the fit is exact (σ_{r+1} < 1e-6·σ_max: error < ~2e-12) and by 1e-7·σ_max² when it is
+    noisy (error < ~2e-9, far below the noise's own)."""
     top = float(s_asc[-1])
     if not top > 0 or r + 1 >= s_asc.size:
         return False
-    return bool(s_asc[r] >= 1e-6 * top and s_asc[r + 1] ** 2 - s_asc[r] ** 2 >= 1e-7 * top**2)
+    need = 1e-7 if s_asc[r] >= 1e-6 * top else 1e-4
+    return bool(s_asc[r + 1] ** 2 - s_asc[r] ** 2 >= need * top**2)

@@ -30,6 +30,7 @@ from oracles.errors import OracleError
 from .._checks import check_data, check_sum_w
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
+from ._rank import row_rank
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 from ._slack import hinge_feasible_point, l1_trim, min_uniform_slack
 
@@ -69,7 +70,7 @@ class SculptedBody:
     def slab_rank(self) -> int:
         """rank F of K*'s equality rows (computed once: phase 4 asks again after every scan)."""
         if self._slab_rank is None:
-            self._slab_rank = int(np.linalg.matrix_rank(self.F)) if self.F.shape[0] else 0
+            self._slab_rank = row_rank(self.F, self.F.shape[1]) if self.F.shape[0] else 0
         return self._slab_rank
 
     def constraints(self) -> tuple[np.ndarray, np.ndarray]:

@@ -25,6 +25,7 @@ from oracles.solvers import LPModel
 
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
+from ._rank import row_rank
 
 
 @dataclass
@@ -64,24 +65,6 @@ def _extent(model: Any, u: np.ndarray) -> tuple[float, float]:
     except OracleError:
         lo = -np.inf
     return float(lo), float(hi)
-
-
-def _row_rank(M: np.ndarray, need: int) -> int:
-    """rank(M), or its column count when a certificate shows full column rank: the Cholesky factor of the Gram
-    matrix of the need + need/4 largest rows, every pivot above 1e-10 of the largest diagonal (at d = 32, 0.2 s
-    against 1.0–1.5 s for the SVD of the whole stack); otherwise the SVD rank of M."""
-    n = M.shape[1]
-    few = need + max(16, need // 4)
-    if need <= n <= few < M.shape[0]:
-        top = M[np.argpartition(-np.linalg.norm(M, axis=1), few - 1)[:few]]
-        G = top.T @ top
-        try:
-            L = np.linalg.cholesky(G)
-        except np.linalg.LinAlgError:
-            L = None
-        if L is not None and float(np.min(np.diag(L))) ** 2 >= 1e-10 * float(np.max(np.diag(G))):
-            return n
-    return int(np.linalg.matrix_rank(M))
 
 
 def extract_span(
@@ -146,7 +129,7 @@ def extract_span(
         # not change a rank: when they already have the rank needed, so do the span rows (0.05 s saved at d = 16)
         rank = int(body.slab_rank()) if hasattr(body, "slab_rank") else int(np.linalg.matrix_rank(F_k))
     if rank < n - (m - 1):
-        rank = _row_rank(F * w[:, None], n - (m - 1))
+        rank = row_rank(F * w[:, None], n - (m - 1))
     if rank < n - (m - 1):
         raise PhaseFailed(
             "4-span",

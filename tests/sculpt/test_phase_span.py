@@ -137,14 +137,14 @@ def test_in_flat_extent_is_a_diagnostic_off_by_default() -> None:
 def test_row_rank_certifies_full_rank_and_otherwise_is_the_svd_rank(seed, rank_cols):
     """Phase 4's rank check: full column rank is certified from a few hundred rows' Gram factor; anything else
     falls back to the SVD rank, so the check never passes a stack whose rank is below what phase 4 needs."""
-    from sculpt.phases.span import _row_rank
+    from sculpt.phases._rank import row_rank
 
     rank, n = rank_cols
     rng = np.random.default_rng(seed)
     M = rng.choice([-2.0, 0.0, 2.0], size=(600, rank)) @ rng.standard_normal((rank, n))
     M *= rng.uniform(0.1, 2.0, size=(600, 1))
     need = n - 1
-    got = _row_rank(M, need)
+    got = row_rank(M, need)
     true = int(np.linalg.matrix_rank(M))
     assert (got >= need) == (true >= need)
     assert got == true
