@@ -519,8 +519,9 @@ class Settings(_Group):
     )
     sculpt_examples: int | None = opt(
         None,
-        "first subset phases 1–3 use (auto: max(300, 5d²) for m = 1, max(1500, 10d²) otherwise; generic (8,4,2) "
-        "layers recover from 1,500, one head from 300 at d = 8 in 0.09 s against 0.15 s from 1,500)",
+        "first subset phases 1–3 use (auto: max(300, 5d²) for m = 1, max(1500, 6d²) for m = 2, max(1500, 10d²) "
+        "otherwise; generic (8,4,2) layers recover from 1,500, one head from 300 at d = 8 in 0.09 s against 0.15 s "
+        "from 1,500; (16,4,2) from 1,536 in 0.47 s against 0.52 s from 2,560)",
         optional(pos_int),
     )
     sculpt_growth: int = opt(
@@ -548,7 +549,7 @@ class Settings(_Group):
         """Fill every "auto" (None) field from the problem size; the one place size-dependent defaults live.
 
         Reasons (measured on planted layers, docs/method.md): phases 1–3 start on max(1500, 10d²) examples
-        (max(300, 5d²) for one head) and grow only when an attempt does not validate; certification helps only for d² <= 100; m >= 3 needs 10d²
+        (max(300, 5d²) for one head, max(1500, 6d²) for two) and grow only when an attempt does not validate; certification helps only for d² <= 100; m >= 3 needs 10d²
         equality rows in K*."""
         from .phases.heads import DEFAULT_GRID
         from .phases.sculpting import default_dist_min, default_rows
