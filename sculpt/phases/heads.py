@@ -146,14 +146,17 @@ def candidate_heads(
         order = np.argsort(obj)
         starts = tuples[order[: max(1, n_refine)]]
         refined, robj, nfev = [], [], 0
-        for t in starts:
+        lm_starts = starts[:n_refine]
+        if n_refine == 0:
+            rec.figures["refine_skipped"] = "n_refine = 0: the grid's best subset goes to phase 6 as it is"
+        for t in lm_starts:
             c0 = pts[t].ravel()
             sol = least_squares(_vp_residual, c0, args=(p, U, m, d, X, Yf), method="lm", max_nfev=max_nfev, x_scale=1.0)
             nfev += int(sol.nfev)
             refined.append(sol.x.reshape(m, r))
             robj.append(2.0 * float(sol.cost) / yy)
-        coords = np.array(refined)
-        objective = np.array(robj)
+        coords = np.array(refined).reshape(-1, m, r)
+        objective = np.array(robj, dtype=float)
         # keep the raw grid winners too: phase 6 validates them all
         raw = pts[starts]
         coords = np.concatenate([coords, raw])
@@ -170,7 +173,7 @@ def candidate_heads(
                 "tuples": int(tuples.shape[0]),
                 "tuples_total": int(n_tuples),
                 "subsampled": bool(n_tuples > max_tuples),
-                "refined": int(starts.shape[0]),
+                "refined": int(lm_starts.shape[0]),
                 "lm_evaluations": nfev,
                 "examples": int(X.shape[0]),
                 "best_grid_objective": float(obj[order[0]]),

@@ -127,3 +127,16 @@ def test_polish_reports_non_convergence_honestly() -> None:
     res, rec = polish(model.thetas, X[:500], Yn[:500], X[500:], Yn[500:], max_examples=500, rng=0)
     assert not res.converged and np.isfinite(res.validation_error) and res.validation_error > 1e-6
     assert "tol" in rec.message
+
+
+def test_candidate_heads_without_refine_are_the_grid_winners() -> None:
+    """n_refine = 0: no LM evaluation; the best candidate is the net's best subset with its own objective, and a
+    refine (n_refine = 1) never ends with a worse best objective."""
+    model, X, Y = _data(6, 3, 2, 300, seed=3)
+    span = _span_through(model, tilt=0.05)
+    raw, rec0 = candidate_heads(span, X, Y, 2, rng=0, n_refine=0)
+    lm, rec1 = candidate_heads(span, X, Y, 2, rng=0, n_refine=1)
+    assert rec0.figures["lm_evaluations"] == 0 and rec0.figures["refined"] == 0
+    assert "refine_skipped" in rec0.figures and "refine_skipped" not in rec1.figures
+    assert raw.objective[0] == rec0.figures["best_grid_objective"]
+    assert lm.objective[0] <= raw.objective[0]
