@@ -3,8 +3,9 @@
 The projections are eliminated exactly, W(Θ) = Z(Θ)⁺Y, and Levenberg–Marquardt runs on the Θ_i alone with
 Kaufman's Jacobian (I − P_Z) ∂(Z W)/∂Θ, where for head i
 ∂y_{ac}/∂Θ_{pq} = x_{ap} Σ_j P_{aj} (v_{jc} − ȳ_{ac}) x_{jq}, v = X W_i, ȳ = P X W_i.
-The normal equations are accumulated over chunks of examples, so memory stays bounded. It runs on a small
-subset first and grows the subset (×4) only while the held-out validation error is not yet tiny.
+The normal equations are accumulated over chunks of examples, so memory stays bounded; once Gauss–Newton
+converges quadratically the next steps reuse the last factorisation with a fresh Jᵀr (chord steps). It runs on
+a small subset first and grows the subset (×4) only while the held-out validation error is not yet tiny.
 """
 
 from __future__ import annotations
