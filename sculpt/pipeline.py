@@ -301,11 +301,12 @@ def _span(state: LearnState) -> PhaseRecord:
 
 
 def agreement_blind_dims(m: int, k: int, d: int) -> int:
-    """max(0, m(k−1) − d): the dimension of the head disagreements an output row cannot reveal. A row's pattern
-    deviations δ_i (Σ_j δ_ij = 0, k − 1 each) reach the output only through Σ_i δ_iᵀ X W_i; the common part is
-    absorbed by the shared pattern q̂ (k − 1 directions of X Σ W), leaving d − (k − 1) directions for
-    (m − 1)(k − 1) unknowns (docs/method.md#agreement-blind)."""
-    return max(0, int(m) * (int(k) - 1) - int(d))
+    """min(max(0, m(k−1) − d), (m−1)(k−1)): the dimension of the head disagreements an output row cannot reveal.
+    A row's pattern deviations δ_i (Σ_j δ_ij = 0, k − 1 each) reach the output only through Σ_i δ_iᵀ X W_i; the
+    common part is absorbed by the shared pattern q̂ (k − 1 directions of X Σ W), leaving d − (k − 1) directions
+    for (m − 1)(k − 1) unknowns; with k − 1 > d every disagreement is invisible (docs/method.md#agreement-blind)."""
+    m, k, d = int(m), int(k), int(d)
+    return min(max(0, m * (k - 1) - d), (m - 1) * (k - 1))
 
 
 def _n_body(state: LearnState) -> int:

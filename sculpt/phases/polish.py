@@ -90,7 +90,7 @@ def _g_gradient(Gs: np.ndarray, Xr: np.ndarray, rs: np.ndarray, m: int) -> np.nd
 
 
 def _gradient(X: np.ndarray, P: np.ndarray, Zi: np.ndarray, ws: np.ndarray, res: np.ndarray, chunk: int) -> np.ndarray:
-    """Jᵀr alone (npar,), for steps that reuse an earlier factorisation of JᵀJ: k·m·d³ flops per example."""
+    """Jᵀr alone (npar,), for steps that reuse an earlier factorisation of JᵀJ: about m·k²·d² flops per example."""
     N, k, d = X.shape
     m = ws.shape[0]
     g = np.zeros((m, d, d))

@@ -126,6 +126,8 @@ def test_fit_flat_auto_method_matches_the_svd(noise: float, r: int, data) -> Non
     if noise == 0.0:  # an exact system: whichever route "auto" took, the flat holds p to round-off
         assert svd.flat.distance(p) <= 1e-9 * (1 + np.linalg.norm(p))
         assert auto.flat.distance(p) <= 1e-9 * (1 + np.linalg.norm(p))
+        if r:
+            assert sin_angle(auto.flat.basis, u) < 1e-8
 
 
 def test_fit_flat_gram_route_on_a_noisy_tall_system() -> None:
