@@ -232,6 +232,7 @@ def _refine(state: LearnState) -> PhaseRecord:
 
 
 def _span(state: LearnState) -> PhaseRecord:
+    from .phases._simplex import agreement_blind_dims
     from .phases.sculpting import scan_span_rows
     from .phases.span import extract_span
 
@@ -298,15 +299,6 @@ def _span(state: LearnState) -> PhaseRecord:
         rec.time = time.perf_counter() - t0
     state.info["m_estimate"] = state.span.m_estimate
     return rec
-
-
-def agreement_blind_dims(m: int, k: int, d: int) -> int:
-    """min(max(0, m(k−1) − d), (m−1)(k−1)): the dimension of the head disagreements an output row cannot reveal.
-    A row's pattern deviations δ_i (Σ_j δ_ij = 0, k − 1 each) reach the output only through Σ_i δ_iᵀ X W_i; the
-    common part is absorbed by the shared pattern q̂ (k − 1 directions of X Σ W), leaving d − (k − 1) directions
-    for (m − 1)(k − 1) unknowns; with k − 1 > d every disagreement is invisible (docs/method.md#agreement-blind)."""
-    m, k, d = int(m), int(k), int(d)
-    return min(max(0, m * (k - 1) - d), (m - 1) * (k - 1))
 
 
 def _n_body(state: LearnState) -> int:

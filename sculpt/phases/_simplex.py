@@ -4,7 +4,8 @@ Solved through the (k+1)×(k+1) KKT system [[B Bᵀ + ρI, 1], [1ᵀ, 0]] [q; λ
 (docs/method.md#recon-prototype: without it the solve can be singular). The sign constraint q >= 0 is not imposed: a
 row whose q̂ leaves the simplex by more than a tolerance is rejected by the caller, and when q̂ >= 0 it is
 also the simplex-constrained minimiser. One solve per example serves all its k query rows (B = X ΣW is
-shared), so the cost is one batched (N, k+1, k+1) solve with k right-hand sides.
+shared), so the cost is one batched (N, k+1, k+1) solve with k right-hand sides. ``agreement_blind_dims`` counts
+the head disagreements this regression's residual cannot see.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SimplexFit", "simplex_lstsq", "token_gram_ok", "token_distances"]
+__all__ = ["SimplexFit", "simplex_lstsq", "token_gram_ok", "token_distances", "agreement_blind_dims"]
 
 
 @dataclass
@@ -57,3 +58,12 @@ def token_distances(X: np.ndarray) -> np.ndarray:
     sq = np.einsum("nkd,nkd->nk", X, X)
     D2 = sq[:, :, None] + sq[:, None, :] - 2.0 * X @ X.transpose(0, 2, 1)
     return np.sqrt(np.maximum(D2, 0.0))
+
+
+def agreement_blind_dims(m: int, k: int, d: int) -> int:
+    """min(max(0, m(k−1) − d), (m−1)(k−1)): the dimension of the head disagreements an output row cannot reveal.
+    A row's pattern deviations δ_i (Σ_j δ_ij = 0, k − 1 each) reach the output only through Σ_i δ_iᵀ X W_i; the
+    common part is absorbed by the shared pattern q̂ (k − 1 directions of X Σ W), leaving d − (k − 1) directions
+    for (m − 1)(k − 1) unknowns; with k − 1 > d every disagreement is invisible (docs/method.md#agreement-blind)."""
+    m, k, d = int(m), int(k), int(d)
+    return min(max(0, m * (k - 1) - d), (m - 1) * (k - 1))

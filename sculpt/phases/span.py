@@ -127,7 +127,7 @@ def extract_span(
     if use_span_rows and F_k.ndim == 2 and F_k.shape[0] >= n - (m - 1):
         # K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do
         # not change a rank: when they already have the rank needed, so do the span rows (0.05 s saved at d = 16)
-        rank = int(body.slab_rank()) if hasattr(body, "slab_rank") else int(np.linalg.matrix_rank(F_k))
+        rank = int(body.slab_rank()) if hasattr(body, "slab_rank") else row_rank(F_k, n - (m - 1))
     if rank < n - (m - 1):
         rank = row_rank(F * w[:, None], n - (m - 1))
     if rank < n - (m - 1):

@@ -176,7 +176,7 @@ def test_agreement_blind_dims_is_the_invisible_disagreement(d, k, m, seed):
     heads moving together, whose output is exactly that of a shared pattern's change: computed here as a null
     space for a generic (Gaussian) example and random W_i, including k − 1 > d, where every disagreement is
     invisible (a few ±1 tokens in d = 3 can be affinely dependent, which only widens the blind set)."""
-    from sculpt.pipeline import agreement_blind_dims
+    from sculpt.phases._simplex import agreement_blind_dims
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((k, d))
