@@ -107,7 +107,9 @@ def test_resolve_fills_every_auto_field_from_the_size() -> None:
     assert r.max_sculpt_examples == 20_000
     assert r.refine.slabs.min_equalities == 10 * 16 * 16 and r.refine.slabs.q_tol == 1e-3
     assert r.sculpt.q_tol == 0.02 and r.sculpt.box == 4.0 and r.refine.resculpt.box == 4.0
-    assert Settings().resolve(8, 4, 1, 5000).sculpt_examples == 320  # one head: max(300, 5d²)
+    # one head: max(64, ⌈2d²/(k(k−1))⌉) (K* needs d² equality rows, at most k(k−1) per example)
+    assert Settings().resolve(8, 4, 1, 5000).sculpt_examples == 64
+    assert Settings().resolve(24, 4, 1, 5000).sculpt_examples == 96
     assert Settings().resolve(8, 4, 2, 5000).sculpt_examples == 1500
     # d² <= 100: phase 3 decides by its subset size (CERTIFY_MIN_EXAMPLES), so the setting stays open
     assert Settings().resolve(8, 4, 2, 5000).refine.certify is None
