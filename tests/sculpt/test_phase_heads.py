@@ -141,3 +141,32 @@ def test_candidate_heads_without_refine_are_the_grid_winners() -> None:
     assert raw.objective[0] == rec0.figures["best_grid_objective"]
     assert rec1.figures["lm_evaluations"] > 0 and lm.objective.size == 2  # the refined subset and the raw one
     assert lm.objective.min() < rec1.figures["best_grid_objective"] == raw.objective[0]
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_flat_vp_jacobian_is_kaufmans(m: int) -> None:
+    """The refine's analytic Jacobian is the residual's derivative where the fit is exact (Kaufman's Jacobian
+    drops only a term proportional to the residual) and the negated projection of ∂(Z Ŵ)/∂c off range Z."""
+    from sculpt.phases.heads import _FlatVP
+
+    model, X, Y = _data(6, 3, m, 120, 7)
+    T = model.thetas.reshape(m, -1)
+    p = T.mean(0)
+    U = np.linalg.qr((T[1:] - T[0]).T)[0]
+    c = ((T - p) @ U).ravel()
+    vp = _FlatVP(p, U, m, X, Y.reshape(-1, 6))
+    assert np.sum(vp.residual(c) ** 2) < 1e-20 * np.sum(Y**2)
+    h = 1e-6
+    fd = np.stack([(vp.residual(c + h * e) - vp.residual(c - h * e)) / (2 * h) for e in np.eye(c.size)], 1)
+    J = vp.jacobian(c)
+    assert J.shape == fd.shape
+    assert np.linalg.norm(J - fd) <= 1e-6 * np.linalg.norm(fd)
+    # away from the solution: still orthogonal to range Z in every output column, and not the plain derivative
+    c1 = c + 0.3 * np.random.default_rng(0).standard_normal(c.size)
+    J1 = vp.jacobian(c1)
+    th1 = (p + c1.reshape(m, -1) @ U.T).reshape(m, 6, 6)
+    Z = np.moveaxis(attention(th1, X) @ X, 0, 2).reshape(-1, m * 6)
+    cols = J1.reshape(Z.shape[0], 6, -1)
+    assert np.abs(np.einsum("rz,rcl->zcl", Z, cols)).max() <= 1e-9 * np.abs(cols).max() * Z.shape[0]
+    fd1 = np.stack([(vp.residual(c1 + h * e) - vp.residual(c1 - h * e)) / (2 * h) for e in np.eye(c.size)], 1)
+    assert np.linalg.norm(J1 - fd1) > 1e-4 * np.linalg.norm(fd1)
