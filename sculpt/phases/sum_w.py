@@ -70,7 +70,7 @@ def trimmed_rounds(
         r = rel.reshape(-1)
         keep = int(min(N * k, max(min_rows, round(f * N * k))))
         idx = np.argpartition(r, keep - 1)[:keep]
-        Z = np.take_along_axis(X, j[..., None], 1).reshape(-1, d)[idx]
+        Z = X[idx // k, j.reshape(-1)[idx]]  # each kept row's best token (gathered for the kept rows only)
         sv = np.linalg.svd(Z, compute_uv=False)
         if sv[-1] <= 1e-9 * sv[0]:
             steps.append({"fraction": float(f), "rows": keep, "status": "singular design, step skipped"})
@@ -119,7 +119,7 @@ def agreement_refit(
     q_tol: float = 0.01,
     max_iter: int = 6,
     tol: float = 1e-7,
-    stall: float = 1e-3,
+    stall: float = 0.05,
     basis: np.ndarray | None = None,
     ridge: float = 1e-9,
     stop_rms: float = 0.0,
@@ -131,7 +131,10 @@ def agreement_refit(
     Kaufman's Jacobian: with q̂ the inner minimiser, B = X W and P⊥ the projector onto the complement of
     the directions {B_j − B_1} that q can absorb, r_a moves by −P⊥ ΔWᵀ(Xᵀq̂_a). ``basis`` (r, d)
     restricts the update to ΔW = basisᵀ C. Stops when the step is below ``tol`` (relative) or the residual
-    RMS improves by less than the fraction ``stall``, or is already <= ``stop_rms``. Returns (W, {"rows", "rms_per_iter", "rms_final"}), the
+    RMS improves by less than the fraction ``stall``, or is already <= ``stop_rms``. With m >= 2 heads the first
+    step leaves the RMS 2–4 % lower and a second gains no accuracy (Σ̂W 7.9e-3 against 8.0e-3 off at (16,4,2),
+    3.4e-2 against 3.5e-2 at (8,4,3), peaked 9.4e-5 against 9.3e-5), so ``stall`` = 0.05 stops there; one head
+    gains orders of magnitude per step. Returns (W, {"rows", "rms_per_iter", "rms_final"}), the
     last the residual RMS under the returned W.
     """
     N, k, d = X.shape
