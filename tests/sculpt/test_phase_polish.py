@@ -130,3 +130,53 @@ def test_polish_still_grows_the_subset_under_label_noise():
     stages = rec.figures["stages"]
     assert len(stages) > 1 and not any("stuck" in str(st.get("note", "")) for st in stages)
     assert 1e-3 < stages[-1]["train_error"] < 1e-2
+
+
+def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
+    """JᵀJ in float32 is JᵀJ to single-precision rounding; LM with the far steps in single precision (the default
+    threshold, and 0: every step single until one finds no descent, then float64) ends where all-float64 LM ends,
+    at rounding level."""
+    layer = plant(10, 4, 2, seed=3)
+    X = sample_inputs(80, 4, 10, rng=3)
+    Y = layer(X)
+    start = layer.thetas + 0.1 * np.random.default_rng(3).normal(size=layer.thetas.shape) / 10
+    P, Zi, Q, ws, res = _state(start, X, Y.reshape(-1, 10))
+    S64, g64 = _normal_equations(start, X, P, Zi, Q, ws, res, 32)
+    S32, g32 = _normal_equations(start, X, P, Zi, Q, ws, res, 32, np.float32)
+    assert S32.dtype == np.float32 and g32.dtype == np.float64
+    assert np.linalg.norm(S32 - S64) <= 1e-5 * np.linalg.norm(S64)
+    assert np.array_equal(g32, g64)
+    dtypes: list[type] = []
+    full = polish_module._normal_equations
+
+    def recorded(*args):
+        out = full(*args)
+        dtypes.append(out[0].dtype)
+        return out
+
+    monkeypatch.setattr(polish_module, "_normal_equations", recorded)
+    fits = {}
+    for threshold in (np.inf, polish_module.F32_ABOVE, 0.0):
+        monkeypatch.setattr(polish_module, "F32_ABOVE", threshold)
+        dtypes.clear()
+        fits[threshold] = lm_vp(start, X, Y)
+        if threshold == np.inf:
+            assert set(dtypes) == {np.dtype(np.float64)}
+        else:
+            assert dtypes[0] == np.float32
+    th_ref = fits[np.inf][0]
+    for threshold, (th, _, cost, _) in fits.items():
+        assert cost < 1e-25, (threshold, cost)
+        assert np.abs(th - th_ref).max() < 1e-9 * max(1.0, np.abs(th_ref).max())
+
+    # a single-precision build that yields no descent (here: its Jᵀr reversed) hands the point to float64
+    def uphill_when_single(*args):
+        S, g = recorded(*args)
+        return (S, -g) if S.dtype == np.float32 else (S, g)
+
+    monkeypatch.setattr(polish_module, "_normal_equations", uphill_when_single)
+    monkeypatch.setattr(polish_module, "F32_ABOVE", 0.0)
+    dtypes.clear()
+    th, _, cost, _ = lm_vp(start, X, Y)
+    assert dtypes[0] == np.float32 and np.dtype(np.float64) in dtypes[1:]
+    assert cost < 1e-25 and np.abs(th - th_ref).max() < 1e-9 * max(1.0, np.abs(th_ref).max())
