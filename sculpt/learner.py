@@ -25,13 +25,13 @@ from .phases.polish import polish
 from .phases.projections import relative_mse
 from .pipeline import PHASE_FAILURES, SCULPT_PHASES, LearnState, run_pipeline
 from .result import LearnResult, PhaseRecord
-from .settings import Settings, settings_from_options
+from .settings import Settings, one_head_examples, settings_from_options
 from .toolkit import Progress
 
 __all__ = ["learn", "METHODS", "min_examples"]
 
 METHODS = ("sculpt", "exact", "gradient", "vp-lm", "auto")
-_SCULPT_NEED_PER_D2 = {1: 2, 2: 13, 3: 24}  # phases 1–4's examples per d² (min_examples' docstring)
+_SCULPT_NEED_PER_D2 = {2: 13, 3: 24}  # phases 1–4's examples per d² for m >= 2 (min_examples' docstring)
 _COND_HINT = 100.0  # phase 1's cond(Σ̂W) above which a later phase failure mentions a possibly singular Σ W
 
 
@@ -42,10 +42,12 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
     recommendation ``exact_sample_size(d, k)`` = max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉) + 3, i.e. ⌈d²/(k(k−1))⌉ + 3
     when k <= (d + 2)/2 (its systems are overdetermined, so with no example to spare the
     validation error is measured on the training examples and the record says so); sculpt: what phases 1–4 need
-    to pin the span, c(m)·d² with c = 2 (m = 1), 13 (m = 2), 24 (m >= 3), at least 100, plus the validation
-    split (measured at d = 8, 4 seeds: m = 1 exact from 100 examples; m = 2 4/4 from 800, 2/4 at 500; m = 3
-    4/4 from 1,500, 1/4 at 1,000 — below that phase 4 has too few equality rows; at d = 16, m = 2 was 4/4 from
-    2,000 = 7.8 d², 3/4 at 1,000, so the rule is conservative there)."""
+    to pin the span plus a ninth for the validation split: one head the first subset max(64, ⌈2d²/(k(k−1))⌉)
+    (K*'s d² equality rows; measured at that size plus a ninth, 4 seeds each: 4/4 at (8,4), (8,2), (16,4),
+    (16,8), (24,4), (32,8), (4,2), (6,3), 3/4 at (8,6)); m >= 2 c(m)·d² with c = 13 (m = 2), 24 (m >= 3)
+    (measured at d = 8, 4 seeds: m = 2 4/4 from 800, 2/4 at 500; m = 3 4/4 from 1,500, 1/4 at 1,000 — below
+    that phase 4 has too few equality rows; at d = 16, m = 2 was 4/4 from 2,000 = 7.8 d², 3/4 at 1,000, so the
+    rule is conservative there)."""
     if method in ("gradient", "vp-lm"):
         return math.ceil(2 * m * d * d / (k * d)) + 1
     if method == "exact":
@@ -53,7 +55,8 @@ def min_examples(method: str, d: int, k: int, m: int) -> int:
 
         return exact_sample_size(d, k)
     if method == "sculpt":
-        return _SCULPT_NEED_PER_D2[min(m, 3)] * d * d + min(2000, max(1, _SCULPT_NEED_PER_D2[min(m, 3)] * d * d // 9))
+        need = one_head_examples(d, k) if m == 1 else _SCULPT_NEED_PER_D2[min(m, 3)] * d * d
+        return need + min(2000, max(1, need // 9))
     raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
 

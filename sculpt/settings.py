@@ -32,6 +32,7 @@ __all__ = [
     "GradientSettings",
     "AutoSettings",
     "settings_from_options",
+    "one_head_examples",
     "DEPRECATED_OPTIONS",
 ]
 
@@ -582,7 +583,7 @@ class Settings(_Group):
                 "sculpt_examples": (
                     self.sculpt_examples
                     if self.sculpt_examples is not None
-                    else (_one_head_examples(d, k) if m == 1 else max(1500, (6 if m == 2 else 10) * d * d))
+                    else (one_head_examples(d, k) if m == 1 else max(1500, (6 if m == 2 else 10) * d * d))
                 ),
                 "max_sculpt_examples": (
                     self.max_sculpt_examples
@@ -619,7 +620,7 @@ class Settings(_Group):
         )
 
 
-def _one_head_examples(d: int, k: int) -> int:
+def one_head_examples(d: int, k: int) -> int:
     """Phases 1–3's first subset for one head: max(64, ⌈2d²/(k(k−1))⌉). K* needs d² equality rows and an
     example gives at most k(k−1) (about half survive its filters: (24,4,1) had 474 of 768 from 64 examples).
     Measured (4 seeds each, first attempt validated unless said): (8,4,1) 42 ms against 89 ms from 320;

@@ -187,7 +187,7 @@ def test_bad_input() -> None:
         learn(X, Y, 0)
     with pytest.raises(ValueError, match="method"):
         learn(X, Y, 1, method="magic")
-    with pytest.raises(ValueError, match=r"too few examples for method='sculpt'.*need at least 80 "):
+    with pytest.raises(ValueError, match=r"too few examples for method='sculpt'.*need at least 71 "):
         learn(X, Y, 1, method="sculpt")
     with pytest.raises(ValueError, match="learns one head"):
         learn(X, Y, 2, method="exact")
@@ -213,14 +213,28 @@ def test_bad_input() -> None:
 
 
 def test_min_examples() -> None:
-    # what phases 1–4 need, c(m)·d² (c = 2, 13, 24 for m = 1, 2, >= 3), plus the validation split (N/10)
+    # what phases 1–4 need, c(m)·d² (c = 13, 24 for m = 2, >= 3), plus the validation split (N/10)
     assert min_examples("sculpt", 8, 4, 2) == 13 * 64 + 13 * 64 // 9
     assert min_examples("sculpt", 8, 4, 1) < min_examples("sculpt", 8, 4, 2) < min_examples("sculpt", 8, 4, 3)
+    # one head: phases 1–3's first subset max(64, ⌈2d²/(k(k−1))⌉) plus a ninth for validation
+    assert min_examples("sculpt", 8, 4, 1) == 64 + 7 and min_examples("sculpt", 24, 4, 1) == 96 + 10
     assert min_examples("sculpt", 8, 4, 4) == min_examples("sculpt", 8, 4, 3)
     assert min_examples("gradient", 8, 4, 2) == 9
     assert min_examples("exact", 8, 4, 1) == 9  # ⌈d²/(k(k−1))⌉ + 3 (k <= (d+2)/2), the issue's budget
     with pytest.raises(ValueError):
         min_examples("nope", 8, 4, 2)
+
+
+def test_one_head_sculpts_from_its_minimum() -> None:
+    """min_examples("sculpt", d, k, 1) is enough: the phases recover one head exactly from that many examples
+    (and one fewer is refused, naming the need)."""
+    model = plant(8, 4, 1, seed=2)
+    n = min_examples("sculpt", 8, 4, 1)
+    X = sample_inputs(n, 4, 8, rng=5)
+    res = learn(X, model(X), 1, method="sculpt", seed=0)
+    assert res.converged and model.distance(res.model).max_theta_error < 1e-8
+    with pytest.raises(ValueError, match=str(n)):
+        learn(X[:-1], model(X[:-1]), 1, method="sculpt", seed=0)
 
 
 def test_sculpt_box_bounds_every_body() -> None:
