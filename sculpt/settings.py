@@ -391,7 +391,7 @@ class HeadsSettings(_Group):
     max_examples: int = opt(
         200,
         "examples the net and the refine are scored on (400 before: the same Θ error before the polish on the "
-        "m = 2 rows, 0.30/0.20/0.18/0.58 against 0.31/0.20/0.18/0.58 at (8,4,3) Boolean/Gaussian, (16,4,3), "
+        "m = 2 rows; 0.31/0.20/0.18/0.58 against 0.30/0.20/0.18/0.58 at (8,4,3) Boolean/Gaussian, (16,4,3), "
         "(8,4,4); phase 5 at (8,4,3) 45 → 28 ms)",
         pos_int,
     )
@@ -626,8 +626,9 @@ def one_head_examples(d: int, k: int) -> int:
     Measured (4 seeds each, first attempt validated unless said): (8,4,1) 42 ms against 89 ms from 320;
     (16,4,1) 60 against 337 ms; (16,8,1) 149 against 882 ms; (24,4,1) 96: 0.4 against 2.1 s; (32,8,1) 64:
     1.2–1.8 s against 15–17 s; (8,6,1) 56 against 112 ms after two doublings; the subset doubles when an
-    attempt does not validate."""
-    return max(64, math.ceil(2 * d * d / max(1, k * (k - 1))))
+    attempt does not validate. (k = 1 gives no equality rows at all; sculpting refuses it, and the value, 2d², is
+    only a size.)"""
+    return max(64, -(-2 * d * d // max(1, k * (k - 1))))
 
 
 # --- the old dict options --------------------------------------------------------------------------------------

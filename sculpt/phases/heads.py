@@ -88,6 +88,8 @@ class _FlatVP:
         XU = X.reshape(N * k, d) @ U.T.reshape(r, d, d).transpose(1, 0, 2).reshape(d, r * d)  # (Nk, (l, q))
         self.S = (XU.reshape(N, k * r, d) @ X.transpose(0, 2, 1)).reshape(N, k, r, k)
         self._key: np.ndarray | None = None
+        self._cache: tuple[Any, ...] = ()
+        self._res = np.empty((0, d))
 
     def _state(self, c: np.ndarray) -> tuple[Any, ...]:
         """(P (m, N, k, k), Zi = P X, Z (Nk, md), Cholesky factor of ZᵀZ or None, Ŵ, residual) at ``c``, cached."""
@@ -110,9 +112,12 @@ class _FlatVP:
         return self._cache + (self._res,)
 
     def residual(self, c: np.ndarray) -> np.ndarray:
+        """r(c) = vec(Y − Z Ŵ) (rows (n, a), columns c), Ŵ the least-squares projections at c."""
         return self._state(c)[5].ravel()
 
     def jacobian(self, c: np.ndarray) -> np.ndarray:
+        """Kaufman's Jacobian of ``residual`` at c: (N k d, m r), columns (head i, flat direction l). Its size is
+        N·k·d·m·r floats (phase 5 uses at most ``max_examples`` examples)."""
         P, Zi, Z, fac, W, _ = self._state(c)
         m, (N, k, d), r = self.m, self.X.shape, self.U.shape[1]
         ws = W.reshape(m, d, d)
@@ -202,9 +207,9 @@ def candidate_heads(
         lm_starts = starts[:n_refine]
         if n_refine == 0:
             rec.figures["refine_skipped"] = "n_refine = 0: the grid's best subset goes to phase 6 as it is"
+        vp = _FlatVP(p, U, m, X, Yf)  # the logits' derivatives along U are shared by every start
         for t in lm_starts:
             c0 = pts[t].ravel()
-            vp = _FlatVP(p, U, m, X, Yf)
             sol = least_squares(vp.residual, c0, jac=vp.jacobian, method="lm", max_nfev=max_nfev, x_scale=1.0)
             nfev += int(sol.nfev)
             refined.append(sol.x.reshape(m, r))

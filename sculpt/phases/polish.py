@@ -33,10 +33,13 @@ STUCK_AFTER = 25
 # (16,4,2) 0.167 → 0.119 s, (32,8,2) 3.0 → 2.1 s, (8,4,1) and (8,4,3) unchanged; starting chords at a cut of
 # 1e-2 instead slowed (8,4,3) by a third (chords from a point too far out converge only linearly)
 CHORD_RATIO = 1e-2
+# A chord trial that fails at a relative MSE at or below this ends LM: float64 fits bottom out at 5e-31–1e-30
+# relative MSE here, so the full step that would follow gains a factor of 1–2 (one whole build at (16,4,2))
+ROUNDING_LEVEL = 1e-26
 # Single precision for the far steps: while the relative MSE is above F32_ABOVE, JᵀJ's three large products and its
-# Cholesky factor are float32 (2× BLAS throughput; JᵀJ agrees with float64 to 3e-7 at (16,4,2)) and Jᵀr stays
-# float64; a single-precision step that finds no descent hands the point to float64, and no chord reuses a float32
-# factor. Measured (5 seeds, best of 3, same iterations ±2): polish (16,4,2) 106 → 77 ms, (16,4,3) 241 → 176 ms,
+# Cholesky factor are float32 (2× BLAS throughput; JᵀJ agrees with float64 to 3e-7 at (16,4,2)); Jᵀr and the
+# triangular solves with it stay float64. A single-precision step that finds no real descent hands the point to
+# float64 (with the damping it came in with), and no chord reuses a float32 factor. Measured (5 seeds, best of 3, same iterations ±2): polish (16,4,2) 106 → 77 ms, (16,4,3) 241 → 176 ms,
 # heads 3 % apart at m = 4 314 → 228 ms; VP-LM on the torch row 2.9 → 1.6 s and 1.4 → 1.2 s; at 1e-7 instead the
 # (16,4,2) polish took 91 ms
 F32_ABOVE = 1e-10
@@ -118,7 +121,7 @@ def _normal_equations(
     ws: np.ndarray,
     res: np.ndarray,
     chunk: int,
-    dtype: type = np.float64,
+    dtype: type[np.floating[Any]] = np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """JᵀJ and Jᵀr of the Kaufman VP Jacobian, accumulated over chunks of examples; ``dtype`` is the precision
     of JᵀJ's three large products (Jᵀr is always float64).
@@ -191,11 +194,16 @@ def lm_vp(
             if np.isfinite(new_cost) and new_cost <= CHORD_RATIO * cost:
                 th, (P, Zi, Q, ws, res), cost = th_new, state, new_cost
                 continue
+            if cost <= ROUNDING_LEVEL:  # a full step here would only chase rounding (it gained 1–2× when tried)
+                if np.isfinite(new_cost) and new_cost < cost:
+                    th, (P, Zi, Q, ws, res), cost = th_new, state, new_cost
+                break
             factor = None  # the trial is dropped; this iteration takes a full step instead
         single = cost > F32_ABOVE and not single_failed
         S, g = _normal_equations(th, X, P, Zi, Q, ws, res, chunk, np.float32 if single else np.float64)
-        dS = np.diag(S).copy()
-        improved = False
+        # a float32 JᵀJ can round a diagonal entry of the projected matrix below zero: the scaling uses |diag|
+        dS = np.abs(np.diag(S)).astype(np.float64)
+        lam_in, improved, rel_drop = lam, False, 0.0
         for _ in range(12):
             A = S.copy()
             A[np.diag_indices_from(A)] += lam * dS + 1e-14 * dS.max()  # Marquardt scaling
@@ -204,7 +212,9 @@ def lm_vp(
             except np.linalg.LinAlgError:
                 lam *= 10.0
                 continue
-            th_new = th + cho_solve(fac, g.astype(A.dtype, copy=False)).astype(np.float64).reshape(m, d, d)
+            # the factor may be float32; the solve with Jᵀr is float64 against it
+            step = cho_solve((fac[0].astype(np.float64, copy=False), fac[1]), g)
+            th_new = th + step.reshape(m, d, d)
             state = _state(th_new, X, Yf)
             new_cost = float(np.sum(state[4] ** 2)) / yy
             if np.isfinite(new_cost) and new_cost < cost:
@@ -217,8 +227,10 @@ def lm_vp(
                 improved = True
                 break
             lam *= 8.0
-        if not improved and single:  # JᵀJ in single precision found no descent: this point gets a float64 one
-            single_failed = True
+        if single and (not improved or rel_drop < 1e-9):
+            # JᵀJ in single precision found no (or no real) descent: this point gets a float64 build, with the
+            # damping it came in with (the failed trials raised λ by up to 8¹²)
+            single_failed, lam = True, lam_in
             continue
         if not improved or rel_drop < 1e-9:  # no descent left (a noisy or non-attention fit has stalled)
             break

@@ -265,9 +265,10 @@ def test_exact_route_at_its_minimum_budget() -> None:
 
 def test_singular_sum_w_is_named_as_degenerate() -> None:
     """W_2 = −W_1 makes Σ W_i = 0. Phase 1's estimate is then noise: with condition number > max_cond phase 1
-    stops and names the degenerate instance (plant seed 0, cond ≈ 200–320, under max_cond = 100); between 100 and
-    max_cond the run fails later (too few equality rows for phase 4: found where K* is sculpted, before its LPs,
-    or their rank in phase 4) and the reason says Σ W_i may be singular (plant seed 1, default max_cond)."""
+    stops and names the degenerate instance (plant seed 0, cond ≈ 200–320, run with max_cond = 100); between 100
+    and max_cond the run fails later (too few equality rows for phase 4: found where K* is sculpted, before its
+    LPs, or their rank in phase 4) and the reason says Σ W_i may be singular (plant seed 1, default max_cond =
+    1e3; seed 0 also ends this way at the default since phase 1 takes one Gauss–Newton step)."""
     for seed, failed_phase, max_cond in ((0, ("1-sum-w",), 100.0), (1, ("2-sculpt", "3-refine", "4-span"), 1e3)):
         base = plant(6, 3, 2, seed=seed)
         ws = base.ws.copy()

@@ -146,7 +146,7 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
     assert S32.dtype == np.float32 and g32.dtype == np.float64
     assert np.linalg.norm(S32 - S64) <= 1e-5 * np.linalg.norm(S64)
     assert np.array_equal(g32, g64)
-    dtypes: list[type] = []
+    dtypes: list[np.dtype] = []
     full = polish_module._normal_equations
 
     def recorded(*args):
@@ -156,7 +156,8 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
 
     monkeypatch.setattr(polish_module, "_normal_equations", recorded)
     fits = {}
-    for threshold in (np.inf, polish_module.F32_ABOVE, 0.0):
+    default = polish_module.F32_ABOVE
+    for threshold in (np.inf, default, 0.0):
         monkeypatch.setattr(polish_module, "F32_ABOVE", threshold)
         dtypes.clear()
         fits[threshold] = lm_vp(start, X, Y)
@@ -164,6 +165,8 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
             assert set(dtypes) == {np.dtype(np.float64)}
         else:
             assert dtypes[0] == np.float32
+        if threshold == default:  # the near steps are double precision
+            assert dtypes[-1] == np.float64
     th_ref = fits[np.inf][0]
     for threshold, (th, _, cost, _) in fits.items():
         assert cost < 1e-25, (threshold, cost)
@@ -177,6 +180,8 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
     monkeypatch.setattr(polish_module, "_normal_equations", uphill_when_single)
     monkeypatch.setattr(polish_module, "F32_ABOVE", 0.0)
     dtypes.clear()
-    th, _, cost, _ = lm_vp(start, X, Y)
+    th, _, cost, it = lm_vp(start, X, Y)
     assert dtypes[0] == np.float32 and np.dtype(np.float64) in dtypes[1:]
     assert cost < 1e-25 and np.abs(th - th_ref).max() < 1e-9 * max(1.0, np.abs(th_ref).max())
+    # the hand-over keeps the damping the point came in with: one wasted build, not a dozen damped steps
+    assert it <= fits[np.inf][3] + 2, (it, fits[np.inf][3])
