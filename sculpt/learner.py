@@ -470,6 +470,8 @@ def _vp_lm_step(run: _Run, name: str, starts: int, scale: float, max_examples: i
         time=time.perf_counter() - t0,
         message=f"{fit.stop} after {len(fit.starts)} start(s)",
     )
+    if run.truth is not None and fit.model is not None:
+        rec.truth.update(_truth_summary(fit.model, run.truth))
     run.progress.end(rec)
     res = LearnResult(
         model=fit.model,
@@ -487,10 +489,10 @@ def _vp_lm_step(run: _Run, name: str, starts: int, scale: float, max_examples: i
 
 
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
-    """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else L-BFGS on
-    ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations (generic layers validate
-    there in 0.1–0.3 s); else VP-LM from ``auto.vp_lm_starts`` random starts (weak, near-identical, peaked and
-    nearly uniform heads validate there); else the sculpting route when N allows it (it recovers the layers gradient descent
+    """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else, when
+    ``auto.peer_first`` (auto: m·d² > 1,024, e.g. d = 32, where L-BFGS validates generic layers in 1–2 s and
+    VP-LM takes 5× longer), L-BFGS on ``auto.peer_examples`` examples capped at ``auto.peer_iterations``
+    iterations; else (or then) VP-LM from ``auto.vp_lm_starts`` random starts; else the sculpting route when N allows it (it recovers the layers gradient descent
     fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
     size, the first from the best model so far, within ``auto.fallback_work`` (a work budget, not seconds).
     Every step is deterministic given the seed (iteration caps and work budgets, no time budgets unless
@@ -530,7 +532,8 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
         t0 = time.perf_counter()
         done = keep(_validated(_exact_route(run), run), "exact", t0)
     else:
-        if a.peer_first:
+
+        def peer_try() -> bool:
             assert a.peer_give_up is not None  # Settings.resolve sets it (30·m when unset)
             t0 = run.progress.start("auto-peer")
             fit = grow_lbfgs(
@@ -551,14 +554,23 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
             _finish(fit, run)
             res = _fit_result(fit, run, "auto-peer", t0)
             run.progress.end(res.phases[-1])
-            done = keep(
+            return keep(
                 res,
                 f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations "
                 f"(given up after {a.peer_give_up} above {a.peer_give_up_loss:.0e})",
                 t0,
             )
-        if not done and a.vp_lm_starts > 0:
-            done = keep(*_vp_lm_step(run, "auto-vp-lm", a.vp_lm_starts, 1.0 / d, cfg.vp_lm.max_examples))
+
+        def vp_lm_try() -> bool:
+            if a.vp_lm_starts <= 0:
+                return False
+            return keep(*_vp_lm_step(run, "auto-vp-lm", a.vp_lm_starts, 1.0 / d, cfg.vp_lm.max_examples))
+
+        # the L-BFGS try only when m·d² is large (Settings.resolve: auto.peer_first), where VP-LM's normal equations
+        # cost more than L-BFGS's whole run; below, VP-LM validated first on every row measured
+        for step in (peer_try, vp_lm_try) if a.peer_first else (vp_lm_try,):
+            if not done:
+                done = step()
         need = min_examples("sculpt", d, k, m)
         if not done and N >= need:
             t0 = time.perf_counter()

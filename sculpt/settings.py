@@ -469,8 +469,12 @@ class AutoSettings(_Group):
     """``method="auto"``: exact when it applies; else a capped L-BFGS try, VP-LM from random starts, then sculpt,
     then the growing peer."""
 
-    peer_first: bool = opt(
-        True, "try L-BFGS on a small subset first (generic layers: 35–130 iterations, 0.1–0.3 s)", boolean
+    peer_first: bool | None = opt(
+        None,
+        "try L-BFGS on a small subset before VP-LM (False: no L-BFGS try; auto: only when m·d² > 1,024, where "
+        "VP-LM's m·d² × m·d² normal equations make it 5× slower than L-BFGS (d = 32, m = 2); below, VP-LM "
+        "validated every planted and torch row, at 0.2–0.9× the growing peer)",
+        optional(boolean),
     )
     peer_examples: int = opt(
         500,
@@ -599,6 +603,9 @@ class Settings(_Group):
                     "slabs": body(r.slabs, "slabs", eq, box),
                 },
                 "auto": {
+                    "peer_first": self.auto.peer_first
+                    if self.auto.peer_first is not None
+                    else m * d * d > VP_LM_FIRST_MAX_PARAMS,
                     "peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None else 50 * m,
                     "peer_give_up": self.auto.peer_give_up if self.auto.peer_give_up is not None else 30 * m,
                 },
@@ -618,6 +625,10 @@ class Settings(_Group):
                 },
             }
         )
+
+
+#: ``method="auto"`` runs VP-LM before its L-BFGS try when the m·d² head parameters are at most this many
+VP_LM_FIRST_MAX_PARAMS = 1024
 
 
 def one_head_examples(d: int, k: int) -> int:

@@ -7,6 +7,7 @@ import pytest
 from sculpt import LearnResult, MultiHeadAttention, plant, sample_inputs
 from sculpt.errors import PhaseFailed
 from sculpt.learner import learn, min_examples
+from sculpt.settings import Settings
 
 SCULPT_PHASES = ["1-sum-w", "2-sculpt", "3-refine", "4-span", "5-heads", "6-projections", "polish"]
 
@@ -71,10 +72,16 @@ def test_auto_picks_and_explains() -> None:
     assert res.converged
     model2, X2, Y2 = _data(6, 3, 2, 300, 4)
     res2 = learn(X2, Y2, 2, method="auto", seed=0)
-    # a generic layer: the capped L-BFGS try validates, and nothing else runs
-    assert res2.converged and res2.method == "gradient" and res2.info["model_from"] == "auto-peer"
-    assert [p.name for p in res2.phases] == ["auto-peer"] and "auto tried auto-peer" in res2.reason
+    # m·d² = 72 <= 1,024: VP-LM from random starts validates, and nothing else runs
+    assert res2.converged and res2.method == "vp-lm" and res2.info["model_from"] == "auto-vp-lm"
+    assert [p.name for p in res2.phases] == ["auto-vp-lm"] and "auto tried auto-vp-lm" in res2.reason
     assert res2.validation_error is not None and res2.validation_error <= 1e-12
+    # with the L-BFGS try first (auto for m·d² > 1,024, e.g. d = 32): the capped try validates a generic layer
+    res3 = learn(X2, Y2, 2, method="auto", seed=0, auto={"peer_first": True})
+    assert res3.converged and res3.method == "gradient" and res3.info["model_from"] == "auto-peer"
+    assert [p.name for p in res3.phases] == ["auto-peer"] and "auto tried auto-peer" in res3.reason
+    assert Settings().resolve(32, 8, 2, 40_000).auto.peer_first is True
+    assert Settings().resolve(16, 8, 4, 20_000).auto.peer_first is False  # m·d² = 1,024
 
 
 def _fail_phase_2(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,7 +100,7 @@ def test_auto_tries_peer_then_sculpt_then_the_growing_peer(monkeypatch: pytest.M
     model, X, Y = _data(6, 3, 2, 1100, 8)
     _fail_phase_2(monkeypatch)
     # the first try cannot validate, and no VP-LM step (tested below)
-    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "vp_lm_starts": 0})
+    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_first": True, "peer_iterations": 2, "vp_lm_starts": 0})
     names = [p.name for p in res.phases]
     assert names[:3] == ["auto-peer", "1-sum-w", "2-sculpt"] and names[-1] == "fallback-gradient"
     assert res.phase("2-sculpt").status == "failed"
@@ -105,7 +112,10 @@ def test_auto_tries_peer_then_sculpt_then_the_growing_peer(monkeypatch: pytest.M
     assert res.phase("fallback-gradient").figures["init"] == "warm, then random"
     assert res.reason.endswith(f"validation relative MSE {res.validation_error:.2e} <= tol 1e-12")
     # with the fallback off, auto reports the best it had instead
-    off = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 2, "vp_lm_starts": 0, "fallback": False})
+    off = learn(
+        X, Y, 2, method="auto", seed=0,
+        auto={"peer_first": True, "peer_iterations": 2, "vp_lm_starts": 0, "fallback": False},
+    )
     assert not off.converged and off.info["model_from"] == "auto-peer"
 
 
@@ -114,7 +124,7 @@ def test_auto_tries_vp_lm_after_the_first_try_and_before_sculpt(monkeypatch: pyt
     sculpt runs; its record lists every start and the reason names the step."""
     model, X, Y = _data(6, 3, 2, 1100, 8)
     _fail_phase_2(monkeypatch)
-    res = learn(X, Y, 2, method="auto", seed=0, truth=model, auto={"peer_iterations": 2})
+    res = learn(X, Y, 2, method="auto", seed=0, truth=model, auto={"peer_first": True, "peer_iterations": 2})
     assert [p.name for p in res.phases] == ["auto-peer", "auto-vp-lm"]
     assert res.converged and res.info["model_from"] == "auto-vp-lm" and res.method == "vp-lm"
     rec = res.phase("auto-vp-lm")
@@ -150,7 +160,7 @@ def test_auto_with_too_few_examples_for_sculpt_uses_restarts() -> None:
     """Below sculpt's minimum, auto's fallback is the growing peer with 3 starts per size (the issue's case:
     one L-BFGS start failed where three succeed)."""
     model, X, Y = _data(8, 4, 2, 24, 0)
-    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_iterations": 5, "vp_lm_starts": 0})
+    res = learn(X, Y, 2, method="auto", seed=0, auto={"peer_first": True, "peer_iterations": 5, "vp_lm_starts": 0})
     assert any(t.startswith("sculpt skipped") for t in res.info["tried"])
     assert res.phases[-1].name == "fallback-gradient"
     stages = res.phase("fallback-gradient").figures["stages"]
@@ -297,6 +307,9 @@ def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: p
 
     monkeypatch.setattr(learner_module, "relative_mse", lambda *a: float("nan"))
     monkeypatch.setattr(projections, "relative_mse", lambda *a: float("nan"))
+    import sculpt.phases.polish as polish_module  # the polish and VP-LM validate through it
+
+    monkeypatch.setattr(polish_module, "relative_mse", lambda *a: float("nan"))
     res = learn(X, layer(X), 2, method="auto", seed=0, gradient={"max_iter": 2})
     assert not res.converged and res.reason.endswith("no step produced a usable model")
 
