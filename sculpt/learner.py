@@ -490,8 +490,9 @@ def _vp_lm_step(run: _Run, name: str, starts: int, scale: float, max_examples: i
 
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else, when
-    ``auto.peer_first`` (auto: m·d² > 1,024, e.g. d = 32, where L-BFGS validates generic layers in 1–2 s and
-    VP-LM takes 5× longer), L-BFGS on ``auto.peer_examples`` examples capped at ``auto.peer_iterations``
+    ``auto.peer_first`` (auto: m·d² > 256: d >= 16, or m > 4 at d = 8, where VP-LM's normal equations and its
+    spurious fits of a first small subset cost more than L-BFGS's try; at d = 8 VP-LM first is 2–3× faster),
+    L-BFGS on ``auto.peer_examples`` examples capped at ``auto.peer_iterations``
     iterations; else (or then) VP-LM from ``auto.vp_lm_starts`` random starts; else the sculpting route when N allows it (it recovers the layers gradient descent
     fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
     size, the first from the best model so far, within ``auto.fallback_work`` (a work budget, not seconds).
@@ -566,8 +567,8 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
                 return False
             return keep(*_vp_lm_step(run, "auto-vp-lm", a.vp_lm_starts, 1.0 / d, cfg.vp_lm.max_examples))
 
-        # the L-BFGS try only when m·d² is large (Settings.resolve: auto.peer_first), where VP-LM's normal equations
-        # cost more than L-BFGS's whole run; below, VP-LM validated first on every row measured
+        # the L-BFGS try only when m·d² is large (Settings.resolve: auto.peer_first), where VP-LM costs more than
+        # L-BFGS's capped try; below, VP-LM validated first on every row measured
         for step in (peer_try, vp_lm_try) if a.peer_first else (vp_lm_try,):
             if not done:
                 done = step()

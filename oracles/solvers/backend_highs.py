@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -156,7 +157,24 @@ class HighsBackend(Backend):
         h = self.new_model(options, interior=interior, algorithm="choose" if quadratic else "ipm")
         self.pass_data(h, data)
         h.run()
+        confirm_infeasible(h)
         return self.read(h, data, quadratic=quadratic)
+
+
+def confirm_infeasible(h: Any) -> None:
+    """Re-run a model that HiGHS found infeasible with presolve off: its presolve reported a feasible
+    flux-like LP infeasible (found by hypothesis: S = [−2 … −2], bounds ±1/±1000/0, the FRT LP of
+    ``affine_hull``; solved to optimality without presolve). An empty body stays infeasible, at the price of a
+    second solve."""
+    hp = _highspy()
+    if h.getModelStatus() != hp.HighsModelStatus.kInfeasible:
+        return
+    presolve = h.getOptionValue("presolve")  # (status, value) in highspy >= 1.8, the value before
+    if (presolve[-1] if isinstance(presolve, tuple) else presolve) == "off":
+        return
+    h.setOptionValue("presolve", "off")
+    h.clearSolver()
+    h.run()
 
 
 class HighsModel:
@@ -182,6 +200,7 @@ class HighsModel:
             # bounds from 1 to 1000); the same LP from a cold start solves: drop the basis and run once more
             self.h.clearSolver()
             self.h.run()
+        confirm_infeasible(self.h)
         return self.backend.read(self.h, self.data)
 
     def add_rows(self, A, b: np.ndarray) -> None:

@@ -95,6 +95,23 @@ def test_flux_like_polytopes_match_fva_and_rank(net):
     assert np.allclose(hd.point, hull.point, atol=1e-6 * max(1.0, np.abs(ub).max()))
 
 
+def test_flux_network_that_highs_presolve_called_empty():
+    """Found by hypothesis: HiGHS's presolve reported this feasible FRT LP infeasible (EmptyBodyError from a
+    body holding v = 0); the backend confirms an infeasible status without presolve."""
+    S = np.array([[-2.0, -2.0, -2.0, -2.0, -2.0]])
+    lb = np.array([-1.0, -1000.0, -1.0, -1000.0, 0.0])
+    ub = np.array([1.0, 1000.0, 1.0, 1000.0, 0.0])
+    P = Polytope(A_eq=sp.csr_matrix(S), b_eq=np.zeros(1), lb=lb, ub=ub)
+    lo, hi = fva(S, lb, ub)
+    hull = affine_hull(P)
+    assert hull.dim == independent_dim(S, np.flatnonzero(hi - lo <= 1e-7)) == 3
+    assert np.array_equal(hull.fixed_coordinates(), [4]) and P.contains(hull.interior_point, tol=1e-8)
+    # an empty body is still empty
+    E = Polytope(A_eq=sp.csr_matrix(S), b_eq=np.ones(1), lb=np.zeros(5), ub=np.ones(5))
+    with pytest.raises(EmptyBodyError):
+        affine_hull(E)
+
+
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(2, 10), k=st.integers(0, 4), style=st.sampled_from(["pairs", "triples"]), data=st.data())
 def test_sparse_storage_gives_the_dense_answer(n, k, style, data):

@@ -72,16 +72,16 @@ def test_auto_picks_and_explains() -> None:
     assert res.converged
     model2, X2, Y2 = _data(6, 3, 2, 300, 4)
     res2 = learn(X2, Y2, 2, method="auto", seed=0)
-    # m·d² = 72 <= 1,024: VP-LM from random starts validates, and nothing else runs
+    # m·d² = 72 <= 256: VP-LM from random starts validates, and nothing else runs
     assert res2.converged and res2.method == "vp-lm" and res2.info["model_from"] == "auto-vp-lm"
     assert [p.name for p in res2.phases] == ["auto-vp-lm"] and "auto tried auto-vp-lm" in res2.reason
     assert res2.validation_error is not None and res2.validation_error <= 1e-12
-    # with the L-BFGS try first (auto for m·d² > 1,024, e.g. d = 32): the capped try validates a generic layer
+    # with the L-BFGS try first (auto for m·d² > 256, e.g. d >= 16): the capped try validates a generic layer
     res3 = learn(X2, Y2, 2, method="auto", seed=0, auto={"peer_first": True})
     assert res3.converged and res3.method == "gradient" and res3.info["model_from"] == "auto-peer"
     assert [p.name for p in res3.phases] == ["auto-peer"] and "auto tried auto-peer" in res3.reason
-    assert Settings().resolve(32, 8, 2, 40_000).auto.peer_first is True
-    assert Settings().resolve(16, 8, 4, 20_000).auto.peer_first is False  # m·d² = 1,024
+    assert Settings().resolve(16, 4, 2, 20_000).auto.peer_first is True
+    assert Settings().resolve(8, 4, 4, 20_000).auto.peer_first is False  # m·d² = 256
 
 
 def _fail_phase_2(monkeypatch: pytest.MonkeyPatch) -> None:
