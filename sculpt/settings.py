@@ -466,8 +466,8 @@ FALLBACK_WORK = 3e10
 
 @dataclass(frozen=True)
 class AutoSettings(_Group):
-    """``method="auto"``: exact when it applies; else a capped L-BFGS try, VP-LM from random starts, then sculpt,
-    then the growing peer."""
+    """``method="auto"``: exact when it applies; else VP-LM from random starts (after a capped L-BFGS try when
+    ``peer_first``: m·d² > 256 by default), then sculpt, then the growing peer."""
 
     peer_first: bool | None = opt(
         None,
