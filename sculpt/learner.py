@@ -492,9 +492,9 @@ def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else, when
     ``auto.peer_first`` (auto: m·d² > 256: d >= 16, or m > 4 at d = 8, where VP-LM's normal equations and its
     spurious fits of a first small subset cost more than L-BFGS's try; at d = 8 VP-LM first is 2–3× faster),
-    L-BFGS on ``auto.peer_examples`` examples capped at ``auto.peer_iterations``
-    iterations; else (or then) VP-LM from ``auto.vp_lm_starts`` random starts; else the sculpting route when N allows it (it recovers the layers gradient descent
-    fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
+    L-BFGS on ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations; else (or then)
+    VP-LM from ``auto.vp_lm_starts`` random starts; else the sculpting route when N allows it (it recovers the
+    layers gradient descent fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts per
     size, the first from the best model so far, within ``auto.fallback_work`` (a work budget, not seconds).
     Every step is deterministic given the seed (iteration caps and work budgets, no time budgets unless
     ``gradient.time_limit`` is set). ``reason`` lists what was tried, in order, with times."""

@@ -564,8 +564,8 @@ class Settings(_Group):
 
         Reasons (measured on planted layers, docs/method.md): phases 1–3 start on max(1500, 10d²) examples
         (max(64, ⌈2d²/(k(k−1))⌉) for one head: K* needs d² equality rows, at most k(k−1) per example;
-        max(1500, 6d²) for two) and grow only when an attempt does not validate; certification helps only for d² <= 100; m >= 3 needs 10d²
-        equality rows in K*."""
+        max(1500, 6d²) for two) and grow only when an attempt does not validate; certification helps only for
+        d² <= 100; m >= 3 needs 10d² equality rows in K*; auto tries VP-LM first when m·d² <= 256."""
         from .phases.heads import DEFAULT_GRID
         from .phases.sculpting import default_dist_min, default_rows
 

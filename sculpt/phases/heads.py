@@ -16,11 +16,10 @@ from math import comb
 from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import least_squares
 
 from ..result import PhaseRecord
-from .projections import attention, features, head_errors, least_squares_solve
+from .projections import attention, features, head_errors, least_squares_solve, normal_factor
 from .span import SpanEstimate
 
 DEFAULT_GRID = {2: 17, 3: 5}  # m = 3: 7 per axis cost 0.36 s of phase 5 against 0.25 s, same Θ error after
@@ -99,13 +98,8 @@ class _FlatVP:
             P = attention(th, self.X)  # (m, N, k, k)
             Zi = P @ self.X
             Z = np.moveaxis(Zi, 0, 2).reshape(-1, m * d)
-            G = Z.T @ Z
-            G[np.diag_indices_from(G)] += 1e-13 * max(float(np.trace(G)) / G.shape[0], 1e-300)
-            try:
-                fac: Any = cho_factor(G, check_finite=False)
-                W = cho_solve(fac, Z.T @ self.Yf, check_finite=False)
-            except np.linalg.LinAlgError:
-                fac, W = None, np.linalg.lstsq(Z, self.Yf, rcond=None)[0]
+            fac = normal_factor(Z)  # kept: the Jacobian projects its columns with it
+            W = least_squares_solve(Z, self.Yf, fac)
             self._cache = (P, Zi, Z, fac, W)
             self._res = self.Yf - Z @ W
             self._key = np.array(c, copy=True)
@@ -129,10 +123,7 @@ class _FlatVP:
             D[:, :, :, i, :] = term.transpose(0, 1, 3, 2)
         Df = D.reshape(N * k, d * m * r)
         # Kaufman: the columns' components in range(Z) are removed (W follows Θ exactly)
-        coef = (
-            cho_solve(fac, Z.T @ Df, check_finite=False) if fac is not None else np.linalg.lstsq(Z, Df, rcond=None)[0]
-        )
-        Df -= Z @ coef
+        Df -= Z @ least_squares_solve(Z, Df, fac)
         return -Df.reshape(N * k * d, m * r)
 
 
@@ -207,13 +198,15 @@ def candidate_heads(
         lm_starts = starts[:n_refine]
         if n_refine == 0:
             rec.figures["refine_skipped"] = "n_refine = 0: the grid's best subset goes to phase 6 as it is"
-        vp = _FlatVP(p, U, m, X, Yf)  # the logits' derivatives along U are shared by every start
-        for t in lm_starts:
-            c0 = pts[t].ravel()
-            sol = least_squares(vp.residual, c0, jac=vp.jacobian, method="lm", max_nfev=max_nfev, x_scale=1.0)
-            nfev += int(sol.nfev)
-            refined.append(sol.x.reshape(m, r))
-            robj.append(2.0 * float(sol.cost) / yy)
+        if lm_starts.shape[0]:
+            vp = _FlatVP(p, U, m, X, Yf)  # the logits' derivatives along U are shared by every start
+            for t in lm_starts:
+                sol = least_squares(
+                    vp.residual, pts[t].ravel(), jac=vp.jacobian, method="lm", max_nfev=max_nfev, x_scale=1.0
+                )
+                nfev += int(sol.nfev)
+                refined.append(sol.x.reshape(m, r))
+                robj.append(2.0 * float(sol.cost) / yy)
         coords = np.array(refined).reshape(-1, m, r)
         objective = np.array(robj, dtype=float)
         # keep the raw grid winners too: phase 6 validates them all

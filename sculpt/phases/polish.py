@@ -39,9 +39,9 @@ ROUNDING_LEVEL = 1e-26
 # Single precision for the far steps: while the relative MSE is above F32_ABOVE, JᵀJ's three large products and its
 # Cholesky factor are float32 (2× BLAS throughput; JᵀJ agrees with float64 to 3e-7 at (16,4,2)); Jᵀr and the
 # triangular solves with it stay float64. A single-precision step that finds no real descent hands the point to
-# float64 (with the damping it came in with), and no chord reuses a float32 factor. Measured (5 seeds, best of 3, same iterations ±2): polish (16,4,2) 106 → 77 ms, (16,4,3) 241 → 176 ms,
-# heads 3 % apart at m = 4 314 → 228 ms; VP-LM on the torch row 2.9 → 1.6 s and 1.4 → 1.2 s; at 1e-7 instead the
-# (16,4,2) polish took 91 ms
+# float64 (with the damping it came in with), and no chord reuses a float32 factor. Measured (5 seeds, best of 3,
+# same iterations ±2): polish (16,4,2) 106 → 77 ms, (16,4,3) 241 → 176 ms, heads 3 % apart at m = 4 314 → 228 ms;
+# VP-LM on the torch row 2.9 → 1.6 s and 1.4 → 1.2 s; at 1e-7 instead the (16,4,2) polish took 91 ms
 F32_ABOVE = 1e-10
 CHORD_START = 1e-6
 

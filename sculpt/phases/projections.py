@@ -27,6 +27,7 @@ __all__ = [
     "predict",
     "relative_mse",
     "least_squares_solve",
+    "normal_factor",
     "solve_projections",
     "head_errors",
     "ProjectionFit",
@@ -39,16 +40,25 @@ def predict(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
     return _forward(thetas, ws, X)
 
 
-def least_squares_solve(Z: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """argmin_W ‖Z W − B‖ via the Cholesky factor of ZᵀZ (tiny relative ridge); lstsq if that fails.
-
-    Normal equations are ample for ranking candidates and seeding the polish, and much cheaper than an SVD."""
+def normal_factor(Z: np.ndarray) -> Any:
+    """The Cholesky factor of ZᵀZ + 1e-13·(tr ZᵀZ / n)·I (scipy's ``cho_factor`` form), or None when it fails."""
     G = Z.T @ Z
     G[np.diag_indices_from(G)] += 1e-13 * max(float(np.trace(G)) / G.shape[0], 1e-300)
     try:
-        return cho_solve(cho_factor(G, check_finite=False), Z.T @ B, check_finite=False)
+        return cho_factor(G, check_finite=False)
     except np.linalg.LinAlgError:
+        return None
+
+
+def least_squares_solve(Z: np.ndarray, B: np.ndarray, factor: Any = None) -> np.ndarray:
+    """argmin_W ‖Z W − B‖ via the Cholesky factor of ZᵀZ (tiny relative ridge; ``factor`` from
+    ``normal_factor(Z)`` when the caller has it); lstsq if that fails.
+
+    Normal equations are ample for ranking candidates and seeding the polish, and much cheaper than an SVD."""
+    fac = normal_factor(Z) if factor is None else factor
+    if fac is None:
         return np.linalg.lstsq(Z, B, rcond=None)[0]
+    return cho_solve(fac, Z.T @ B, check_finite=False)
 
 
 def solve_projections(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float]:
