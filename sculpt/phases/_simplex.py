@@ -4,7 +4,8 @@ Solved through the (k+1)×(k+1) KKT system [[B Bᵀ + ρI, 1], [1ᵀ, 0]] [q; λ
 (docs/method.md#recon-prototype: without it the solve can be singular). The sign constraint q >= 0 is not imposed: a
 row whose q̂ leaves the simplex by more than a tolerance is rejected by the caller, and when q̂ >= 0 it is
 also the simplex-constrained minimiser. One solve per example serves all its k query rows (B = X ΣW is
-shared), so the cost is one batched (N, k+1, k+1) solve with k right-hand sides. ``agreement_blind_dims`` counts
+shared), so the cost is one batched solve with k right-hand sides (``affine_weights``: the Schur complement
+of the KKT system through a batched Cholesky of B Bᵀ + ρI). ``agreement_blind_dims`` counts
 the head disagreements this regression's residual cannot see.
 """
 
@@ -14,7 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SimplexFit", "simplex_lstsq", "token_gram_ok", "token_distances", "agreement_blind_dims"]
+from ..toolkit.small_spd import batched_cholesky_solve, batched_positive_definite
+
+__all__ = ["SimplexFit", "simplex_lstsq", "affine_weights", "token_gram_ok", "token_distances", "agreement_blind_dims"]
+
+
+#: largest k solved by the batched Cholesky (measured on 4,096 systems: k = 4 in 1.4 against 3.0 ms for numpy's
+#: solve, k = 8 in 8.1 against 7.9 ms)
+SMALL_K = 6
 
 
 @dataclass
@@ -29,28 +37,54 @@ class SimplexFit:
 
 def simplex_lstsq(X: np.ndarray, Y: np.ndarray, W_sum: np.ndarray, *, ridge: float = 1e-12) -> SimplexFit:
     """For every example n and row a: q̂ = argmin_{Σq = 1} ‖y_a − qᵀ X_n ΣW‖ (vectorised over n)."""
-    N, k, d = X.shape
     B = X @ W_sum  # (N, k, d): rows x_jᵀ ΣW
-    G = B @ B.transpose(0, 2, 1)  # (N, k, k)
-    scale = np.maximum(np.einsum("nii->n", G) / k, 1e-300)
-    K = np.zeros((N, k + 1, k + 1))
-    K[:, :k, :k] = G + (ridge * scale)[:, None, None] * np.eye(k)
-    K[:, :k, k] = 1.0
-    K[:, k, :k] = 1.0
-    R = np.empty((N, k + 1, k))
-    R[:, :k, :] = B @ Y.transpose(0, 2, 1)
-    R[:, k, :] = 1.0
-    S = np.linalg.solve(K, R)  # column a: (q for row a; λ)
-    q = S[:, :k, :].transpose(0, 2, 1)  # (N, a, j)
+    q = affine_weights(B, B @ Y.transpose(0, 2, 1), ridge=ridge).transpose(0, 2, 1)  # (N, a, j)
     res = np.linalg.norm(Y - q @ B, axis=-1)
     rel = res / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
     return SimplexFit(q, res, rel)
 
 
+def affine_weights(B: np.ndarray, R: np.ndarray, *, ridge: float = 1e-12) -> np.ndarray:
+    """Q (N, k, r) with column c = argmin_{1ᵀq = 1} qᵀ G̃ q − 2 qᵀ R[:, :, c], G̃ = B Bᵀ + ρ I (ρ = ``ridge``·tr/k):
+    the KKT system [[G̃, 1], [1ᵀ, 0]] [q; λ] = [R_c; 1] for every system at once, solved through the Schur
+    complement q = U − λ v, G̃ [U, v] = [R, 1], λ = (1ᵀU − 1)/(1ᵀv), with the batched Cholesky of
+    ``sculpt.toolkit.small_spd`` (k <= SMALL_K); numpy's LU of the KKT matrix for larger k and for any system
+    whose G̃ fails to factor."""
+    N, k, _ = B.shape
+    G = B @ B.transpose(0, 2, 1)  # (N, k, k)
+    scale = np.maximum(np.einsum("nii->n", G) / k, 1e-300)
+    Gr = G + (ridge * scale)[:, None, None] * np.eye(k)
+    r = R.shape[2]
+    if k <= SMALL_K:
+        rhs = np.empty((N, k, r + 1))
+        rhs[:, :, :r] = R
+        rhs[:, :, r] = 1.0
+        sol, ok = batched_cholesky_solve(Gr, rhs)
+        U, v = sol[:, :, :r], sol[:, :, r]
+        den = v.sum(1)
+        ok &= np.abs(den) > 0.0
+        lam = (U.sum(1) - 1.0) / np.where(ok, den, 1.0)[:, None]  # (N, r)
+        out = U - lam[:, None, :] * v[:, :, None]
+        bad = np.flatnonzero(~ok)
+    else:
+        out, bad = np.empty((N, k, r)), np.arange(N)
+    if bad.size:
+        K = np.zeros((bad.size, k + 1, k + 1))
+        K[:, :k, :k] = Gr[bad]
+        K[:, :k, k] = 1.0
+        K[:, k, :k] = 1.0
+        rhs = np.empty((bad.size, k + 1, r))
+        rhs[:, :k] = R[bad]
+        rhs[:, k] = 1.0
+        out[bad] = np.linalg.solve(K, rhs)[:, :k]
+    return out
+
+
 def token_gram_ok(X: np.ndarray, *, tol: float = 1e-6) -> np.ndarray:
-    """(N,) mask of examples whose k tokens are linearly independent (smallest eigenvalue of X Xᵀ/d > tol)."""
+    """(N,) mask of examples whose k tokens are linearly independent (smallest eigenvalue of X Xᵀ/d > tol,
+    tested as a Cholesky factor of X Xᵀ/d − tol·I: 6–9× faster than ``eigvalsh`` on k = 4–8)."""
     G = X @ X.transpose(0, 2, 1) / X.shape[2]
-    return np.linalg.eigvalsh(G)[:, 0] > tol
+    return batched_positive_definite(G, tol)
 
 
 def token_distances(X: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 from .._checks import check_data
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
-from ._simplex import simplex_lstsq, token_gram_ok
+from ._simplex import affine_weights, simplex_lstsq, token_gram_ok
 
 __all__ = ["estimate_sum_w", "crude_sum_w", "single_token_residuals", "agreement_refit", "DEFAULT_FRACTIONS"]
 
@@ -148,18 +148,11 @@ def agreement_refit(
         return W, info
     n_, a_ = np.divmod(rows, k)
     Xr, Yr = X[n_], Y[n_, a_]
-    eye_k = np.eye(k)
 
     def inner(W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """B = X W, the affine-simplex weights q̂ (Σq = 1) of each row, its residual and their RMS."""
         B = Xr @ W  # (R, k, d)
-        K = np.zeros((rows.size, k + 1, k + 1))
-        G = B @ B.transpose(0, 2, 1)
-        K[:, :k, :k] = G + 1e-12 * np.maximum(np.einsum("rii->r", G) / k, 1e-300)[:, None, None] * eye_k
-        K[:, :k, k] = 1.0
-        K[:, k, :k] = 1.0
-        rhs = np.concatenate([np.einsum("rjd,rd->rj", B, Yr), np.ones((rows.size, 1))], 1)
-        qq = np.linalg.solve(K, rhs[..., None])[:, :k, 0]
+        qq = affine_weights(B, np.einsum("rjd,rd->rj", B, Yr)[..., None])[..., 0]
         r = Yr - np.einsum("rj,rjd->rd", qq, B)  # (R, d)
         return B, qq, r, float(np.sqrt(np.mean(r**2)))
 

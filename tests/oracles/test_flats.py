@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import gaussian_like, orthonormal, unit_vectors, well_conditioned
 
-from oracles.flats import fit_flat, singular_gap_dimension
+from oracles.flats import FULL_EIGH_UP_TO, fit_flat, singular_gap_dimension
 
 
 def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
@@ -144,6 +144,28 @@ def test_fit_flat_gram_route_on_a_noisy_tall_system() -> None:
     assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-9
     with pytest.raises(ValueError, match="method"):
         fit_flat(A, b, method="qr")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("r", [0, 2])
+def test_fit_flat_smallest_past_the_full_eigh_size_uses_a_subset_with_the_same_flat(seed: int, r: int) -> None:
+    """Past ``FULL_EIGH_UP_TO`` unknowns ``smallest`` takes a subset eigh and σ_max by Lanczos: the same values,
+    flat and shapes as the full decomposition (below it both paths are the full eigh, tested above)."""
+    n = FULL_EIGH_UP_TO + 20
+    rng = np.random.default_rng(seed)
+    u = np.linalg.qr(rng.standard_normal((n, max(r, 1))))[0][:, :r]
+    A = rng.standard_normal((4 * n, n)) @ (np.eye(n) - u @ u.T)
+    p = rng.standard_normal(n)
+    b = A @ p + 1e-3 * rng.standard_normal(4 * n)
+    full = fit_flat(A, b, dim=r, max_dim=3, method="gram")
+    few = fit_flat(A, b, dim=r, max_dim=3, method="gram", smallest=6)
+    assert few.singular_values.shape == (7,) and few.dim == full.dim == r
+    top = full.singular_values[-1]
+    np.testing.assert_allclose(few.singular_values[:6], full.singular_values[:6], rtol=1e-6, atol=1e-7 * top)
+    assert few.singular_values[-1] == pytest.approx(top, rel=1e-8)
+    assert np.linalg.norm(few.flat.point - full.flat.point) <= 1e-8 * (1 + np.linalg.norm(full.flat.point))
+    if r:
+        assert sin_angle(few.flat.basis, full.flat.basis) < 1e-8
 
 
 @settings(max_examples=20, deadline=None)

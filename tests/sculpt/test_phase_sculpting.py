@@ -10,7 +10,7 @@ from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
 from oracles import Polytope
 from sculpt.data import plant, sample_inputs
-from sculpt.phases._simplex import simplex_lstsq, token_distances
+from sculpt.phases._simplex import SMALL_K, affine_weights, simplex_lstsq, token_distances
 from sculpt.phases.sculpting import SculptedBody, sculpt
 
 
@@ -52,6 +52,26 @@ def test_single_pattern_rows_are_recovered_exactly(k, data):
     fit = simplex_lstsq(X, Y, W)
     np.testing.assert_allclose(fit.q[ok], q[ok], atol=1e-7)
     assert np.all(fit.rel[ok] < 1e-8)
+
+
+@pytest.mark.parametrize("k", [3, SMALL_K, SMALL_K + 2])
+def test_affine_weights_solve_the_kkt_system_on_both_paths(k):
+    """The Schur-complement Cholesky path (k <= SMALL_K) and numpy's LU of the KKT matrix (larger k) give the
+    constrained minimiser: weights summing to 1 and the KKT solution's fitted rows, duplicate tokens included."""
+    rng = np.random.default_rng(k)
+    B = rng.standard_normal((40, k, 9))
+    B[:5, 1] = B[:5, 0]  # duplicate tokens: G is singular but for the ridge
+    R = B @ rng.standard_normal((40, 9, 2))
+    Q = affine_weights(B, R)
+    G = B @ B.transpose(0, 2, 1)
+    K = np.zeros((40, k + 1, k + 1))
+    K[:, :k, :k] = G + 1e-12 * (np.einsum("nii->n", G) / k)[:, None, None] * np.eye(k)
+    K[:, :k, k] = K[:, k, :k] = 1.0
+    ref = np.linalg.solve(K, np.concatenate([R, np.ones((40, 1, 2))], 1))[:, :k]
+    np.testing.assert_allclose(Q.sum(1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(Q[5:], ref[5:], atol=1e-8)
+    fitted = lambda q: np.einsum("nja,njd->nad", q, B)  # noqa: E731
+    np.testing.assert_allclose(fitted(Q), fitted(ref), atol=1e-8)
 
 
 def test_simplex_solution_agrees_with_constrained_solver_when_nonnegative():
