@@ -234,7 +234,7 @@ def _refine(state: LearnState) -> PhaseRecord:
 def _span(state: LearnState) -> PhaseRecord:
     from .phases._simplex import agreement_blind_dims
     from .phases.sculpting import scan_span_rows
-    from .phases.span import extract_span
+    from .phases.span import extract_span, principal_angle_deg
 
     if state.route == "argmax":
         return PhaseRecord(
@@ -252,14 +252,21 @@ def _span(state: LearnState) -> PhaseRecord:
     t0 = time.perf_counter()
     rec = fit(None)
     # adaptive samples for the span: while the flat is not pinned (σ_m/σ_{m+1} above scan_gap), rows from more
-    # training examples, read block by block under the final Σ̂W (docs/method.md, "Phase 4 reads more examples")
+    # training examples, read block by block under the final Σ̂W (docs/method.md, "Phase 4 reads more examples"),
+    # until the span settles (it moved less than scan_settle_deg in the last growth: the error is then about
+    # half that) or, from the second growth on, the gap stops falling (less than scan_min_gain per doubling: a
+    # bias more examples do not remove)
     rest = _examples_outside_body(state)
     budget = min(rest.size, max(0, int(scan["scan_examples"] or 0) - _n_body(state)))
     growth: list[dict[str, Any]] = []
     read = 0
     extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     rule = getattr(state.body, "span_rule", None)  # the agreement test K*'s own span rows passed
-    while state.m > 1 and state.span.gap > scan["scan_gap"] and read < budget and rule and state.sum_w is not None:
+    stop = ""
+    while state.m > 1 and read < budget and rule and state.sum_w is not None and not stop:
+        if state.span.gap <= scan["scan_gap"]:
+            stop = f"σ_m/σ_(m+1) = {state.span.gap:.3g} <= scan_gap {scan['scan_gap']:.3g}: the flat is pinned"
+            break
         was = _n_body(state) + read
         before, read = read, min(budget, max(was * int(scan["scan_growth"]) - _n_body(state), read + 1))
         idx = rest[before:read]  # only the new examples: the earlier scans' rows join the reservoir
@@ -272,7 +279,7 @@ def _span(state: LearnState) -> PhaseRecord:
             max_entries=float(scan["scan_max_entries"]),
             initial=extra,
         )
-        gap_was = float(state.span.gap)
+        gap_was, span_was = float(state.span.gap), state.span.span
         rec = fit(extra)
         growth.append(
             {
@@ -281,9 +288,23 @@ def _span(state: LearnState) -> PhaseRecord:
                 "why": f"σ_m/σ_(m+1) = {gap_was:.3g} > scan_gap {scan['scan_gap']:.3g}",
                 "sv_gap": float(state.span.gap),
                 "m_estimate": int(state.span.m_estimate),
+                "span_moved_deg": principal_angle_deg(span_was, state.span.span),
             }
         )
+        if growth[-1]["span_moved_deg"] < scan["scan_settle_deg"]:
+            stop = f"the span moved {growth[-1]['span_moved_deg']:.2g}° < scan_settle_deg {scan['scan_settle_deg']:g}°"
+        elif len(growth) > 1 and (gap_was - state.span.gap) / gap_was < scan["scan_min_gain"] * np.log2(
+            (_n_body(state) + read) / was
+        ):  # (not after the first growth: the gap of the phases' own subset is noisy)
+            stop = (
+                f"σ_m/σ_(m+1) fell {gap_was:.3g} → {state.span.gap:.3g}, less than scan_min_gain "
+                f"{scan['scan_min_gain']:g} of it per doubling of the examples: a bias more examples do not remove"
+            )
     rec.figures["examples"] = int(_n_body(state) + read)
+    if growth:
+        rec.figures["scan_stopped"] = stop or (
+            "read every training example" if read >= rest.size else f"read scan_examples = {scan['scan_examples']}"
+        )
     k, d = state.X_train.shape[1], state.X_train.shape[2]
     blind = agreement_blind_dims(state.m, k, d)
     rec.figures["agreement_blind_dims"] = blind

@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 G = TypeVar("G", bound="_Group")
+
+#: phase 4 reads at most max(this, 40d²) training examples by default (``span.scan_examples``): (16,4,3) needs
+#: 40,000–80,000 for a span within 10° (6.2–7.0° from 78,000, 14–15° from 18,000)
+SCAN_EXAMPLES_AUTO = 200_000
 Check = Callable[[str, Any], Any]
 
 
@@ -328,9 +332,20 @@ class SpanSettings(_Group):
         positive,
     )
     scan_growth: int = opt(4, "each scan reads this many times the examples read so far (>= 2)", at_least_two)
+    scan_settle_deg: float = opt(
+        8.0, "stop scanning once a growth moved the span by less than this (degrees; the error is then ~half)", positive
+    )
+    scan_min_gain: float = opt(
+        0.03,
+        "stop scanning once a growth lowered σ_m/σ_{m+1} by less than this fraction per doubling of the "
+        "examples read ((16,4,3): 9–12 %; agreement-blind (8,4,3): 0.4–7 %, its span 16–18° off from 18,000 "
+        "to 78,000 examples)",
+        nonneg,
+    )
     scan_examples: int | None = opt(
         None,
-        "most training examples phase 4 reads (auto: max(20,000, 40d²); 0: the phases' subset only)",
+        f"most training examples phase 4 reads (auto: max({SCAN_EXAMPLES_AUTO:,}, 40d²), or max(20,000, 40d²) "
+        "where the agreement test is blind, m(k−1) > d; 0: the phases' subset only)",
         optional(nonneg_int),
     )
     scan_block: int = opt(4096, "examples per block of the scan (its memory: one block plus the rows kept)", pos_int)
@@ -566,6 +581,7 @@ class Settings(_Group):
         (max(64, ⌈2d²/(k(k−1))⌉) for one head: K* needs d² equality rows, at most k(k−1) per example;
         max(1500, 6d²) for two) and grow only when an attempt does not validate; certification helps only for
         d² <= 100; m >= 3 needs 10d² equality rows in K*; auto tries VP-LM first when m·d² <= 256."""
+        from .phases._simplex import agreement_blind_dims
         from .phases.heads import DEFAULT_GRID
         from .phases.sculpting import default_dist_min, default_rows
 
@@ -617,7 +633,9 @@ class Settings(_Group):
                 "span": {
                     "scan_examples": self.span.scan_examples
                     if self.span.scan_examples is not None
-                    else max(20_000, 40 * d * d)
+                    # agreement-blind rows: more examples do not remove the span's bias (16.9° from 78,000
+                    # examples against 17.2° from 18,000 at (8,4,3))
+                    else max(20_000 if agreement_blind_dims(m, k, d) else SCAN_EXAMPLES_AUTO, 40 * d * d)
                 },
                 "polish": {
                     "first_examples": self.polish.first_examples

@@ -431,6 +431,36 @@ def test_phase_4_reads_more_examples_only_while_the_flat_is_not_pinned():
     assert "scan" not in two.phase("4-span").figures and two.phase("4-span").figures["sv_gap"] <= 0.45
 
 
+def test_phase_4_scan_stops_when_the_span_settles_or_the_gap_stops_falling() -> None:
+    """Each growth records how far the span moved; the scan stops once it moved less than scan_settle_deg
+    (one growth when that is 90°), or, from the second growth on, once σ_m/σ_{m+1} fell less than
+    scan_min_gain per doubling (two growths when that is 1); ``scan_stopped`` says which rule ended it."""
+    model = plant(8, 4, 3, seed=1)
+    X = sample_inputs(12000, 4, 8, rng=5)
+    Y = model(X)
+    settle = learn(X, Y, 3, seed=0, span={"scan_settle_deg": 90.0}).phase("4-span").figures
+    assert len(settle["scan"]) == 1 and settle["scan_stopped"].startswith("the span moved")
+    assert 0.0 <= settle["scan"][0]["span_moved_deg"] < 90.0
+    no_settle = {"scan_settle_deg": 1e-9, "scan_growth": 2}
+    gain = learn(X, Y, 3, seed=0, span={**no_settle, "scan_min_gain": 1.0}).phase("4-span").figures
+    assert len(gain["scan"]) == 2 and "per doubling" in gain["scan_stopped"]
+    full = learn(X, Y, 3, seed=0, span={**no_settle, "scan_min_gain": 0.0}).phase("4-span").figures
+    assert full["examples"] > gain["examples"] and full["scan_stopped"].startswith("read ")
+
+
+@pytest.mark.parametrize(("d", "k", "m", "blind"), [(16, 4, 3, False), (8, 4, 3, True), (32, 8, 2, False)])
+def test_phase_4_reads_more_examples_where_more_examples_help(d: int, k: int, m: int, blind: bool) -> None:
+    """Auto scan budget: max(SCAN_EXAMPLES_AUTO, 40d²), but max(20,000, 40d²) on agreement-blind rows
+    (m(k−1) > d), where the span's bias does not shrink with more examples."""
+    from sculpt.phases._simplex import agreement_blind_dims
+    from sculpt.settings import SCAN_EXAMPLES_AUTO
+
+    assert bool(agreement_blind_dims(m, k, d)) == blind
+    budget = Settings().resolve(d, k, m, 10**6).span.scan_examples
+    assert budget == max(20_000 if blind else SCAN_EXAMPLES_AUTO, 40 * d * d)
+    assert Settings().merged({"span": {"scan_examples": 7}}).resolve(d, k, m, 10**6).span.scan_examples == 7
+
+
 def test_phase_4_scans_examples_outside_the_body_in_a_random_order() -> None:
     """What phase 4 may read: the training examples phases 1–3 did not, shuffled (not the user's order), and
     never the body's own; scan_growth must be at least 2 (1 would never read more)."""
