@@ -75,6 +75,7 @@ ROWS = {r.name: r for r in [
     Row("generic-843-20k", 8, 4, 3, 20_000),
     Row("gaussian-843-20k", 8, 4, 3, 20_000, dist="gaussian"),
     Row("generic-1643-20k", 16, 4, 3, 20_000),
+    Row("generic-1643-80k", 16, 4, 3, 80_000),  # phase 4 reads what it needs for a span within 10°
     Row("generic-844-20k", 8, 4, 4, 20_000),
     Row("weak-head", 8, 4, 2, 5_000, plant={"weak_head": 0.01}),
     Row("near-identical-m2", 8, 4, 2, 5_000, plant={"separation": 0.03}),
