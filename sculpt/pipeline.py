@@ -253,8 +253,8 @@ def _span(state: LearnState) -> PhaseRecord:
     rec = fit(None)
     # adaptive samples for the span: while the flat is not pinned (σ_m/σ_{m+1} above scan_gap), rows from more
     # training examples, read block by block under the final Σ̂W (docs/method.md, "Phase 4 reads more examples"),
-    # until the span settles (it moved less than scan_settle_deg in the last growth: the error is then about
-    # half that) or, from the second growth on, the gap stops falling (less than scan_min_gain per doubling: a
+    # until the span settles (it moved less than scan_settle_deg in the last growth: with ×4 growth the error
+    # is then about half that) or, from the second growth on, the gap stops falling (less than scan_min_gain per doubling: a
     # bias more examples do not remove)
     rest = _examples_outside_body(state)
     budget = min(rest.size, max(0, int(scan["scan_examples"] or 0) - _n_body(state)))
@@ -264,7 +264,7 @@ def _span(state: LearnState) -> PhaseRecord:
     rule = getattr(state.body, "span_rule", None)  # the agreement test K*'s own span rows passed
     stop = ""
     while state.m > 1 and read < budget and rule and state.sum_w is not None and not stop:
-        if state.span.gap <= scan["scan_gap"]:
+        if not state.span.gap > scan["scan_gap"]:  # (a NaN gap stops the scan too)
             stop = f"σ_m/σ_(m+1) = {state.span.gap:.3g} <= scan_gap {scan['scan_gap']:.3g}: the flat is pinned"
             break
         was = _n_body(state) + read
@@ -291,10 +291,12 @@ def _span(state: LearnState) -> PhaseRecord:
                 "span_moved_deg": principal_angle_deg(span_was, state.span.span),
             }
         )
-        if growth[-1]["span_moved_deg"] < scan["scan_settle_deg"]:
+        if scan["scan_settle_deg"] > 0 and growth[-1]["span_moved_deg"] < scan["scan_settle_deg"]:
             stop = f"the span moved {growth[-1]['span_moved_deg']:.2g}° < scan_settle_deg {scan['scan_settle_deg']:g}°"
-        elif len(growth) > 1 and (gap_was - state.span.gap) / gap_was < scan["scan_min_gain"] * np.log2(
-            (_n_body(state) + read) / was
+        elif (
+            scan["scan_min_gain"] > 0
+            and len(growth) > 1
+            and (gap_was - state.span.gap) / gap_was < scan["scan_min_gain"] * np.log2((_n_body(state) + read) / was)
         ):  # (not after the first growth: the gap of the phases' own subset is noisy)
             stop = (
                 f"σ_m/σ_(m+1) fell {gap_was:.3g} → {state.span.gap:.3g}, less than scan_min_gain "

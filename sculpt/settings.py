@@ -38,8 +38,9 @@ __all__ = [
 
 G = TypeVar("G", bound="_Group")
 
-#: phase 4 reads at most max(this, 40d²) training examples by default (``span.scan_examples``): (16,4,3) needs
-#: 40,000–80,000 for a span within 10° (6.2–7.0° from 78,000, 14–15° from 18,000)
+#: phase 4 reads at most max(this, 40d²) training examples by default (``span.scan_examples``), except where the
+#: agreement test is blind (m(k−1) > d: max(20,000, 40d²)): (16,4,3) needs 40,000–80,000 for a span within 10°
+#: (6.2–7.0° from 78,000, 14–15° from 18,000)
 SCAN_EXAMPLES_AUTO = 200_000
 Check = Callable[[str, Any], Any]
 
@@ -333,13 +334,16 @@ class SpanSettings(_Group):
     )
     scan_growth: int = opt(4, "each scan reads this many times the examples read so far (>= 2)", at_least_two)
     scan_settle_deg: float = opt(
-        8.0, "stop scanning once a growth moved the span by less than this (degrees; the error is then ~half)", positive
+        8.0,
+        "stop scanning once a growth moved the span by less than this (degrees; with ×4 growth the error is then "
+        "about half of it; 0: off)",
+        nonneg,
     )
     scan_min_gain: float = opt(
         0.03,
         "stop scanning once a growth lowered σ_m/σ_{m+1} by less than this fraction per doubling of the "
         "examples read ((16,4,3): 9–12 %; agreement-blind (8,4,3): 0.4–7 %, its span 16–18° off from 18,000 "
-        "to 78,000 examples)",
+        "to 78,000 examples; 0: off)",
         nonneg,
     )
     scan_examples: int | None = opt(

@@ -23,6 +23,8 @@ __all__ = ["SimplexFit", "simplex_lstsq", "affine_weights", "token_gram_ok", "to
 #: largest k solved by the batched Cholesky (measured on 4,096 systems: k = 4 in 1.4 against 3.0 ms for numpy's
 #: solve, k = 8 in 8.1 against 7.9 ms)
 SMALL_K = 6
+#: min L_jj² / max L_jj² of G̃'s Cholesky factor below which ``affine_weights`` solves by LU instead
+AFFINE_RCOND = 1e-10
 
 
 @dataclass
@@ -59,12 +61,16 @@ def affine_weights(B: np.ndarray, R: np.ndarray, *, ridge: float = 1e-12) -> np.
         rhs = np.empty((N, k, r + 1))
         rhs[:, :, :r] = R
         rhs[:, :, r] = 1.0
-        sol, ok = batched_cholesky_solve(Gr, rhs)
+        # systems whose pivots spread by more than AFFINE_RCOND (nearly dependent tokens, where the Schur
+        # complement loses digits that the KKT matrix's LU keeps) go to the LU below
+        sol, ok = batched_cholesky_solve(Gr, rhs, rcond=AFFINE_RCOND)
         U, v = sol[:, :, :r], sol[:, :, r]
         den = v.sum(1)
-        ok &= np.abs(den) > 0.0
-        lam = (U.sum(1) - 1.0) / np.where(ok, den, 1.0)[:, None]  # (N, r)
-        out = U - lam[:, None, :] * v[:, :, None]
+        ok &= np.isfinite(den) & (np.abs(den) > 0.0)
+        with np.errstate(all="ignore"):
+            lam = (U.sum(1) - 1.0) / np.where(ok, den, 1.0)[:, None]  # (N, r)
+            out = U - lam[:, None, :] * v[:, :, None]
+        ok &= np.isfinite(out).all((1, 2))
         bad = np.flatnonzero(~ok)
     else:
         out, bad = np.empty((N, k, r)), np.arange(N)

@@ -44,6 +44,8 @@ ROUNDING_LEVEL = 1e-26
 # VP-LM on the torch row 2.9 → 1.6 s and 1.4 → 1.2 s; at 1e-7 instead the (16,4,2) polish took 91 ms
 F32_ABOVE = 1e-10
 CHORD_START = 1e-6
+# validation examples the start is screened on before the full validation error is computed
+SCREEN_EXAMPLES = 128
 
 
 @dataclass
@@ -239,6 +241,18 @@ def lm_vp(
     return th, ws, cost, it
 
 
+def _validates_at_start(th: np.ndarray, ws: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray, tol: float) -> float:
+    """The validation relative MSE of (th, ws), or inf when a prefix of the validation set already rules out
+    ≤ ``tol``: the prefix's squared error over ‖Y_val‖² bounds the full relative MSE from below, so the full
+    forward pass runs only for a start that might validate (2–3 ms of a 0.2 s run at (16,4,2))."""
+    pre = min(X_val.shape[0], SCREEN_EXAMPLES)
+    yy = float(np.sum(Y_val * Y_val))
+    y_pre = float(np.sum(Y_val[:pre] * Y_val[:pre]))
+    if pre < X_val.shape[0] and relative_mse(th, ws, X_val[:pre], Y_val[:pre]) * y_pre > tol * yy:
+        return float("inf")
+    return relative_mse(th, ws, X_val, Y_val)
+
+
 def polish(
     thetas: np.ndarray,
     X: np.ndarray,
@@ -279,7 +293,7 @@ def polish(
     # a start that already validates needs no LM: the argmax route's heads arrive at validation relative MSE
     # 1e-17-ish, and LM on peaked data then cost 61 s (d = 16, 64 → 4,096 examples) or 349 s (1,024 at once)
     ws0 = solve_projections(th, X[perm[:n_use]], Y[perm[:n_use]])[0]
-    verr0 = relative_mse(th, ws0, X_val, Y_val)
+    verr0 = _validates_at_start(th, ws0, X_val, Y_val, tol)
     if verr0 <= tol:
         stages.append(
             {

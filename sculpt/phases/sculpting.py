@@ -64,7 +64,7 @@ class SculptedBody:
     span_rule: dict[str, float] | None = None
 
     _slab_rank: int | None = field(default=None, repr=False, compare=False)
-    _polytope: Polytope | None = field(default=None, repr=False, compare=False)
+    _polytope: Polytope | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def polytope(self) -> Polytope:
@@ -367,6 +367,12 @@ def sculpt(
             eta_by = "LP"
     lp_time = time.perf_counter() - lp_time
     eta = 2.0 * eta_star + eta0
+    # the polytope is assembled on first read (SculptedBody.polytope): its rows are checked here instead
+    for name, v in (("half-space offsets", b), ("log-ratios", g_), ("slab widths", eta_s)):
+        if not np.all(np.isfinite(v)):
+            raise FloatingPointError(f"K*'s {name} are not all finite (eta* = {eta_star!r})")
+    if not np.isfinite(eta) or (eta_s.size and float(np.min(eta_s)) + eta < 0.0):
+        raise FloatingPointError(f"K*'s slack eta = {eta!r} (slab widths from {float(np.min(eta_s, initial=0.0))!r})")
     body = SculptedBody(
         F_,
         g_,

@@ -100,7 +100,7 @@ def extract_span(
     use_span_rows = getattr(body, "span_F", None) is not None and np.shape(body.span_F)[0] > 0
     F = np.asarray(body.span_F if use_span_rows else body.F, dtype=float)
     g = np.asarray(body.span_g if use_span_rows else body.g, dtype=float).reshape(-1)
-    n = body.polytope.dim if getattr(body, "polytope", None) is not None else F.shape[1]
+    n = F.shape[1]
     wsrc = body.span_weights if use_span_rows else getattr(body, "weights", None)
     w = np.asarray(wsrc, dtype=float).reshape(-1) if wsrc is not None and np.size(wsrc) else np.ones(g.shape[0])
     n_extra = 0
@@ -175,7 +175,8 @@ def extract_span(
     # (ii) Optional full-body LP widths along the flat's directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
     # 2 LPs per direction over all of K* (3.5–5.8 s for 4 LPs at 5.6k rows, d = 8), so off by default.
     widths: dict[str, Any] = {"in_flat": [], "along": [], "normal": []}
-    poly = getattr(body, "polytope", None)
+    # the polytope only for the LPs and the truth figures (a SculptedBody builds it on first read)
+    poly = getattr(body, "polytope", None) if (in_flat_extent or width_probes > 0 or truth is not None) else None
     if in_flat_extent and poly is not None and flat.dim > 0:
         A_loc = poly.A @ flat.basis
         b_loc = poly.b - poly.A @ flat.point

@@ -18,43 +18,63 @@ import numpy as np
 __all__ = ["batched_cholesky", "batched_cholesky_solve", "batched_positive_definite"]
 
 
-def batched_cholesky(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _stack(A: np.ndarray) -> np.ndarray:
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 3 or A.shape[1] != A.shape[2]:
+        raise ValueError(f"A must be a stack of square matrices (N, n, n), got shape {A.shape}")
+    return A
+
+
+def batched_cholesky(A: np.ndarray, *, rcond: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Lower Cholesky factors of the stack A (N, n, n) (only its lower triangle is read), in the layout
-    (n, n, N), and ok (N,): whether every pivot was positive and finite. A = L Lᵀ where ok."""
+    (n, n, N), and ok (N,): whether every pivot was positive and finite and min L_jj² >= ``rcond``·max L_jj²
+    (a cheap conditioning test). A = L Lᵀ where ok."""
+    A = _stack(A)
     N, n, _ = A.shape
     a = np.ascontiguousarray(np.moveaxis(A, 0, -1))  # (n, n, N)
     L = np.zeros_like(a)
     ok = np.ones(N, dtype=bool)
-    for j in range(n):
-        piv = a[j, j] - np.einsum("ln,ln->n", L[j, :j], L[j, :j]) if j else a[j, j].copy()
-        ok &= piv > 0.0
-        dj = np.sqrt(np.where(piv > 0.0, piv, 1.0))
-        L[j, j] = dj
-        if j + 1 < n:
-            off = a[j + 1 :, j] - (np.einsum("iln,ln->in", L[j + 1 :, :j], L[j, :j]) if j else 0.0)
-            L[j + 1 :, j] = off / dj
-    return L, ok & np.isfinite(L[np.arange(n), np.arange(n)]).all(0)
+    with np.errstate(all="ignore"):  # a failed system is reported through ok
+        for j in range(n):
+            piv = a[j, j] - np.einsum("ln,ln->n", L[j, :j], L[j, :j]) if j else a[j, j].copy()
+            ok &= piv > 0.0
+            dj = np.sqrt(np.where(piv > 0.0, piv, 1.0))
+            L[j, j] = dj
+            if j + 1 < n:
+                off = a[j + 1 :, j] - (np.einsum("iln,ln->in", L[j + 1 :, :j], L[j, :j]) if j else 0.0)
+                L[j + 1 :, j] = off / dj
+        diag = L[np.arange(n), np.arange(n)]  # (n, N)
+        ok &= np.isfinite(L).all((0, 1))
+        if rcond > 0.0 and n:
+            ok &= diag.min(0) ** 2 >= rcond * diag.max(0) ** 2
+    return L, ok
 
 
-def batched_cholesky_solve(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """X (N, n, r) with A[t] X[t] = B[t] for the SPD stack A (N, n, n), and ok (N,) as in ``batched_cholesky``
-    (X is meaningless where ok is False)."""
-    L, ok = batched_cholesky(A)
+def batched_cholesky_solve(A: np.ndarray, B: np.ndarray, *, rcond: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """X (N, n, r) with A[t] X[t] = B[t] for the SPD stack A (N, n, n), and ok (N,) as in ``batched_cholesky``,
+    also False where X is not finite (X is meaningless where ok is False)."""
+    A = _stack(A)
+    B = np.asarray(B, dtype=np.float64)
+    if B.ndim != 3 or B.shape[:2] != A.shape[:2]:
+        raise ValueError(f"B must have shape (N, n, r) = ({A.shape[0]}, {A.shape[1]}, r), got {B.shape}")
+    L, ok = batched_cholesky(A, rcond=rcond)
     n = L.shape[0]
     b = np.ascontiguousarray(np.moveaxis(B, 0, -1))  # (n, r, N)
     z = np.empty_like(b)
-    for j in range(n):  # L z = b
-        s = b[j] - np.einsum("ln,lrn->rn", L[j, :j], z[:j]) if j else b[j]
-        z[j] = s / L[j, j]
     x = np.empty_like(b)
-    for j in range(n - 1, -1, -1):  # Lᵀ x = z
-        s = z[j] - np.einsum("ln,lrn->rn", L[j + 1 :, j], x[j + 1 :]) if j + 1 < n else z[j]
-        x[j] = s / L[j, j]
+    with np.errstate(all="ignore"):
+        for j in range(n):  # L z = b
+            s = b[j] - np.einsum("ln,lrn->rn", L[j, :j], z[:j]) if j else b[j]
+            z[j] = s / L[j, j]
+        for j in range(n - 1, -1, -1):  # Lᵀ x = z
+            s = z[j] - np.einsum("ln,lrn->rn", L[j + 1 :, j], x[j + 1 :]) if j + 1 < n else z[j]
+            x[j] = s / L[j, j]
+        ok &= np.isfinite(x).all((0, 1))
     return np.moveaxis(x, -1, 0), ok
 
 
 def batched_positive_definite(A: np.ndarray, shift: float = 0.0) -> np.ndarray:
     """(N,) mask: the smallest eigenvalue of each symmetric A[t] exceeds ``shift`` (A − shift·I has a
     Cholesky factor); the same test as ``eigvalsh(A)[:, 0] > shift`` up to rounding at the boundary."""
-    n = A.shape[1]
-    return batched_cholesky(A - shift * np.eye(n))[1]
+    A = _stack(A)
+    return batched_cholesky(A - shift * np.eye(A.shape[1]))[1]

@@ -441,7 +441,7 @@ def test_phase_4_scan_stops_when_the_span_settles_or_the_gap_stops_falling() -> 
     settle = learn(X, Y, 3, seed=0, span={"scan_settle_deg": 90.0}).phase("4-span").figures
     assert len(settle["scan"]) == 1 and settle["scan_stopped"].startswith("the span moved")
     assert 0.0 <= settle["scan"][0]["span_moved_deg"] < 90.0
-    no_settle = {"scan_settle_deg": 1e-9, "scan_growth": 2}
+    no_settle = {"scan_settle_deg": 0.0, "scan_growth": 2}
     gain = learn(X, Y, 3, seed=0, span={**no_settle, "scan_min_gain": 1.0}).phase("4-span").figures
     assert len(gain["scan"]) == 2 and "per doubling" in gain["scan_stopped"]
     full = learn(X, Y, 3, seed=0, span={**no_settle, "scan_min_gain": 0.0}).phase("4-span").figures

@@ -185,3 +185,25 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
     assert cost < 1e-25 and np.abs(th - th_ref).max() < 1e-9 * max(1.0, np.abs(th_ref).max())
     # the hand-over keeps the damping the point came in with: one wasted build, not a dozen damped steps
     assert it <= fits[np.inf][3] + 2, (it, fits[np.inf][3])
+
+
+@settings(max_examples=25, deadline=None)
+@given(scale=st.sampled_from([0.0, 1e-9, 1e-6, 1e-3, 1.0]), tol=st.sampled_from([1e-12, 1e-6, 1e-2]), seed=st.integers(0, 50))
+def test_the_start_screen_returns_the_validation_error_or_rules_it_out_correctly(scale, tol, seed):
+    """``_validates_at_start`` gives the full validation relative MSE, or inf only when that error is above tol
+    (a prefix's squared error over ‖Y_val‖² bounds it from below)."""
+    from sculpt.phases.polish import SCREEN_EXAMPLES, _validates_at_start
+    from sculpt.toolkit import layer_relative_mse
+
+    model = plant(6, 3, 2, seed=seed)
+    X = sample_inputs(SCREEN_EXAMPLES + 300, 3, 6, rng=seed)
+    Y = model(X)
+    th = model.thetas + scale * np.random.default_rng(seed).standard_normal(model.thetas.shape)
+    full = layer_relative_mse(th, model.ws, X, Y)
+    got = _validates_at_start(th, model.ws, X, Y, tol)
+    if np.isinf(got):
+        assert full > tol
+    else:
+        assert got == full
+    if full <= tol:
+        assert got == full

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import minimize
+from scipy.optimize import linprog, minimize
 from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
 from oracles import Polytope
@@ -70,6 +70,8 @@ def test_affine_weights_solve_the_kkt_system_on_both_paths(k):
     ref = np.linalg.solve(K, np.concatenate([R, np.ones((40, 1, 2))], 1))[:, :k]
     np.testing.assert_allclose(Q.sum(1), 1.0, atol=1e-9)
     np.testing.assert_allclose(Q[5:], ref[5:], atol=1e-8)
+    # the duplicate-token systems (pivots 1e12 apart) are solved by the same LU as the reference
+    np.testing.assert_allclose(Q[:5], ref[:5], rtol=1e-12, atol=1e-12)
     fitted = lambda q: np.einsum("nja,njd->nad", q, B)  # noqa: E731
     np.testing.assert_allclose(fitted(Q), fitted(ref), atol=1e-8)
 
@@ -137,6 +139,31 @@ def test_slab_body_fills_equalities_consistent_with_heads(planted):
     assert rec.truth["span_angle_deg"] < 10.0
     # the slabs are in the polytope: the weighted least-squares point of F θ ≈ g lies in it (up to the box)
     assert body.polytope.n_constraints == rec.figures["n_constraints"]
+
+
+def test_slab_body_polytope_is_built_on_first_read_from_its_stated_rows(planted):
+    """``SculptedBody.polytope`` is assembled when first read, once, and is exactly {A θ <= b} ∩ {|F θ − g| <=
+    slab_widths} ∩ {|θ_p| <= box}: membership of random points agrees with those rows evaluated directly."""
+    model, X, Y = planted
+    body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs")
+    assert body._polytope is None and body.n_constraints == rec.figures["n_constraints"]
+    poly = body.polytope
+    assert body.polytope is poly and poly.n_constraints == body.n_constraints and poly.dim == body.dim == 36
+    A, b = body.halfspaces
+    rng = np.random.default_rng(0)
+    # a point of the stated rows (an LP over them, not over the polytope), and points around it
+    rows = np.vstack([A, body.F, -body.F])
+    rhs = np.concatenate([b, body.g + body.slab_widths, body.slab_widths - body.g])
+    lp = linprog(np.zeros(36), A_ub=rows, b_ub=rhs, bounds=[(-body.box, body.box)] * 36, method="highs")
+    assert lp.status == 0
+    pts = lp.x + rng.standard_normal((400, 36)) * rng.choice([0.0, 1e-3, 1e-2, 0.1], (400, 1))
+    inside = (
+        np.all(pts @ A.T <= b + 1e-9, axis=1)
+        & np.all(np.abs(pts @ body.F.T - body.g) <= body.slab_widths + 1e-9, axis=1)
+        & np.all(np.abs(pts) <= body.box + 1e-9, axis=1)
+    )
+    assert 0 < inside.sum() < len(pts)  # points on both sides
+    assert [poly.contains(x) for x in pts] == inside.tolist()
 
 
 def test_slab_body_with_too_few_equalities_for_phase_4_stops_before_its_lps(planted, monkeypatch):

@@ -336,3 +336,24 @@ def test_batched_positive_definite_is_the_smallest_eigenvalue_test(n: int, shift
     ev = np.linalg.eigvalsh(A)[:, 0]
     clear = np.abs(ev - shift) > 1e-9
     assert np.array_equal(batched_positive_definite(A, shift)[clear], (ev > shift)[clear])
+
+
+def test_batched_cholesky_reports_late_failures_reads_the_lower_triangle_and_checks_shapes() -> None:
+    from sculpt.toolkit.small_spd import batched_cholesky, batched_cholesky_solve, batched_positive_definite
+
+    A = np.array([[[1.0, 2.0], [2.0, 1.0]], [[4.0, 99.0], [2.0, 3.0]], [[1.0, 0.0], [0.0, np.nan]]])
+    L, ok = batched_cholesky(A)  # indefinite at the second pivot; upper triangle ignored; NaN
+    assert ok.tolist() == [False, True, False]
+    np.testing.assert_allclose(L[:, :, 1], [[2.0, 0.0], [1.0, np.sqrt(2.0)]])
+    X, ok = batched_cholesky_solve(A, np.ones((3, 2, 1)))
+    assert ok.tolist() == [False, True, False]
+    np.testing.assert_allclose(X[1, :, 0], np.linalg.solve([[4.0, 2.0], [2.0, 3.0]], [1.0, 1.0]))
+    # a spread of pivots beyond rcond fails the conditioning test
+    assert batched_cholesky(np.diag([1.0, 1e-12])[None], rcond=1e-10)[1].tolist() == [False]
+    assert batched_cholesky(np.diag([1.0, 1e-12])[None])[1].tolist() == [True]
+    assert batched_cholesky_solve(np.zeros((0, 3, 3)), np.zeros((0, 3, 2)))[0].shape == (0, 3, 2)
+    assert batched_positive_definite(np.eye(3, dtype=int)[None] * 2, 1.0).tolist() == [True]
+    with pytest.raises(ValueError, match="square"):
+        batched_cholesky(np.zeros((2, 3, 2)))
+    with pytest.raises(ValueError, match="B must have shape"):
+        batched_cholesky_solve(np.eye(2)[None], np.ones((4, 2, 1)))
