@@ -82,6 +82,10 @@ def test_auto_picks_and_explains() -> None:
     assert [p.name for p in res3.phases] == ["auto-peer"] and "auto tried auto-peer" in res3.reason
     assert Settings().resolve(16, 4, 2, 20_000).auto.peer_first is True
     assert Settings().resolve(8, 4, 4, 20_000).auto.peer_first is False  # m·d² = 256
+    assert Settings().resolve(16, 4, 3, 20_000).auto.peer_first is False  # m >= 3, m·d² = 768 <= 1,024
+    assert Settings().resolve(16, 8, 4, 20_000).auto.peer_first is False  # 1,024
+    assert Settings().resolve(32, 8, 2, 20_000).auto.peer_first is True
+    assert Settings().resolve(32, 8, 3, 20_000).auto.peer_first is True  # 3,072
 
 
 def _fail_phase_2(monkeypatch: pytest.MonkeyPatch) -> None:
