@@ -146,6 +146,19 @@ def test_fit_flat_gram_route_on_a_noisy_tall_system() -> None:
         fit_flat(A, b, method="qr")
 
 
+def _assert_few_eigenpairs_match_full(A: np.ndarray, b: np.ndarray, r: int) -> None:
+    """``smallest=6``: 7 values (6 smallest, σ_max), the same values, point and directions as the full gram fit."""
+    full = fit_flat(A, b, dim=r, max_dim=3, method="gram")
+    few = fit_flat(A, b, dim=r, max_dim=3, method="gram", smallest=6)
+    assert few.singular_values.shape == (7,) and few.dim == full.dim == r
+    top = full.singular_values[-1]
+    np.testing.assert_allclose(few.singular_values[:6], full.singular_values[:6], rtol=1e-6, atol=1e-7 * top)
+    assert few.singular_values[-1] == pytest.approx(top, rel=1e-8)
+    assert np.linalg.norm(few.flat.point - full.flat.point) <= 1e-8 * (1 + np.linalg.norm(full.flat.point))
+    if r:
+        assert sin_angle(few.flat.basis, full.flat.basis) < 1e-8
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("r", [0, 2])
 def test_fit_flat_smallest_past_the_full_eigh_size_uses_a_subset_with_the_same_flat(seed: int, r: int) -> None:
@@ -157,15 +170,7 @@ def test_fit_flat_smallest_past_the_full_eigh_size_uses_a_subset_with_the_same_f
     A = rng.standard_normal((4 * n, n)) @ (np.eye(n) - u @ u.T)
     p = rng.standard_normal(n)
     b = A @ p + 1e-3 * rng.standard_normal(4 * n)
-    full = fit_flat(A, b, dim=r, max_dim=3, method="gram")
-    few = fit_flat(A, b, dim=r, max_dim=3, method="gram", smallest=6)
-    assert few.singular_values.shape == (7,) and few.dim == full.dim == r
-    top = full.singular_values[-1]
-    np.testing.assert_allclose(few.singular_values[:6], full.singular_values[:6], rtol=1e-6, atol=1e-7 * top)
-    assert few.singular_values[-1] == pytest.approx(top, rel=1e-8)
-    assert np.linalg.norm(few.flat.point - full.flat.point) <= 1e-8 * (1 + np.linalg.norm(full.flat.point))
-    if r:
-        assert sin_angle(few.flat.basis, full.flat.basis) < 1e-8
+    _assert_few_eigenpairs_match_full(A, b, r)
 
 
 @settings(max_examples=20, deadline=None)
@@ -178,16 +183,8 @@ def test_fit_flat_smallest_computes_the_same_flat_from_a_few_eigenpairs(noise: f
     u = data.draw(orthonormal(n, r), label="u")
     A = data.draw(well_conditioned(80, n), label="A") @ (np.eye(n) - u @ u.T)
     b = A @ p + noise * data.draw(gaussian_like(80), label="noise")
-    full = fit_flat(A, b, dim=r, max_dim=3, method="gram")
-    few = fit_flat(A, b, dim=r, max_dim=3, method="gram", smallest=6)
-    assert few.singular_values.shape == (7,) and few.dim == full.dim == r
-    top = full.singular_values[-1]
-    np.testing.assert_allclose(few.singular_values[:6], full.singular_values[:6], rtol=1e-6, atol=1e-7 * top)
-    assert few.singular_values[-1] == pytest.approx(top, rel=1e-8)
-    assert np.linalg.norm(few.flat.point - full.flat.point) <= 1e-8 * (1 + np.linalg.norm(full.flat.point))
-    if r:
-        assert sin_angle(few.flat.basis, full.flat.basis) < 1e-8
-    else:
+    _assert_few_eigenpairs_match_full(A, b, r)
+    if not r:
         assert fit_flat(A, b, max_dim=3, smallest=6).dim_estimate == fit_flat(A, b, max_dim=3).dim_estimate
     with pytest.raises(ValueError, match="smallest"):
         fit_flat(A, b, max_dim=3, smallest=5)
