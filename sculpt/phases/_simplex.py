@@ -51,7 +51,7 @@ def affine_weights(B: np.ndarray, R: np.ndarray, *, ridge: float = 1e-12) -> np.
     the KKT system [[G̃, 1], [1ᵀ, 0]] [q; λ] = [R_c; 1] for every system at once, solved through the Schur
     complement q = U − λ v, G̃ [U, v] = [R, 1], λ = (1ᵀU − 1)/(1ᵀv), with the batched Cholesky of
     ``sculpt.toolkit.small_spd`` (k <= SMALL_K); numpy's LU of the KKT matrix for larger k and for any system
-    whose G̃ fails to factor."""
+    whose G̃ fails to factor, has pivots more than 1/AFFINE_RCOND apart, or gives a non-finite result."""
     N, k, _ = B.shape
     G = B @ B.transpose(0, 2, 1)  # (N, k, k)
     scale = np.maximum(np.einsum("nii->n", G) / k, 1e-300)
