@@ -125,7 +125,10 @@ class _Localisation:
         if z < self.empty_slack:
             self.ambiguous = z >= self.empty_slack - margin
             return None
-        return xz
+        # past radii of ~1e20 the LP's point can round onto a box side (seen: x = hi = 7.1e20), where the
+        # barrier is infinite: keep it inside by _interior's margin
+        eps = 1e-9 * (self.hi - self.lo)
+        return np.clip(xz, self.lo + eps, self.hi - eps)
 
     def _ray_point(self, x: np.ndarray, u: np.ndarray, i: int, others: np.ndarray) -> np.ndarray | None:
         """x + t u with t midway between entering row i's half-space and leaving the others (or None)."""

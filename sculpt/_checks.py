@@ -204,8 +204,9 @@ def read_npz(
         raise ValueError(f"{path!r} is a single .npy array, expected an .npz archive of arrays {', '.join(names)}")
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{path!r} is not an npz archive ({exc})") from None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
+        # (a flipped byte in the zip directory can claim an unsupported zip version: NotImplementedError)
+        raise ValueError(f"{path!r} is not an npz archive ({type(exc).__name__}: {exc})") from None
     out: dict[str, np.ndarray] = {}
     with zf:
         try:

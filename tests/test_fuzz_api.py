@@ -630,6 +630,19 @@ def test_hostile_model_files_are_value_errors(tmp_path_factory, kind, members, w
         assert np.all(np.isfinite(model.thetas)) and model.thetas.shape == model.ws.shape
 
 
+def test_a_model_file_claiming_an_unsupported_zip_version_is_a_value_error(tmp_path) -> None:
+    """A flipped byte in the zip directory's "version needed" field makes ``zipfile`` raise NotImplementedError
+    while opening the archive (found by the fuzz test above): it is a ValueError naming the file."""
+    good = bytearray(_good_bytes(tmp_path))
+    at = good.find(b"PK\x01\x02")  # the first central-directory entry; "version needed" at offset 6
+    assert at >= 0
+    good[at + 6] = 64
+    path = tmp_path / "version.npz"
+    path.write_bytes(bytes(good))
+    with pytest.raises(ValueError, match="not an npz archive"):
+        MultiHeadAttention.load(path)
+
+
 # --------------------------------------------------------------------------------------------------- docs
 def test_docs_errors_lists_every_public_name_and_its_examples_run(capsys) -> None:
     """docs/errors.md names every public name of both packages, and its code blocks run as printed."""
