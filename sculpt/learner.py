@@ -490,8 +490,8 @@ def _vp_lm_step(run: _Run, name: str, starts: int, scale: float, max_examples: i
 
 def _auto_route(run: _Run, N: int, k: int, d: int) -> LearnResult:
     """``method="auto"``. Order, measured (docs/method.md): the exact route when m = 1 and k < d; else, when
-    ``auto.peer_first`` (auto: m·d² > 256, or > 1,024 with m >= 3: d >= 16 with two heads, d = 32, or m > 4 at
-    d = 8, where VP-LM's normal equations and its
+    ``auto.peer_first`` (auto: when m·d² > 256 (> 1,024 when m >= 3): e.g. d = 16 with two heads or more
+    than four, d = 32, or more than 16 heads at d = 8, where VP-LM's normal equations and its
     spurious fits of a first small subset cost more than L-BFGS's try; at d = 8 VP-LM first is 2–3× faster),
     L-BFGS on ``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations; else (or then)
     VP-LM from ``auto.vp_lm_starts`` random starts; else the sculpting route when N allows it (it recovers the

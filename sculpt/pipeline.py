@@ -264,7 +264,10 @@ def _span(state: LearnState) -> PhaseRecord:
     rule = getattr(state.body, "span_rule", None)  # the agreement test K*'s own span rows passed
     stop = ""
     while state.m > 1 and read < budget and rule and state.sum_w is not None and not stop:
-        if not state.span.gap > scan["scan_gap"]:  # (a NaN gap stops the scan too)
+        if not np.isfinite(state.span.gap):
+            stop = "σ_m/σ_(m+1) is undefined (σ_(m+1) = 0): the fit has no scale to judge the flat by"
+            break
+        if state.span.gap <= scan["scan_gap"]:
             stop = f"σ_m/σ_(m+1) = {state.span.gap:.3g} <= scan_gap {scan['scan_gap']:.3g}: the flat is pinned"
             break
         was = _n_body(state) + read
@@ -291,6 +294,8 @@ def _span(state: LearnState) -> PhaseRecord:
                 "span_moved_deg": principal_angle_deg(span_was, state.span.span),
             }
         )
+        if read >= budget:  # the budget ended the scan (the message below says so), not a stop rule
+            break
         if scan["scan_settle_deg"] > 0 and growth[-1]["span_moved_deg"] < scan["scan_settle_deg"]:
             stop = f"the span moved {growth[-1]['span_moved_deg']:.2g}° < scan_settle_deg {scan['scan_settle_deg']:g}°"
         elif (
