@@ -244,7 +244,7 @@ def lm_vp(
 def _validates_at_start(th: np.ndarray, ws: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray, tol: float) -> float:
     """The validation relative MSE of (th, ws), or inf when a prefix of the validation set already rules out
     ≤ ``tol``: the prefix's squared error over ‖Y_val‖² bounds the full relative MSE from below, so the full
-    forward pass runs only for a start that might validate (2–3 ms of a 0.2 s run at (16,4,2))."""
+    forward pass runs only for a start that might validate (at (16,4,2): 0.13 against 3.1 ms on 2,000 examples)."""
     pre = min(X_val.shape[0], SCREEN_EXAMPLES)
     yy = float(np.sum(Y_val * Y_val))
     y_pre = float(np.sum(Y_val[:pre] * Y_val[:pre]))
