@@ -25,11 +25,6 @@ from .settings import Settings
 
 __all__ = ["LearnState", "Phase", "SCULPT_PHASES", "run_pipeline", "PHASE_FAILURES"]
 
-#: phase 3 certifies (when d² <= 100 and not set otherwise) from this many examples in phases 1–3 on: at
-#: (8,4,2) with 1,500–2,500 examples it cost 0.4 s and left the head error before the polish unchanged
-#: (0.36–0.45 either way), with 10,000 it took the span angle from 5–6° to 3–5°
-CERTIFY_MIN_EXAMPLES = 5000
-
 #: what a phase may raise to say it cannot go on (anything else propagates)
 PHASE_FAILURES: tuple[type[BaseException], ...] = (PhaseFailed, OracleError, np.linalg.LinAlgError, FloatingPointError)
 
@@ -187,8 +182,7 @@ def _sculpt(state: LearnState) -> PhaseRecord:
 def _certifies(state: LearnState, n_examples: int) -> bool:
     """Whether phase 3 runs certification rounds: ``refine.certify``, or when unset (d² <= 100) on subsets of
     at least CERTIFY_MIN_EXAMPLES examples."""
-    c = state.settings.refine.certify
-    return bool(n_examples >= CERTIFY_MIN_EXAMPLES if c is None else c)
+    return state.settings.refine.certifies(n_examples)
 
 
 def _nothing_to_refine(state: LearnState, n_examples: int) -> str:
@@ -199,7 +193,7 @@ def _nothing_to_refine(state: LearnState, n_examples: int) -> str:
     if not _certifies(state, n_examples):
         return (
             "no certification rounds (refine.certify off, or unset with d² > 100 or fewer than "
-            f"{CERTIFY_MIN_EXAMPLES} examples): Σ̂W stays phase 1's"
+            f"{state.settings.refine.certify_min_examples} examples): Σ̂W stays phase 1's"
         )
     return ""
 
@@ -216,6 +210,7 @@ def _refine(state: LearnState) -> PhaseRecord:
     r = state.settings.refine
     kw = r.kwargs()
     kw["certify"] = True
+    kw.pop("certify_min_examples")
     state.sum_w, state.body, rec = refine_sum_w(
         X,
         Y,

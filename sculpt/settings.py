@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "Settings",
+    "ProblemSize",
     "ArgmaxSettings",
     "SumWSettings",
     "BodySettings",
@@ -43,6 +44,47 @@ G = TypeVar("G", bound="_Group")
 #: (6.2–7.0° from 78,000, 14–15° from 18,000)
 SCAN_EXAMPLES_AUTO = 200_000
 Check = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True)
+class ProblemSize:
+    """The sizes settings resolve against: d (token dimension), k (tokens), m (heads), N (examples; 0 when
+    unknown). ``blind`` is the dimension of the head disagreements the agreement test cannot see,
+    max(0, m(k−1) − d) (docs/method.md#agreement-blind)."""
+
+    d: int
+    k: int
+    m: int
+    N: int = 0
+
+    @classmethod
+    def of(cls, X: Any, m: int) -> ProblemSize:
+        """The size of a batch X of shape (N, k, d) with m heads."""
+        N, k, d = X.shape
+        return cls(int(d), int(k), int(m), int(N))
+
+    @property
+    def blind(self) -> int:
+        return max(0, self.m * (self.k - 1) - self.d)
+
+
+def default_dist_min(d: int) -> float:
+    """Token-pair distance filter: ±1 tokens differing in >= round(d/3) coordinates (8 → 3, 16 → 5), written as
+    the Euclidean ‖x_r − x_j‖ >= 2·sqrt(h_min) so it applies to Gaussian tokens too."""
+    return 2.0 * math.sqrt(max(1, round(d / 3)))
+
+
+def default_rows(d: int, mode: str) -> int:
+    """Agreeing rows a body keeps: 2000 for slabs (phase 4 needs more than d² equality rows); for half-spaces
+    1000 up to d = 8 and 600 above (every LP over the body costs about rows · d², and 1000 rows gave no better
+    Σ̂W than 600 at d = 16)."""
+    if mode == "slabs":
+        return 2000
+    return 1000 if d <= 8 else 600
+
+
+#: phase 5's net: grid points per axis by head count (other m: 5)
+DEFAULT_GRID = {2: 17, 3: 5}
 
 
 # --- validators: (name, value) -> normalised value, or ValueError naming the field ---------------------------
@@ -133,6 +175,14 @@ def clip_pair(name: str, v: Any) -> tuple[float, float]:
     if lo > hi:
         raise ValueError(f"{name} must have low <= high, got {v!r}")
     return lo, hi
+
+
+T = TypeVar("T")
+
+
+def _or(value: T | None, default: T) -> T:
+    """``value``, or ``default`` where it is None ("auto")."""
+    return default if value is None else value
 
 
 def opt(default: Any, why: str, check: Check) -> Any:
@@ -260,6 +310,10 @@ class SumWSettings(_Group):
         optional(positive),
     )
 
+    def resolve(self, size: ProblemSize) -> SumWSettings:
+        """min_rows: 3d."""
+        return self.merged(min_rows=_or(self.min_rows, 3 * size.d))
+
 
 @dataclass(frozen=True)
 class BodySettings(_Group):
@@ -287,6 +341,20 @@ class BodySettings(_Group):
     )
     span_rel_floor: float = opt(0.01, "phase 4's row weight is (q̂_j⁻² + q̂_r⁻²)^(−1/2)/(residual + this)", positive)
 
+    def resolve(self, size: ProblemSize, mode: str = "halfspaces", box: float | None = None) -> BodySettings:
+        """The "auto" fields for a body of ``mode`` ("halfspaces" or "slabs"): n_rows ``default_rows``, q_tol
+        (0.02 half-spaces, 1e-3 slabs), min_equalities (3d²; slabs with m >= 3: 10d²), dist_min
+        ``default_dist_min``, box (``box`` when given: re-sculpts inherit phase 2's, else 4.0)."""
+        d = size.d
+        min_eq = 10 * d * d if mode == "slabs" and size.m >= 3 else 3 * d * d
+        return self.merged(
+            n_rows=_or(self.n_rows, default_rows(d, mode)),
+            q_tol=_or(self.q_tol, 1e-3 if mode == "slabs" else 0.02),
+            min_equalities=_or(self.min_equalities, min_eq),
+            dist_min=_or(self.dist_min, default_dist_min(d)),
+            box=_or(self.box, 4.0 if box is None else box),
+        )
+
 
 @dataclass(frozen=True)
 class RefineSettings(_Group):
@@ -306,8 +374,30 @@ class RefineSettings(_Group):
         "at d = 16, or on 1,500 examples, it costs 0.4–2.4 s for nothing)",
         optional(boolean),
     )
+    certify_min_examples: int = opt(
+        5000,
+        "with certify unset, certify from this many examples in phases 1–3 on (at (8,4,2) from 1,500–2,500 "
+        "examples it cost 0.4 s and left the head error before the polish unchanged)",
+        pos_int,
+    )
     resculpt: BodySettings = group(BodySettings, "half-space re-sculpts between rounds")
     slabs: BodySettings = group(BodySettings, "the final body K* (slab mode)")
+
+    def resolve(self, size: ProblemSize, box: float | None = None) -> RefineSettings:
+        """need: 3d; certify: off when d² > 100 (else left to ``certifies``); the two bodies as in
+        ``BodySettings.resolve`` (half-space re-sculpts, slab K*), with phase 2's ``box``."""
+        d = size.d
+        return self.merged(
+            need=_or(self.need, 3 * d),
+            certify=self.certify if self.certify is not None else (False if d * d > 100 else None),
+            resculpt=self.resculpt.resolve(size, "halfspaces", box),
+            slabs=self.slabs.resolve(size, "slabs", box),
+        )
+
+    def certifies(self, n_examples: int) -> bool:
+        """Whether phase 3 runs certification rounds on ``n_examples`` examples: ``certify``, or when unset,
+        from ``certify_min_examples`` examples on."""
+        return bool(n_examples >= self.certify_min_examples if self.certify is None else self.certify)
 
 
 @dataclass(frozen=True)
@@ -357,6 +447,12 @@ class SpanSettings(_Group):
         4e7, "rows × d² kept at most (the highest-weight rows; 320 MB, about twice that while pooling)", positive
     )
 
+    def resolve(self, size: ProblemSize) -> SpanSettings:
+        """scan_examples: max(SCAN_EXAMPLES_AUTO, 40d²), or max(20,000, 40d²) where the agreement test is blind
+        (more examples do not remove the span's bias there)."""
+        budget = max(20_000 if size.blind else SCAN_EXAMPLES_AUTO, 40 * size.d * size.d)
+        return self.merged(scan_examples=_or(self.scan_examples, budget))
+
 
 @dataclass(frozen=True)
 class ArgmaxSettings(_Group):
@@ -389,6 +485,10 @@ class ArgmaxSettings(_Group):
         3, "W_i on all rows under Θ_i, then Θ_i again (Θ error 1e-8 → 4e-9 → 1e-10 → 3e-11 at (8,4,2))", nonneg_int
     )
 
+    def resolve(self, size: ProblemSize) -> ArgmaxSettings:
+        """No size-dependent fields."""
+        return self
+
 
 @dataclass(frozen=True)
 class HeadsSettings(_Group):
@@ -415,6 +515,13 @@ class HeadsSettings(_Group):
         pos_int,
     )
 
+    def resolve(self, size: ProblemSize) -> HeadsSettings:
+        """grid: ``DEFAULT_GRID`` by m (5 otherwise); n_refine: 0 for m = 2, else 1."""
+        return self.merged(
+            grid=_or(self.grid, DEFAULT_GRID.get(size.m, 5)),
+            n_refine=_or(self.n_refine, 0 if size.m == 2 else 1),
+        )
+
 
 @dataclass(frozen=True)
 class PolishSettings(_Group):
@@ -431,6 +538,13 @@ class PolishSettings(_Group):
         "below ~10 % of the signal still grows the subset)",
         positive,
     )
+
+    def resolve(self, size: ProblemSize) -> PolishSettings:
+        """first_examples: max(64, ⌈4 · 2md²/(kd)⌉), four examples per parameter-equivalent output entry."""
+        d, k, m = size.d, size.k, size.m
+        return self.merged(
+            first_examples=_or(self.first_examples, max(64, int(math.ceil(4 * 2 * m * d * d / (k * d)))))
+        )
 
 
 @dataclass(frozen=True)
@@ -454,6 +568,10 @@ class ExactSettings(_Group):
         optional(pos_int),
     )
 
+    def resolve(self, size: ProblemSize) -> ExactSettings:
+        """Its "auto" fields depend on the exact route's budget and are filled by ``sculpt.exact``."""
+        return self
+
 
 @dataclass(frozen=True)
 class GradientSettings(_Group):
@@ -466,6 +584,10 @@ class GradientSettings(_Group):
     history: int = opt(50, "L-BFGS memory", pos_int)
     single_thread: bool = opt(True, "one BLAS thread during the fit (faster for these thin products)", boolean)
 
+    def resolve(self, size: ProblemSize) -> GradientSettings:
+        """max_iter: 5000."""
+        return self.merged(max_iter=_or(self.max_iter, 5000))
+
 
 @dataclass(frozen=True)
 class VpLmSettings(_Group):
@@ -474,6 +596,10 @@ class VpLmSettings(_Group):
     restarts: int = opt(5, "random starts at most (the run stops at the first that validates)", pos_int)
     init_scale: float | None = opt(None, "Θ entries of a start are N(0, init_scale²) (auto: 1/d)", optional(positive))
     max_examples: int = opt(4096, "largest subset a start fits (64 first, ×4 while not validating)", pos_int)
+
+    def resolve(self, size: ProblemSize) -> VpLmSettings:
+        """init_scale: 1/d."""
+        return self.merged(init_scale=_or(self.init_scale, 1.0 / size.d))
 
 
 #: auto's fallback work budget (``sculpt.baselines.work_unit`` units, see AutoSettings.fallback_work):
@@ -538,6 +664,14 @@ class AutoSettings(_Group):
         optional(positive),
     )
 
+    def resolve(self, size: ProblemSize) -> AutoSettings:
+        """peer_first: not ``vp_lm_first(d, m)``; peer_iterations 50·m; peer_give_up 30·m."""
+        return self.merged(
+            peer_first=_or(self.peer_first, not vp_lm_first(size.d, size.m)),
+            peer_iterations=_or(self.peer_iterations, 50 * size.m),
+            peer_give_up=_or(self.peer_give_up, 30 * size.m),
+        )
+
 
 @dataclass(frozen=True)
 class Settings(_Group):
@@ -580,74 +714,34 @@ class Settings(_Group):
     vp_lm: VpLmSettings = group(VpLmSettings, "method='vp-lm' (VP-LM from random starts)")
 
     def resolve(self, d: int, k: int, m: int, N: int) -> Settings:
-        """Fill every "auto" (None) field from the problem size; the one place size-dependent defaults live.
-
-        Reasons (measured on planted layers, docs/method.md): phases 1–3 start on max(1500, 10d²) examples
-        (max(64, ⌈2d²/(k(k−1))⌉) for one head: K* needs d² equality rows, at most k(k−1) per example;
-        max(1500, 6d²) for two) and grow only when an attempt does not validate; certification helps only for
-        d² <= 100; m >= 3 needs 10d² equality rows in K*; auto tries VP-LM first when m·d² <= 256
-        (<= 1,024 with m >= 3)."""
-        from .phases._simplex import agreement_blind_dims
-        from .phases.heads import DEFAULT_GRID
-        from .phases.sculpting import default_dist_min, default_rows
-
-        def body(b: BodySettings, mode: str, min_eq: int, box: float) -> BodySettings:
-            return b.merged(
-                {
-                    "n_rows": b.n_rows if b.n_rows is not None else default_rows(d, mode),
-                    "q_tol": b.q_tol if b.q_tol is not None else (1e-3 if mode == "slabs" else 0.02),
-                    "min_equalities": b.min_equalities if b.min_equalities is not None else min_eq,
-                    "dist_min": b.dist_min if b.dist_min is not None else default_dist_min(d),
-                    "box": b.box if b.box is not None else box,
-                }
-            )
-
+        """Fill every "auto" (None) field from the problem size: each group resolves its own fields
+        (``<Group>.resolve``); the learner's own are sculpt_examples (``sculpt_examples_default``) and
+        max_sculpt_examples (max(20,000, sculpt_examples when given)). Resolving twice changes nothing."""
+        size = ProblemSize(int(d), int(k), int(m), int(N))
         box = self.sculpt.box if self.sculpt.box is not None else 4.0
-        eq = 10 * d * d if m >= 3 else 3 * d * d
-        r = self.refine
         return self.merged(
-            {
-                "sculpt_examples": (
-                    self.sculpt_examples
-                    if self.sculpt_examples is not None
-                    else (one_head_examples(d, k) if m == 1 else max(1500, (6 if m == 2 else 10) * d * d))
-                ),
-                "max_sculpt_examples": (
-                    self.max_sculpt_examples
-                    if self.max_sculpt_examples is not None
-                    else max(20_000, self.sculpt_examples or 0)
-                ),
-                "sum_w": {"min_rows": self.sum_w.min_rows if self.sum_w.min_rows is not None else 3 * d},
-                "sculpt": body(self.sculpt, "halfspaces", 3 * d * d, box),
-                "refine": {
-                    "need": r.need if r.need is not None else 3 * d,
-                    "certify": r.certify if r.certify is not None else (d * d <= 100 and None),
-                    "resculpt": body(r.resculpt, "halfspaces", 3 * d * d, box),
-                    "slabs": body(r.slabs, "slabs", eq, box),
-                },
-                "auto": {
-                    "peer_first": self.auto.peer_first if self.auto.peer_first is not None else not vp_lm_first(d, m),
-                    "peer_iterations": self.auto.peer_iterations if self.auto.peer_iterations is not None else 50 * m,
-                    "peer_give_up": self.auto.peer_give_up if self.auto.peer_give_up is not None else 30 * m,
-                },
-                "heads": {
-                    "grid": self.heads.grid if self.heads.grid is not None else DEFAULT_GRID.get(m, 5),
-                    "n_refine": self.heads.n_refine if self.heads.n_refine is not None else (0 if m == 2 else 1),
-                },
-                "span": {
-                    "scan_examples": self.span.scan_examples
-                    if self.span.scan_examples is not None
-                    # agreement-blind rows: more examples do not remove the span's bias (16.9° from 78,000
-                    # examples against 17.2° from 18,000 at (8,4,3))
-                    else max(20_000 if agreement_blind_dims(m, k, d) else SCAN_EXAMPLES_AUTO, 40 * d * d)
-                },
-                "polish": {
-                    "first_examples": self.polish.first_examples
-                    if self.polish.first_examples is not None
-                    else max(64, int(math.ceil(4 * 2 * m * d * d / (k * d))))
-                },
-            }
+            sculpt_examples=_or(self.sculpt_examples, sculpt_examples_default(size)),
+            max_sculpt_examples=_or(self.max_sculpt_examples, max(20_000, self.sculpt_examples or 0)),
+            sum_w=self.sum_w.resolve(size),
+            sculpt=self.sculpt.resolve(size, "halfspaces", box),
+            refine=self.refine.resolve(size, box),
+            span=self.span.resolve(size),
+            heads=self.heads.resolve(size),
+            argmax=self.argmax.resolve(size),
+            polish=self.polish.resolve(size),
+            exact=self.exact.resolve(size),
+            gradient=self.gradient.resolve(size),
+            vp_lm=self.vp_lm.resolve(size),
+            auto=self.auto.resolve(size),
         )
+
+
+def sculpt_examples_default(size: ProblemSize) -> int:
+    """Phases 1–3's first subset: ``one_head_examples`` for one head (K* needs d² equality rows, at most
+    k(k−1) per example); max(1500, 6d²) for two heads; max(1500, 10d²) for more (m >= 3 needs 10d² equality
+    rows in K*)."""
+    d, k, m = size.d, size.k, size.m
+    return one_head_examples(d, k) if m == 1 else max(1500, (6 if m == 2 else 10) * d * d)
 
 
 #: ``method="auto"`` runs VP-LM before its L-BFGS try when the m·d² head parameters are at most this many
