@@ -174,6 +174,36 @@ SETTINGS = st.sampled_from(["tol=1e-10", "tolx=1", "refine.slabs.tau=0.02", "ref
                             "auto.fallback=false", "heads=5"])
 
 
+_FILE_FLAGS = {"--data": "data", "--truth": "truth", "--grid": "grid"}
+_WORDS = st.sampled_from(["sculpt", "exact", "gradient", "auto", "boolean", "gaussian", "lbfgs,adam", "magic", ""])
+_VALUES = {
+    "--noise": REALS,
+    "--scale": REALS,
+    "--tol": REALS,
+    "--set": SETTINGS,
+    "--method": _WORDS,
+    "--distribution": _WORDS,
+    "--methods": _WORDS,
+    "--solver": st.sampled_from(["highs", "CLARABEL", "MOSEK", "NOPE", ""]),
+    "--scheduler": st.sampled_from(["serial", "local", "tcp://nohost:1"]),
+    "--only": st.text(max_size=4),
+}
+
+
+def _flag_value(draw, files, flag: str, named: set[str]) -> list[str]:
+    """The value(s) following ``flag`` in a random command line (a hostile file's path is recorded in ``named``)."""
+    if flag in ("--quiet", "--quick"):
+        return []
+    if flag in _FILE_FLAGS:
+        kind = _FILE_FLAGS[flag]
+        name = draw(st.sampled_from(sorted(files[kind])))
+        named.add(f"{kind}:{name}")
+        return [str(files[kind][name])]
+    if flag == "--bogus":
+        return ["x"] if draw(st.booleans()) else []
+    return [draw(_VALUES.get(flag, INTS))]
+
+
 @st.composite
 def argvs(draw, files) -> tuple[list[str], set[str]]:
     """A random argument vector (and the names of the hostile files it names)."""
@@ -191,39 +221,7 @@ def argvs(draw, files) -> tuple[list[str], set[str]]:
     if cmd == "learn" and draw(st.booleans()):
         argv += ["--data", str(files["data"]["good"]), "--m", "1"]
     for flag in draw(st.lists(st.sampled_from(flags), max_size=6)):
-        argv.append(flag)
-        if flag in ("--quiet", "--quick"):
-            continue
-        if flag == "--data":
-            name = draw(st.sampled_from(sorted(files["data"])))
-            named.add(f"data:{name}")
-            argv.append(str(files["data"][name]))
-        elif flag == "--truth":
-            name = draw(st.sampled_from(sorted(files["truth"])))
-            named.add(f"truth:{name}")
-            argv.append(str(files["truth"][name]))
-        elif flag == "--grid":
-            name = draw(st.sampled_from(sorted(files["grid"])))
-            named.add(f"grid:{name}")
-            argv.append(str(files["grid"][name]))
-        elif flag in ("--noise", "--scale", "--tol"):
-            argv.append(draw(REALS))
-        elif flag == "--set":
-            argv.append(draw(SETTINGS))
-        elif flag in ("--method", "--distribution", "--methods"):
-            argv.append(draw(st.sampled_from(["sculpt", "exact", "gradient", "auto", "boolean", "gaussian",
-                                              "lbfgs,adam", "magic", ""])))
-        elif flag == "--solver":
-            argv.append(draw(st.sampled_from(["highs", "CLARABEL", "MOSEK", "NOPE", ""])))
-        elif flag == "--scheduler":
-            argv.append(draw(st.sampled_from(["serial", "local", "tcp://nohost:1"])))
-        elif flag == "--only":
-            argv.append(draw(st.text(max_size=4)))
-        elif flag == "--bogus":
-            if draw(st.booleans()):
-                argv.append("x")
-        else:
-            argv.append(draw(INTS))
+        argv += [flag, *_flag_value(draw, files, flag, named)]
     if cmd in ("recover", "learn", "bench") and draw(st.booleans()):
         out = files["dir"]["root"] / draw(st.sampled_from(["out", "data_good.npz", "missing/deeper"]))
         argv += ["--out", str(out)]
