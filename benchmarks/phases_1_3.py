@@ -17,6 +17,7 @@ from sculpt.data import plant, sample_inputs
 from sculpt.phases.refine import refine_sum_w
 from sculpt.phases.sculpting import sculpt
 from sculpt.phases.sum_w import estimate_sum_w
+from sculpt.settings import RefineSettings
 from sculpt.toolkit import write_json
 
 
@@ -36,7 +37,7 @@ def run_one(d: int, k: int, m: int, dist: str, seed: int, n: int) -> dict:
                  "heads_max_violation": r2.truth["max_violation"], "heads_inside": r2.truth["heads_inside"],
                  "wall": time.perf_counter() - t, "cpu": time.process_time() - c}
     t, c = time.perf_counter(), time.process_time()
-    W3, kstar, r3 = refine_sum_w(X, Y, W1, body, truth=model)
+    W3, kstar, r3 = refine_sum_w(X, Y, W1, body, m, RefineSettings().merged(certify=True), truth=model)
     rounds = r3.figures["rounds"]
     out["p3"] = {"err_per_round": r3.truth["err_per_round"], "err": r3.truth["err_sum_w"],
                  "certified": [h["certified"] for h in rounds] or [0], "candidates": [h["candidates"] for h in rounds] or [0],

@@ -6,7 +6,7 @@ infeasible start. With c = 0 the iterates end at a relative-interior point (near
 necessarily the analytic centre) whose slack is ~0 exactly on the implicit equalities and clearly positive
 elsewhere, while z converges to a certificate (z >= 0, Aᵀz + A_eqᵀy = 0) supported on them. Each
 iteration costs one dense AᵀDA (m n² flops) and a Cholesky: on dense 3000x200 data the whole solve
-(~5 iterations) was measured ~20x cheaper than one HiGHS IPM solve.
+(~5 iterations) is ~20x cheaper than one HiGHS IPM solve.
 
 This is a heuristic accelerator with no failure mode of its own: callers must certify what they read
 from it (``oracles.affine`` certifies the equalities and falls back to HiGHS; ``oracles.geometry``
@@ -47,7 +47,7 @@ def _controller() -> ThreadpoolController:
 
 def single_thread_blas() -> contextlib.AbstractContextManager:
     """Run BLAS single-threaded inside the block (restored afterwards), through threadpoolctl. For
-    n ~ 100-300 the threaded GEMM gains little and, on oversubscribed cores, was measured 10-50x slower."""
+    n ~ 100-300 the threaded GEMM gains little and, on oversubscribed cores, is 10-50x slower."""
     return _controller().limit(limits=1, user_api="blas")
 
 
@@ -88,7 +88,15 @@ def min_norm_ipm(
         return _central_point(A, b, A_eq, b_eq, tol, max_iter, quadratic=True)
 
 
-def _central_point(A, b, A_eq, b_eq, tol: float, max_iter: int, quadratic: bool = False) -> CentralPoint:
+def _central_point(
+    A: np.ndarray,
+    b: np.ndarray,
+    A_eq: np.ndarray | None,
+    b_eq: np.ndarray | None,
+    tol: float,
+    max_iter: int,
+    quadratic: bool = False,
+) -> CentralPoint:
     m, n = A.shape
     E = np.zeros((0, n)) if A_eq is None else A_eq
     e = np.zeros(0) if b_eq is None else b_eq
@@ -135,7 +143,7 @@ def _central_point(A, b, A_eq, b_eq, tol: float, max_iter: int, quadratic: bool 
             KiEt = sla.cho_solve(cf, E.T, check_finite=False)
             S = E @ KiEt
 
-        def solve(rc: np.ndarray):
+        def solve(rc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             r1 = -rd - A.T @ ((rc + z * rp) / s)
             if me:
                 t = sla.cho_solve(cf, r1, check_finite=False)

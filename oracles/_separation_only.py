@@ -5,13 +5,13 @@ planes: what ``min_norm_point(method="ellipsoid")`` and ``width`` run on a separ
   whose separation oracle is K's cut (lifted with a 0 in t) or, for x ∈ K with ‖x‖ > t, the cut
   (x/‖x‖)·y − s <= 0; every cut is read within the oracle tolerance, so a flat K still works. The
   ellipsoid method minimises t to ``tol``: ‖x̂‖ − ‖x*‖ <= tol and, by strong convexity of ‖·‖² on K,
-  ‖x̂ − x*‖² <= 2‖x̂‖·tol. Measured (``benchmarks/engine_separation.py``: random polytopes with 3n rows and a
-  box, 3 seeds): n = 5 / 10 / 20 / 40 took 0.04 / 0.15 / 0.47 / 2.0 s, ‖x̂ − x*‖ <= 7e-5. ACCPM on the same
-  epigraph took 0.9–1.9 s at n = 20; with unrelaxed cuts it had not reached tol 1e-6 after 3,000 iterations
-  (87 s) at n = 40, and it took 15 s on a flat 3-d body that the relaxed ellipsoid finishes in 0.01 s.
+  ‖x̂ − x*‖² <= 2‖x̂‖·tol. On ``benchmarks/engine_separation.py`` (random polytopes with 3n rows and a box,
+  3 seeds) n = 5 / 10 / 20 / 40 take 0.04 / 0.15 / 0.47 / 2.0 s, ‖x̂ − x*‖ <= 7e-5. ACCPM on the same
+  epigraph takes 0.9–1.9 s at n = 20 and 15 s on a flat 3-d body that the relaxed ellipsoid finishes in
+  0.01 s.
 * ``_width_by_cuts``: two ellipsoid minimisations of ±u·x (cuts read within ``oracle_tol``, no flat stop):
-  n = 5 / 10 / 20 / 40 took 0.07 / 0.3 / 1.1 / 4.9 s, error <= 6e-8. ACCPM needs fewer oracle calls on
-  full-dimensional bodies but ran out of its 1,900-iteration budget on a flat 3-d body.
+  n = 5 / 10 / 20 / 40 take 0.07 / 0.3 / 1.1 / 4.9 s, error <= 6e-8. ACCPM needs fewer oracle calls on
+  full-dimensional bodies but exhausts its 1,900-iteration budget on a flat 3-d body.
 
 Both need a ball B(center, radius) that contains the body (or at least its min-norm point / extreme points).
 """
@@ -21,14 +21,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_vector
 from .bodies import ConvexBody, NormEpigraph
 from .ellipsoid import ellipsoid
 from .errors import EmptyBodyError, MissingOracleError, OracleError
+from .results import EllipsoidResult
 
 
-def _start(body: ConvexBody, what: str, center, radius) -> tuple[np.ndarray, float]:
+def _start(body: ConvexBody, what: str, center: ArrayLike | None, radius: float | None) -> tuple[np.ndarray, float]:
     if not body.has_separate:
         raise MissingOracleError(
             f"{what} needs an explicit body{', a maximize oracle' if what == 'width' else ''} "
@@ -46,7 +48,7 @@ def _start(body: ConvexBody, what: str, center, radius) -> tuple[np.ndarray, flo
     return c, r
 
 
-def _solved(res, what: str) -> np.ndarray:
+def _solved(res: EllipsoidResult, what: str) -> np.ndarray:
     if res.status == "empty":
         raise EmptyBodyError(f"{what}: the body has no point in the given ball")
     if res.status != "optimal":
@@ -54,13 +56,14 @@ def _solved(res, what: str) -> np.ndarray:
             f"{what}: the cutting-plane method stopped with status {res.status!r} after "
             f"{res.iterations} iterations (raise max_iter or loosen tol)"
         )
+    assert res.x is not None  # an optimal result carries its point
     return res.x
 
 
 def _min_norm_by_cuts(
     body: ConvexBody,
     *,
-    center=None,
+    center: ArrayLike | None = None,
     radius: float | None = None,
     tol: float = 1e-8,
     oracle_tol: float = 1e-9,
@@ -89,7 +92,7 @@ def _width_by_cuts(
     body: ConvexBody,
     u: np.ndarray,
     *,
-    center=None,
+    center: ArrayLike | None = None,
     radius: float | None = None,
     tol: float = 1e-8,
     oracle_tol: float = 1e-9,

@@ -15,10 +15,12 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from .solvers._base import Matrix
+
 _PIVOT_TOL = 1e-2  # a column singleton is solved from its row only if |E_ij| >= this x max|E_i·|
 
 
-def row_norms(A) -> np.ndarray:
+def row_norms(A: Matrix) -> np.ndarray:
     """Euclidean norms of the rows of a dense array or a scipy.sparse matrix (scaled by each row's largest
     entry first, so extreme entries neither overflow nor underflow)."""
     if not sp.issparse(A):
@@ -37,7 +39,7 @@ def row_norms(A) -> np.ndarray:
     return top * np.sqrt(np.asarray(scaled.multiply(scaled).sum(axis=1)).ravel())
 
 
-def as_csr(A, name: str, n: int) -> sp.csr_matrix:
+def as_csr(A: Matrix, name: str, n: int) -> sp.csr_matrix:
     """A (dense or sparse) as a finite float CSR matrix with n columns (a 1-D dense row becomes one row)."""
     if sp.issparse(A):
         M = sp.csr_matrix(A, dtype=float)
@@ -61,18 +63,20 @@ def as_csr(A, name: str, n: int) -> sp.csr_matrix:
     return M
 
 
-def scale_rows(A, s: np.ndarray):
+def scale_rows(A: Matrix, s: np.ndarray) -> Matrix:
     """diag(s) @ A for a dense array or a sparse matrix (CSR out)."""
     if sp.issparse(A):
         return sp.csr_matrix(sp.diags(s) @ A)
     return A * s[:, None]
 
 
-def dense(A) -> np.ndarray:
+def dense(A: Matrix) -> np.ndarray:
     return A.toarray() if sp.issparse(A) else np.asarray(A)
 
 
-def structural_elimination(E: sp.csr_matrix, fixed: np.ndarray):
+def structural_elimination(
+    E: sp.csr_matrix, fixed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """Eliminate what E's sparsity pattern settles (see the module doc). ``fixed``: a boolean mask of
     variables already known to be fixed (their columns are ignored).
 
@@ -142,7 +146,7 @@ def structural_elimination(E: sp.csr_matrix, fixed: np.ndarray):
     return np.flatnonzero(ar), np.flatnonzero(ac), fixed, steps
 
 
-def sparse_null_space(E, *, rank_tol: float = 1e-9, fixed: np.ndarray | None = None) -> np.ndarray:
+def sparse_null_space(E: Matrix, *, rank_tol: float = 1e-9, fixed: np.ndarray | None = None) -> np.ndarray:
     """Orthonormal basis (n x d) of {x : E x = 0} for a sparse (or dense) E; ``fixed``: variables known
     to be 0 on the null space (their basis rows are 0). Rank decided on the core's singular values
     relative to the largest (``rank_tol``)."""

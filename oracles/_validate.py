@@ -13,11 +13,15 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import OracleError
+
+if TYPE_CHECKING:
+    from .cuts import Cut
 
 MAX_MAGNITUDE = 1e150
 MIN_RADIUS = 1e-150
@@ -43,7 +47,7 @@ def _check_range(arr: np.ndarray, name: str, limit: float | None) -> None:
         )
 
 
-def as_vector(x, name: str, dim: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
+def as_vector(x: ArrayLike, name: str, dim: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
     arr = _as_real(x, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
@@ -53,7 +57,7 @@ def as_vector(x, name: str, dim: int | None = None, *, limit: float | None = MAX
     return arr
 
 
-def as_matrix(A, name: str, cols: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
+def as_matrix(A: ArrayLike, name: str, cols: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
     arr = _as_real(A, name)
     if arr.ndim == 1 and cols is not None and arr.shape[0] == cols:
         arr = arr[None, :]
@@ -65,7 +69,7 @@ def as_matrix(A, name: str, cols: int | None = None, *, limit: float | None = MA
     return arr
 
 
-def as_rhs(b, name: str, rows: int, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
+def as_rhs(b: ArrayLike, name: str, rows: int, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
     arr = _as_real(b, name)
     if arr.ndim == 0:
         arr = np.full(rows, float(arr))
@@ -174,7 +178,7 @@ def _oracle_scalar(value: Any, who: str, what: str) -> float:
     return v
 
 
-def check_cut(out: Any, dim: int, who: str):
+def check_cut(out: Any, dim: int, who: str) -> Cut | None:
     """A separation oracle's answer: None, a ``Cut`` or a (normal, offset) pair, returned as None or as a
     ``Cut`` with a unit normal (a zero normal is kept as is: with offset < 0 it proves the body empty)."""
     from .cuts import Cut

@@ -29,10 +29,10 @@ is at most ~tol. Each detected equality carries that extent's certified upper bo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from . import solvers
 from ._dense_ipm import central_point, single_thread_blas
@@ -41,6 +41,7 @@ from ._validate import as_vector
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope, _merge_polytopes
 from .errors import EmptyBodyError, MissingOracleError, SolverError, UnboundedError
+from .solvers import Matrix
 
 METHODS = ("auto", "lp", "directions", "ellipsoid")
 FAST = ("auto", "dense-ipm", "backend-ipm", "off")
@@ -86,7 +87,7 @@ class ImplicitEqualities:
     method: str
     n_solves: int
     certificate: np.ndarray | None = None
-    info: dict = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
     lower: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     upper: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     row_widths: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -116,7 +117,7 @@ def _check_tol(tol: float) -> float:
     return t
 
 
-def _check_fast(fast) -> str:
+def _check_fast(fast: bool | str) -> str:
     if fast is True:
         return "auto"
     if fast is False:
@@ -131,9 +132,9 @@ class _System:
     """P's inequalities as unit rows G x <= h (A's rows, then the finite bounds of the non-fixed variables),
     its equalities as unit rows (A_eq's, then x_j = lb_j for lb = ub), and where each G row came from."""
 
-    G: Any  # dense array or CSR
+    G: Matrix  # dense array or CSR
     h: np.ndarray
-    Ae: Any
+    Ae: Matrix
     be: np.ndarray
     row: np.ndarray  # for each G row: the index into P.A, or -1 for a bound
     var: np.ndarray  # for each G row: the variable of a bound, or -1
@@ -147,7 +148,7 @@ class _System:
         return self.h.shape[0]
 
 
-def _normalised_rows(P: Polytope, tol: float):
+def _normalised_rows(P: Polytope, tol: float) -> tuple[Matrix, np.ndarray, Matrix, np.ndarray, np.ndarray]:
     """P.A's rows scaled to unit norm. Zero rows: 0 <= b (dropped) or 0 <= b < 0 (empty body).
     Returns (An, bn, Ae, be, keep) with A_eq likewise; dense arrays or CSR as P stores them."""
     A, b = P.A, P.b
@@ -231,10 +232,32 @@ def implicit_equalities(
 ) -> ImplicitEqualities:
     """The implicit equalities of an explicit Polytope (rows and bounds) and a relative-interior point.
 
-    ``tol``: Euclidean distance (x's units) below which a row's extent from its hyperplane counts as zero.
-    ``fast``: "auto", "dense-ipm", "backend-ipm" or "off" (True = "auto", False = "off"); see the module doc
-    for what each costs. ``exact=True`` also recomputes the answer in rational arithmetic (pycddlib, the
-    ``exact`` extra; inputs up to EXACT_MAX_DIM variables and EXACT_MAX_ROWS rows) into ``.exact``.
+    Parameters
+    ----------
+    P : Polytope
+        The polytope (dense or sparse, with or without variable bounds).
+    tol : float
+        Euclidean distance (x's units) below which a row's extent from its hyperplane counts as zero.
+    solver : str, optional
+        LP backend (default: the engine's LP default).
+    fast : bool or {"auto", "dense-ipm", "backend-ipm", "off"}
+        The path (True = "auto", False = "off"); the module docstring says what each costs.
+    exact : bool
+        Also recompute the answer in rational arithmetic (pycddlib, the ``exact`` extra; inputs up to
+        EXACT_MAX_DIM variables and EXACT_MAX_ROWS rows) into ``.exact``.
+
+    Returns
+    -------
+    ImplicitEqualities
+        The rows and bounds that hold with equality on all of P, a relative-interior point and the evidence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, implicit_equalities
+    >>> P = Polytope(np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]]), np.array([1.0, -1.0, 5.0]))  # x0 = 1
+    >>> implicit_equalities(P).rows.tolist()
+    [0, 1]
     """
     if not isinstance(P, Polytope):
         raise TypeError(f"implicit_equalities needs a Polytope, got {type(P).__name__}")
@@ -293,8 +316,8 @@ def _result(
     method: str,
     n_solves: int,
     widths: np.ndarray,
-    certificate=None,
-    info: dict | None = None,
+    certificate: np.ndarray | None = None,
+    info: dict[str, object] | None = None,
 ) -> ImplicitEqualities:
     """Split detected G rows ``eq`` into A rows / lower / upper bounds with their widths."""
     eq = np.asarray(eq, dtype=int)
@@ -321,7 +344,7 @@ def _result(
     )
 
 
-def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqualities:
+def _implicit(S: _System, n: int, tol: float, backend: solvers.Backend, path: str) -> ImplicitEqualities:
     m = S.m
     me = S.be.shape[0]
     eq = (S.Ae, S.be) if me else (None, None)
@@ -353,8 +376,8 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
                 except SolverError as exc:
                     # HiGHS's IPM without crossover stops on a residual relative to the bounds' norm; with bounds
                     # of 1000 its point can miss an equality by 1.5e-5, and HiGHS's own absolute check (1e-7) then
-                    # reports status 'Unknown' (found by hypothesis on a 17-flux network). The point is only a
-                    # shortcut: go on to the FRT LP (simplex), which needs none.
+                    # reports status 'Unknown' (a 17-flux network does this). The point is only a shortcut: go
+                    # on to the FRT LP (simplex), which needs none.
                     n_solves += 1
                     ipm_failed = f"{type(exc).__name__}: {exc}"
                     continue
@@ -391,7 +414,7 @@ def _implicit(S: _System, n: int, tol: float, backend, path: str) -> ImplicitEqu
     x_ri = _onto_equalities(S, x_ri, eq_rows)
     slack = _min_slack(S, x_ri, eq_rows)
     widths = _dual_widths(S, lam, mu, eq_rows, x_ri)
-    info: dict = {"frt_scale": s}
+    info: dict[str, object] = {"frt_scale": s}
     if ipm_failed is not None:
         info["ipm_failed"] = ipm_failed
     if np.isfinite(slack) and slack < _CENTRED_SLACK and s > 1.0 + 1e-9:
@@ -471,7 +494,9 @@ def _onto_equalities(S: _System, x: np.ndarray, eq_rows: np.ndarray) -> np.ndarr
     return x
 
 
-def _dual_widths(S: _System, lam, mu, eq_rows: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _dual_widths(
+    S: _System, lam: np.ndarray | None, mu: np.ndarray | None, eq_rows: np.ndarray, x: np.ndarray
+) -> np.ndarray:
     """Width bounds from LP multipliers λ >= 0 (rows) and μ (equalities): for every body point y,
     Σ λ_i (h_i - g_i y) = V - rᵀy with V = hᵀλ + b_eqᵀμ and r = Gᵀλ + A_eqᵀμ, so each detected row's extent is
     at most (V + ‖r‖₁ (1 + ‖x‖∞)) / λ_i (r ~ 0: the residual is charged at the scale of the point found)."""
@@ -489,7 +514,9 @@ def _dual_widths(S: _System, lam, mu, eq_rows: np.ndarray, x: np.ndarray) -> np.
         return np.where(z > 0, bound / np.where(z > 0, z, 1.0), np.nan)
 
 
-def _classify(S: _System, x_hat, tol, solver, source):
+def _classify(
+    S: _System, x_hat: np.ndarray, tol: float, solver: str, source: str
+) -> tuple[ImplicitEqualities | None, np.ndarray, int]:
     """Candidates {slack <= θ} at x_hat; certified when the dual LP bounds their widths by tol and the
     projection of x_hat onto their flat keeps every other row slack. Returns (result or None, cand, n_lps)."""
     s = S.h - S.G @ x_hat
@@ -508,7 +535,7 @@ def _classify(S: _System, x_hat, tol, solver, source):
                 return _result(S, cand, x_ri, slack, source, 0, np.zeros(0), info={"theta": theta}), cand, 0
         return None, cand, 0
     z, v, ok = _certify(S, cand, x_hat, tol, solver)
-    if not ok:
+    if not ok or z is None:  # (z is None only when the certificate LP failed, ok False)
         return None, cand, 1
     x_ri = _onto_equalities(S, x_hat, cand)
     slack = _min_slack(S, x_ri, cand)
@@ -524,7 +551,9 @@ def _classify(S: _System, x_hat, tol, solver, source):
     )
 
 
-def _certify(S: _System, cand: np.ndarray, x_hat, tol, solver):
+def _certify(
+    S: _System, cand: np.ndarray, x_hat: np.ndarray, tol: float, solver: str
+) -> tuple[np.ndarray | None, float, bool]:
     """min h_Cᵀz + b_eqᵀμ s.t. G_Cᵀz + A_eqᵀμ = 0, z >= 1. Its value bounds the width of each row in C."""
     k, n = cand.size, S.G.shape[1]
     me = S.be.shape[0]
@@ -546,7 +575,9 @@ def _certify(S: _System, cand: np.ndarray, x_hat, tol, solver):
     return y[:k], bound, bound <= tol
 
 
-def _frt(S: _System, in_c: np.ndarray, tol: float, solver: str):
+def _frt(
+    S: _System, in_c: np.ndarray, tol: float, solver: str
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None, np.ndarray | None]:
     """Freund-Roundy-Todd: max Σ t_C s.t. g_i x + t_i <= s h_i (i in C), g_i x <= s h_i (others),
     A_eq x = s b_eq, 0 <= t <= 1, 1 <= s <= 1/tol. Returns (t on C, x/s, s, row multipliers, eq multipliers)."""
     m, n = S.m, S.G.shape[1]
@@ -657,7 +688,7 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.r
     W = np.eye(n) if known is None else known[1]  # directions live in span(W)
     k = W.shape[1]
 
-    def maximize(c):
+    def maximize(c: np.ndarray) -> tuple[float, np.ndarray]:
         try:
             return model.maximize(c) if model is not None else body.maximize(c, solver=solver)
         except UnboundedError as e:
@@ -706,7 +737,12 @@ ELLIPSOID_MAX_CALLS = 200_000
 
 
 def _hull_ellipsoid(
-    body: ConvexBody, tol: float, solver: str | None, center, radius, max_calls: int | None
+    body: ConvexBody,
+    tol: float,
+    solver: str | None,
+    center: ArrayLike | None,
+    radius: float | None,
+    max_calls: int | None,
 ) -> AffineSubspace:
     try:
         from .hull_ellipsoid import affine_hull_by_ellipsoid, predicted_calls
@@ -768,26 +804,52 @@ def _as_polytope(body: ConvexBody) -> Polytope | None:
 
 
 def affine_hull(
-    body,
+    body: ConvexBody | AffineSubspace,
     *,
     method: str = "auto",
     tol: float = 1e-7,
     solver: str | None = None,
-    center=None,
+    center: ArrayLike | None = None,
     radius: float | None = None,
     seed: int | np.random.Generator | None = 0,
     fast: bool | str = "auto",
     max_calls: int | None = None,
 ) -> AffineSubspace:
-    """aff(K): the smallest flat containing the body; ``.interior_point`` is a point of K in its relative
-    interior when the method finds one ("lp"), else None.
+    """aff(K): the smallest flat containing the body.
 
-    method: "auto" (explicit polytope -> "lp"; maximize oracle -> "directions"; separation only ->
-    "ellipsoid"), "lp", "directions" or "ellipsoid". ``tol``: extent (Euclidean, x's units) below which a
-    direction counts as flat. ``fast``: the "lp" path (``implicit_equalities``). ``center``/``radius``: a
-    ball containing the body, for "ellipsoid" (found by 2n LPs when the body can maximize); ``max_calls``:
-    its oracle-call budget (default ELLIPSOID_MAX_CALLS; a run predicted to need more is refused at once,
-    SolverError). ``seed``: the random directions of "directions". Empty -> EmptyBodyError.
+    Parameters
+    ----------
+    body : ConvexBody or AffineSubspace
+        The body K (a flat is returned as it is).
+    method : {"auto", "lp", "directions", "ellipsoid"}
+        "auto": explicit polytope -> "lp"; maximize oracle -> "directions"; separation only -> "ellipsoid".
+    tol : float
+        Extent (Euclidean, x's units) below which a direction counts as flat.
+    solver : str, optional
+        LP backend, checked before any work (unknown: ValueError; unusable here: SolverError).
+    center, radius : array_like, float, optional
+        A ball containing the body, for "ellipsoid" (found by 2n LPs when the body can maximize).
+    seed : int or numpy.random.Generator, optional
+        The random directions of "directions".
+    fast : bool or str
+        The "lp" path (see ``implicit_equalities``).
+    max_calls : int, optional
+        The oracle-call budget of "ellipsoid" (default ELLIPSOID_MAX_CALLS); a run predicted to need more is
+        refused at once with SolverError.
+
+    Returns
+    -------
+    AffineSubspace
+        The hull; ``.interior_point`` is a point of K in its relative interior when the method finds one
+        ("lp"), else None. An empty body raises EmptyBodyError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, affine_hull
+    >>> segment = Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([1.0, 1.0]), lb=[-5.0, 2.0], ub=[5.0, 2.0])
+    >>> affine_hull(segment).dim
+    1
     """
     if isinstance(body, AffineSubspace):
         return body
@@ -807,7 +869,7 @@ def affine_hull(
     if method == "lp":
         if poly is None:
             raise MissingOracleError(f"method='lp' needs an explicit Polytope, got {type(body).__name__}")
-        with single_thread_blas():  # n x n SVDs: threaded LAPACK was measured 20x slower on shared cores
+        with single_thread_blas():  # n x n SVDs: threaded LAPACK is 20x slower on shared cores
             return _hull_lp(poly, tol, solver, fast)
     if method == "directions":
         if not body.has_maximize:
@@ -820,13 +882,38 @@ def affine_hull(
 
 
 def linear_span(
-    body_or_points, *, tol: float = 1e-9, hull_tol: float = 1e-7, method: str = "auto", solver: str | None = None
+    body_or_points: ConvexBody | AffineSubspace | ArrayLike,
+    *,
+    tol: float = 1e-9,
+    hull_tol: float = 1e-7,
+    method: str = "auto",
+    solver: str | None = None,
 ) -> np.ndarray:
-    """Orthonormal basis (columns, n x r) of the linear span of a point set or of a body.
+    """Orthonormal basis of the linear span of a point set or of a body.
 
     Points (rows of a k x n array): SVD, keeping singular values > tol * σ_max. A body (or flat): the
-    span of its affine hull (computed with ``hull_tol``, ``method``, ``solver``), i.e. the hull's
-    directions plus its min-norm point when that is nonzero (‖point‖ > tol).
+    span of its affine hull, i.e. the hull's directions plus its min-norm point when that is nonzero.
+
+    Parameters
+    ----------
+    body_or_points : ConvexBody, AffineSubspace or array_like of shape (k, n)
+        The body, or the points as rows.
+    tol : float
+        Relative singular-value cut for points; for a body, the norm above which the hull's point counts.
+    hull_tol, method, solver
+        ``affine_hull``'s ``tol``, ``method`` and ``solver`` for a body.
+
+    Returns
+    -------
+    ndarray of shape (n, r)
+        Orthonormal columns spanning the points.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import linear_span
+    >>> linear_span(np.array([[1.0, 1.0, 0.0], [2.0, 2.0, 0.0]])).shape
+    (3, 1)
     """
     if isinstance(body_or_points, (ConvexBody, AffineSubspace)):
         tol = _check_tol(tol)

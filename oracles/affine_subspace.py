@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_matrix, as_vector
 
@@ -16,10 +17,30 @@ class AffineSubspace:
     give the same ``point``; it need not lie in the body the flat came from. ``interior_point`` is a point
     of that body in its relative interior when the engine found one (``affine_hull(..., method="lp")`` sets
     it; None otherwise). ``equations = (A_eq, b_eq)`` has orthonormal rows spanning basis^⊥.
-    ``orthonormal=True`` promises that ``basis`` already has orthonormal columns (skips an n x r SVD).
+
+    Parameters
+    ----------
+    point : array_like of shape (n,)
+        A point of the flat.
+    basis : array_like of shape (n, r)
+        Columns spanning its directions (orthonormalised; rank decided by ``rank_tol`` relative to σ_max).
+    rank_tol : float
+        Relative singular-value cut of the basis.
+    orthonormal : bool
+        Promise that ``basis`` already has orthonormal columns (skips an n x r SVD).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import AffineSubspace
+    >>> line = AffineSubspace(np.array([1.0, 1.0]), np.array([[1.0], [0.0]]))   # y = 1
+    >>> line.dim, line.point.tolist(), float(line.distance(np.zeros(2)))
+    (1, [0.0, 1.0], 1.0)
     """
 
-    def __init__(self, point, basis, *, rank_tol: float = 1e-10, orthonormal: bool = False):
+    def __init__(
+        self, point: ArrayLike, basis: ArrayLike, *, rank_tol: float = 1e-10, orthonormal: bool = False
+    ) -> None:
         p = as_vector(point, "point")
         n = p.shape[0]
         B = np.asarray(basis, dtype=float)
@@ -36,14 +57,14 @@ class AffineSubspace:
         self.dim = B.shape[1]
         self.ambient_dim = n
         self.interior_point: np.ndarray | None = None
-        self.info: dict = {}
+        self.info: dict[str, object] = {}
 
     def fixed_coordinates(self, tol: float = 1e-9) -> np.ndarray:
         """Coordinates j that are constant on the flat (‖basis row j‖ <= tol): x_j = point_j there."""
         return np.flatnonzero(np.linalg.norm(self.basis, axis=1) <= tol) if self.dim else np.arange(self.ambient_dim)
 
     @classmethod
-    def from_equations(cls, A_eq, b_eq, *, rank_tol: float = 1e-10) -> AffineSubspace:
+    def from_equations(cls, A_eq: ArrayLike, b_eq: ArrayLike, *, rank_tol: float = 1e-10) -> AffineSubspace:
         """The flat {x : A_eq x = b_eq} (least-squares consistent; rank decided relative to σ_max)."""
         A = as_matrix(A_eq, "A_eq")
         b = as_vector(b_eq, "b_eq", A.shape[0])
@@ -66,24 +87,24 @@ class AffineSubspace:
         A = U[:, : n - r].T
         return A, A @ self.point
 
-    def project(self, x) -> np.ndarray:
+    def project(self, x: ArrayLike) -> np.ndarray:
         """Orthogonal projection of x (or rows of x) onto the flat."""
         X = np.asarray(x, dtype=float)
         return self.point + (X - self.point) @ self.basis @ self.basis.T
 
-    def to_local(self, x) -> np.ndarray:
+    def to_local(self, x: ArrayLike) -> np.ndarray:
         """Coordinates y with to_global(y) = project(x)."""
         return (np.asarray(x, dtype=float) - self.point) @ self.basis
 
-    def to_global(self, y) -> np.ndarray:
+    def to_global(self, y: ArrayLike) -> np.ndarray:
         return self.point + np.asarray(y, dtype=float) @ self.basis.T
 
-    def distance(self, x) -> np.ndarray | float:
+    def distance(self, x: ArrayLike) -> np.ndarray | float:
         """Euclidean distance of x (or of each row of x) to the flat."""
         X = np.asarray(x, dtype=float)
         return np.linalg.norm(X - self.project(X), axis=-1)
 
-    def contains(self, x, tol: float = 1e-9) -> bool:
+    def contains(self, x: ArrayLike, tol: float = 1e-9) -> bool:
         x = as_vector(x, "x", self.ambient_dim)
         return bool(self.distance(x) <= tol * max(1.0, float(np.linalg.norm(x))))
 

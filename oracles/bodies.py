@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from ._sparse import as_csr
 from ._sparse import row_norms as sparse_row_norms
@@ -33,6 +35,15 @@ from ._validate import (
 )
 from .cuts import Cut
 from .errors import MissingOracleError
+from .solvers._base import Matrix
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+
+# the user's oracles of an OracleBody (their answers are checked where they enter the engine)
+SeparationOracle = Callable[[np.ndarray], "Cut | tuple[ArrayLike, float] | None"]
+MembershipOracle = Callable[[np.ndarray], "bool | np.bool_"]
+MaximizeOracle = Callable[[np.ndarray], "tuple[float, ArrayLike]"]
 
 __all__ = ["ConvexBody", "Polytope", "Ball", "OracleBody", "Intersection", "NormEpigraph"]
 
@@ -43,10 +54,10 @@ class ConvexBody(ABC):
     dim: int
 
     @abstractmethod
-    def separate(self, x: np.ndarray, tol: float = 1e-9) -> Cut | None:
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
         """None if x lies in the body (within tol), else a Cut valid for the body and violated by x."""
 
-    def contains(self, x: np.ndarray, tol: float = 1e-9) -> bool:
+    def contains(self, x: ArrayLike, tol: float = 1e-9) -> bool:
         """Membership: True iff x lies in the body up to tol."""
         return self.separate(x, tol) is None
 
@@ -63,20 +74,49 @@ class ConvexBody(ABC):
         """True when the body can be written as cvxpy constraints (exact convex programs apply)."""
         return False
 
-    def maximize(self, c: np.ndarray, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+    def maximize(self, c: ArrayLike, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         """max c @ x over the body: returns (value, maximiser)."""
         raise MissingOracleError(f"{type(self).__name__} has no maximize oracle (a linear-optimisation oracle)")
 
-    def cvxpy_constraints(self, x) -> list:
+    def cvxpy_constraints(self, x: cp.Variable) -> list[cp.Constraint]:
         raise MissingOracleError(f"{type(self).__name__} is not an explicit body: it cannot be written as constraints")
 
-    def _check_point(self, x) -> np.ndarray:
+    def _check_point(self, x: ArrayLike) -> np.ndarray:
         return as_vector(x, "x", self.dim)
 
     def __and__(self, other: ConvexBody) -> Intersection:
         if not isinstance(other, ConvexBody):
             return NotImplemented
         return Intersection([self, other])
+
+
+def _polytope_dim(
+    A: Matrix | None,
+    A_arr: Matrix | None,
+    A_eq: Matrix | None,
+    lb: ArrayLike | None,
+    ub: ArrayLike | None,
+    dim: int | None,
+) -> int:
+    """The dimension of a polytope from the first of A's columns, A_eq's columns, ``dim`` and a bound vector's
+    length that is given; ValueError when none is, when ``dim`` disagrees, or when it is below 1."""
+    n = None
+    if A_arr is not None and A_arr.ndim == 2:
+        n = A_arr.shape[1]
+    if n is None and A_eq is not None and np.ndim(A_eq) == 2:
+        n = np.shape(A_eq)[1]
+    if n is None and dim is not None:
+        n = int(dim)
+    for v in (lb, ub):
+        if n is None and v is not None and np.ndim(v) == 1:
+            n = np.shape(v)[0]
+    if n is None:
+        raise ValueError(f"A must be a 2-D array (rows, dim), got shape {() if A is None else np.shape(A)}")
+    if dim is not None and int(dim) != n:
+        raise ValueError(f"A has {n} columns but dim={dim}")
+    if n < 1:
+        raise ValueError("Polytope needs dim >= 1")
+    return n
 
 
 class Polytope(ConvexBody):
@@ -91,31 +131,45 @@ class Polytope(ConvexBody):
     a power of two (exact in floating point, the same half-space), so membership, cuts and LPs never square
     or overflow extreme entries; ``A``/``b`` show the stored rows. A hyperplane farther than 1e150 from the
     origin (|b_i|/‖a_i‖) is outside the engine's range: ValueError.
+
+    Parameters
+    ----------
+    A, b : array_like or scipy.sparse matrix of shape (m, n), array_like of shape (m,), optional
+        Inequality rows A x <= b.
+    A_eq, b_eq : array_like or scipy.sparse matrix of shape (k, n), array_like of shape (k,), optional
+        Equality rows A_eq x = b_eq.
+    lb, ub : float or array_like of shape (n,), optional
+        Variable bounds (±inf allowed; default free).
+    dim : int, optional
+        n, needed only when no other argument fixes it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope
+    >>> square = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.ones(4))   # [-1, 1]²
+    >>> square.contains(np.zeros(2)), square.separate(np.array([2.0, 0.0])).offset
+    (True, 1.0)
     """
 
-    def __init__(self, A=None, b=None, A_eq=None, b_eq=None, *, lb=None, ub=None, dim: int | None = None):
+    def __init__(
+        self,
+        A: Matrix | None = None,
+        b: ArrayLike | None = None,
+        A_eq: Matrix | None = None,
+        b_eq: ArrayLike | None = None,
+        *,
+        lb: ArrayLike | None = None,
+        ub: ArrayLike | None = None,
+        dim: int | None = None,
+    ) -> None:
         sparse = sp.issparse(A) or sp.issparse(A_eq)
-        n = None
         A_arr = None
         if A is not None:
             A_arr = A if sp.issparse(A) else np.asarray(A, dtype=float)
-            if A_arr.ndim == 2:
-                n = A_arr.shape[1]
         elif b is not None:
             raise ValueError("b given without A")
-        if n is None and A_eq is not None and np.ndim(A_eq) == 2:
-            n = np.shape(A_eq)[1]
-        if n is None and dim is not None:
-            n = int(dim)
-        for v in (lb, ub):
-            if n is None and v is not None and np.ndim(v) == 1:
-                n = len(v)
-        if n is None:
-            raise ValueError(f"A must be a 2-D array (rows, dim), got shape {np.shape(A)}")
-        if dim is not None and int(dim) != n:
-            raise ValueError(f"A has {n} columns but dim={dim}")
-        if n < 1:
-            raise ValueError("Polytope needs dim >= 1")
+        n = _polytope_dim(A, A_arr, A_eq, lb, ub, dim)
         self.dim = n
         self._sparse = bool(sparse)
         self._A = sp.csr_matrix((0, n)) if sparse else np.empty((0, n))
@@ -138,7 +192,9 @@ class Polytope(ConvexBody):
 
     # -- growth -----------------------------------------------------------------------------------
     @staticmethod
-    def _append(buf: np.ndarray, rhs: np.ndarray, used: int, rows: np.ndarray, vals: np.ndarray):
+    def _append(
+        buf: np.ndarray, rhs: np.ndarray, used: int, rows: np.ndarray, vals: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         need = used + rows.shape[0]
         if need > buf.shape[0]:
             cap = max(need, 2 * buf.shape[0], 16)
@@ -151,7 +207,7 @@ class Polytope(ConvexBody):
         rhs[used:need] = vals
         return buf, rhs, need
 
-    def _checked_rows(self, A, b, a_name: str, b_name: str):
+    def _checked_rows(self, A: Matrix, b: ArrayLike, a_name: str, b_name: str) -> tuple[Matrix, np.ndarray]:
         """Validated, range-checked rows in this polytope's storage (dense array or CSR)."""
         if self._sparse:
             M = as_csr(A, a_name, self.dim)
@@ -163,7 +219,7 @@ class Polytope(ConvexBody):
         )
         return _rescale_rows(A, as_rhs(b, b_name, A.shape[0], limit=None), a_name, b_name)
 
-    def add_halfspaces(self, A, b) -> Polytope:
+    def add_halfspaces(self, A: Matrix, b: ArrayLike) -> Polytope:
         """Append rows A x <= b."""
         A, b = self._checked_rows(A, b, "A", "b")
         if self._sparse:
@@ -174,7 +230,7 @@ class Polytope(ConvexBody):
             self._A, self._b, self._m = self._append(self._A, self._b, self._m, A, b)
         return self
 
-    def add_equalities(self, A, b) -> Polytope:
+    def add_equalities(self, A: Matrix, b: ArrayLike) -> Polytope:
         """Append rows A x = b."""
         A, b = self._checked_rows(A, b, "A", "b")
         if self._sparse:
@@ -185,7 +241,7 @@ class Polytope(ConvexBody):
             self._Aeq, self._beq, self._meq = self._append(self._Aeq, self._beq, self._meq, A, b)
         return self
 
-    def add_slabs(self, A, c, eta) -> Polytope:
+    def add_slabs(self, A: Matrix, c: ArrayLike, eta: ArrayLike) -> Polytope:
         """Append |A x - c| <= eta row-wise, as the two half-spaces A x <= c + eta and -A x <= eta - c."""
         if sp.issparse(A) or self._sparse:
             A = as_csr(A, "A", self.dim)
@@ -205,7 +261,7 @@ class Polytope(ConvexBody):
 
     # -- views ------------------------------------------------------------------------------------
     @property
-    def A(self):
+    def A(self) -> Matrix:
         """The inequality rows: a dense array, or a CSR matrix for a sparse polytope."""
         return self._A if self._sparse else self._A[: self._m]
 
@@ -214,7 +270,7 @@ class Polytope(ConvexBody):
         return self._b[: self._m]
 
     @property
-    def A_eq(self):
+    def A_eq(self) -> Matrix:
         """The equality rows: a dense array, or a CSR matrix for a sparse polytope."""
         return self._Aeq if self._sparse else self._Aeq[: self._meq]
 
@@ -308,7 +364,7 @@ class Polytope(ConvexBody):
         x = self._check_point(x)
         return np.maximum(self.lb - x, x - self.ub)
 
-    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
         """The most violated row or bound, normalised to a unit normal; None if every one holds within tol."""
         x = self._check_point(x)
         best, cut = tol, None
@@ -332,7 +388,7 @@ class Polytope(ConvexBody):
                 cut = Cut(e, float(self.ub[j]) if up[j] >= lo[j] else -float(self.lb[j]))
         return cut
 
-    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+    def maximize(self, c: ArrayLike, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         from . import solvers
 
         c = as_vector(c, "c", self.dim)
@@ -341,7 +397,7 @@ class Polytope(ConvexBody):
         )
         return -sol.value, sol.x
 
-    def cvxpy_constraints(self, x) -> list:
+    def cvxpy_constraints(self, x: cp.Variable) -> list[cp.Constraint]:
         cons = []
         if self._m:
             cons.append(self.A @ x <= self.b)
@@ -355,7 +411,7 @@ class Polytope(ConvexBody):
         return cons
 
 
-def _bounds(lb, ub, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(lb: ArrayLike | None, ub: ArrayLike | None, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-variable bounds from None, scalars or length-n arrays: no NaN, lb < +inf, ub > -inf, lb <= ub,
     finite ones within the engine's range."""
     out = []
@@ -385,12 +441,12 @@ def _bounds(lb, ub, n: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def _row(A, i: int) -> np.ndarray:
+def _row(A: Matrix, i: int) -> np.ndarray:
     """Row i of a dense array or a sparse matrix, as a dense vector."""
     return A[i].toarray().ravel() if sp.issparse(A) else A[i]
 
 
-def _rescale_sparse_rows(A: sp.csr_matrix, b: np.ndarray, a_name: str, b_name: str):
+def _rescale_sparse_rows(A: sp.csr_matrix, b: np.ndarray, a_name: str, b_name: str) -> tuple[sp.csr_matrix, np.ndarray]:
     """``_rescale_rows`` for a CSR matrix (only the out-of-band rows are touched)."""
     if A.shape[0] == 0:
         return A, b
@@ -444,7 +500,7 @@ def _rescale_rows(A: np.ndarray, b: np.ndarray, a_name: str, b_name: str) -> tup
     return A, b
 
 
-def _normalised(A, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _normalised(A: Matrix, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     if A.shape[0] == 0:
         return np.empty(0)
     norms = sparse_row_norms(A) if sp.issparse(A) else row_norms(A)
@@ -464,9 +520,17 @@ def _unit_cut(a: np.ndarray, b: float) -> Cut:
 
 
 class Ball(ConvexBody):
-    """B = {x : ‖x - center‖ <= radius}."""
+    """B = {x : ‖x - center‖ <= radius}.
 
-    def __init__(self, center, radius: float):
+    Parameters
+    ----------
+    center : array_like of shape (n,)
+        The centre.
+    radius : float
+        The radius (>= 0).
+    """
+
+    def __init__(self, center: ArrayLike, radius: float) -> None:
         self.center = as_vector(center, "center")
         self.radius = _ball_radius(radius)
         self.dim = self.center.shape[0]
@@ -482,7 +546,7 @@ class Ball(ConvexBody):
     def has_maximize(self) -> bool:
         return True
 
-    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
         x = self._check_point(x)
         d = x - self.center
         nrm = norm(d)
@@ -491,13 +555,13 @@ class Ball(ConvexBody):
         u = d / nrm
         return Cut(u, float(u @ self.center) + self.radius)
 
-    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+    def maximize(self, c: ArrayLike, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         c = as_vector(c, "c", self.dim)
         nrm = norm(c)
         x = self.center + (self.radius * (c / nrm) if nrm > 0 else 0.0)
         return float(c @ x), x
 
-    def cvxpy_constraints(self, x) -> list:
+    def cvxpy_constraints(self, x: cp.Variable) -> list[cp.Constraint]:
         import cvxpy as cp
 
         return [cp.norm(x - self.center, 2) <= self.radius]
@@ -511,15 +575,31 @@ class OracleBody(ConvexBody):
     checked where they enter the engine: a wrong type or shape, NaN/inf, a value that disagrees with c·x,
     or an exception raised inside the callable is an ``OracleError`` naming the oracle and what it
     returned. Cuts come back with unit normals.
+
+    Parameters
+    ----------
+    dim : int
+        The dimension n.
+    separate, contains, maximize : callable, optional
+        The oracles, each called with one vector of length n; at least one is required.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Ball, OracleBody
+    >>> ball = Ball(np.zeros(2), 1.0)
+    >>> body = OracleBody(2, separate=lambda x: ball.separate(x))
+    >>> body.contains(np.array([0.5, 0.5])), body.has_maximize
+    (True, False)
     """
 
     def __init__(
         self,
         dim: int,
-        separate: Callable | None = None,
-        contains: Callable | None = None,
-        maximize: Callable | None = None,
-    ):
+        separate: SeparationOracle | None = None,
+        contains: MembershipOracle | None = None,
+        maximize: MaximizeOracle | None = None,
+    ) -> None:
         dim = as_count(dim, "dim")
         if separate is None and contains is None and maximize is None:
             raise ValueError("OracleBody needs at least one oracle: separate, contains or maximize")
@@ -545,7 +625,7 @@ class OracleBody(ConvexBody):
     def has_maximize(self) -> bool:
         return self._maximize is not None
 
-    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
         if self._separate is None:
             raise MissingOracleError("this OracleBody has no separation oracle (pass separate=...)")
         x = self._check_point(x)
@@ -555,7 +635,7 @@ class OracleBody(ConvexBody):
             return None
         return cut
 
-    def contains(self, x, tol: float = 1e-9) -> bool:
+    def contains(self, x: ArrayLike, tol: float = 1e-9) -> bool:
         if self._contains is not None:
             who = "OracleBody contains oracle"
             return check_bool(call_oracle(self._contains, who, self._check_point(x).copy()), who)
@@ -563,7 +643,7 @@ class OracleBody(ConvexBody):
             raise MissingOracleError("this OracleBody has neither a membership nor a separation oracle")
         return self.separate(x, tol) is None
 
-    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+    def maximize(self, c: ArrayLike, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         if self._maximize is None:
             raise MissingOracleError("this OracleBody has no maximize oracle (pass maximize=...)")
         c = as_vector(c, "c", self.dim)
@@ -572,9 +652,16 @@ class OracleBody(ConvexBody):
 
 
 class Intersection(ConvexBody):
-    """The intersection of bodies of one dimension: separate returns the deepest cut among the parts."""
+    """The intersection of bodies of one dimension (``a & b`` builds one): separate returns the deepest cut
+    among the parts; maximize needs every part explicit.
 
-    def __init__(self, parts: Sequence[ConvexBody]):
+    Parameters
+    ----------
+    parts : sequence of ConvexBody
+        The bodies (nested intersections are flattened).
+    """
+
+    def __init__(self, parts: Sequence[ConvexBody]) -> None:
         flat: list[ConvexBody] = []
         for p in parts:
             if not isinstance(p, ConvexBody):
@@ -601,7 +688,7 @@ class Intersection(ConvexBody):
     def has_maximize(self) -> bool:
         return self.is_explicit
 
-    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
         x = self._check_point(x)
         best: Cut | None = None
         for p in self.parts:
@@ -610,10 +697,10 @@ class Intersection(ConvexBody):
                 best = cut
         return best
 
-    def contains(self, x, tol: float = 1e-9) -> bool:
+    def contains(self, x: ArrayLike, tol: float = 1e-9) -> bool:
         return all(p.contains(x, tol) for p in self.parts)
 
-    def maximize(self, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+    def maximize(self, c: ArrayLike, *, solver: str | None = None) -> tuple[float, np.ndarray]:
         if not self.is_explicit:
             raise MissingOracleError("maximize over an intersection needs every part to be explicit (Polytope or Ball)")
         c = as_vector(c, "c", self.dim)
@@ -624,7 +711,7 @@ class Intersection(ConvexBody):
 
         return solvers.maximize_explicit(self, c, solver=solver)
 
-    def cvxpy_constraints(self, x) -> list:
+    def cvxpy_constraints(self, x: cp.Variable) -> list[cp.Constraint]:
         return [con for p in self.parts for con in p.cvxpy_constraints(x)]
 
 
@@ -636,6 +723,11 @@ class NormEpigraph(ConvexBody):
     (x/‖x‖)·y − s <= 0 (valid since (x/‖x‖)·y <= ‖y‖ <= s). Both are read within ``tol`` (a point within
     tol of a half-space is not cut, as for every body), so for a flat K the epigraph is a thin but
     full-dimensional body that cutting-plane methods can enter.
+
+    Parameters
+    ----------
+    body : ConvexBody
+        K; it needs a separation oracle.
     """
 
     def __init__(self, body: ConvexBody) -> None:
@@ -648,7 +740,7 @@ class NormEpigraph(ConvexBody):
     def __repr__(self) -> str:
         return f"NormEpigraph({self.body!r})"
 
-    def separate(self, x, tol: float = 1e-9) -> Cut | None:
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
         z = self._check_point(x)
         y = z[:-1]
         cut = checked_separate(self.body, y, tol)
@@ -683,7 +775,7 @@ def _merge_polytopes(polys: Sequence[Polytope]) -> Polytope:
     return Polytope(A, b, A_eq if len(b_eq) else None, b_eq if len(b_eq) else None, lb=lb, ub=ub, dim=n)
 
 
-def _ball_radius(value) -> float:
+def _ball_radius(value: float) -> float:
     return radius(value, "radius", strict=False)
 
 

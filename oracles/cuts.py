@@ -12,7 +12,15 @@ __all__ = ["Cut", "ParallelCut"]
 
 @dataclass(frozen=True)
 class Cut:
-    """Half-space {y : normal @ y <= offset}; for a query x it separates when ``normal @ x > offset``."""
+    """Half-space {y : normal @ y <= offset}; for a query x it separates when ``normal @ x > offset``.
+
+    Parameters
+    ----------
+    normal : array_like of shape (n,)
+        The (finite) normal; stored as a float array.
+    offset : float
+        The (finite) offset.
+    """
 
     normal: np.ndarray
     offset: float
@@ -46,7 +54,15 @@ class Cut:
 
 @dataclass(frozen=True)
 class ParallelCut:
-    """Slab {y : lower <= normal @ y <= upper}: two parallel cuts from one oracle answer."""
+    """Slab {y : lower <= normal @ y <= upper}: two parallel cuts from one oracle answer.
+
+    Parameters
+    ----------
+    normal : array_like of shape (n,)
+        The (finite) normal.
+    lower, upper : float
+        The slab's sides, finite with lower <= upper.
+    """
 
     normal: np.ndarray
     lower: float

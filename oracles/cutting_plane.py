@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_count, positive
+from .backends import backend_name
 from .bodies import ConvexBody, checked_separate
 from .ellipsoid import _check_common
 from .errors import OracleError, SolverError
@@ -125,8 +127,8 @@ class _Localisation:
         if z < self.empty_slack:
             self.ambiguous = z >= self.empty_slack - margin
             return None
-        # past radii of ~1e20 the LP's point can round onto a box side (seen: x = hi = 7.1e20), where the
-        # barrier is infinite: keep it inside by _interior's margin
+        # past radii of ~1e20 the LP's point can round onto a box side (x = hi = 7.1e20), where the barrier is
+        # infinite: keep it inside by _interior's margin
         eps = 1e-9 * (self.hi - self.lo)
         return np.clip(xz, self.lo + eps, self.hi - eps)
 
@@ -157,8 +159,8 @@ class _Localisation:
         uncertainty from rescaling (0 for boxes of half-width up to 1e12).
 
         A wider box is solved in units x = s y with s a power of two (exact) bringing the box within 1e12, so
-        the LP never reaches the backends' "infinite" bound (1e20 in HiGHS; a box of half-width 1e20 made the
-        phase-one LP unbounded); the slack is then known to about 1e-7·s only."""
+        the LP never reaches the backends' "infinite" bound (1e20 in HiGHS, where a box of half-width 1e20
+        makes the phase-one LP unbounded); the slack is then known to about 1e-7·s only."""
         from . import solvers
 
         n = self.x.shape[0]
@@ -175,16 +177,191 @@ class _Localisation:
         bounds = [(None, None)] * n + [(None, z_cap)]
         sol = solvers.solve_lp(c, A_ub, b_ub, bounds=bounds, solver=self.solver)
         # beyond 1e12 the body's features can sit below the LP's tolerance in these units (a ball of radius 0.1
-        # in a box of 1e20 was called empty): a slack below empty_slack certifies nothing there
+        # in a box of 1e20 looks empty): a slack below empty_slack certifies nothing there
         return -sol.value * scale, sol.x[:n] * scale, (0.0 if scale == 1.0 else math.inf)
+
+
+class _Run:
+    """One ACCPM run: the localisation set, the objective row, the best point, the bounds and the counters.
+
+    ``step()`` adds the cut at the current query, re-centres and applies the stopping tests; ``prune()``
+    drops the least relevant cuts; ``result()`` assembles the answer from the current state.
+    """
+
+    def __init__(
+        self,
+        body: ConvexBody,
+        c0: np.ndarray,
+        R: float,
+        obj: np.ndarray | None,
+        *,
+        tol: float,
+        oracle_tol: float,
+        obj_weight: float,
+        stall: int,
+        solver: str | None,
+    ) -> None:
+        n = c0.shape[0]
+        self.body, self.n, self.c0, self.R, self.obj = body, n, c0, R, obj
+        self.tol, self.oracle_tol, self.obj_weight, self.stall = tol, oracle_tol, obj_weight, stall
+        self.loc = _Localisation(c0 - R, c0 + R, solver)
+        self.drift = (
+            16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
+        )  # rounding at the box's scale
+        self.obj_row: int | None = None  # index of the objective cut among the rows
+        self.best_x: np.ndarray | None = None
+        self.best_val = math.inf
+        self.lower = -math.inf
+        self.obj_norm = 1.0 if obj is None else float(np.linalg.norm(obj))
+        self.calls = self.free = self.it = 0
+        self.progress_at, self.last = 0, (math.inf, -math.inf)
+        self.loc.empty_slack = 0.5 * oracle_tol
+
+    # -- one query ----------------------------------------------------------------------------------------
+    def step(self) -> EllipsoidResult | None:
+        """Cut at the current query and re-centre; the result when the run ends here, else None."""
+        done = self._cut_query(self.loc.x)
+        if done is not None:
+            return done
+        self.it += 1
+        try:
+            found = self.loc.centre()
+        except SolverError as exc:  # pragma: no cover - backend trouble
+            return self.result("max_iter", f"phase-one LP failed: {exc}")
+        if not found:
+            return self._no_interior()
+        if self.obj is not None and self.best_x is not None and self.obj_row is not None:
+            return self._gap_test(self.obj_row)
+        return None
+
+    def _cut_query(self, x: np.ndarray) -> EllipsoidResult | None:
+        """Add the cut for the query x: the start ball's tangent plane when x lies outside the ball (free),
+        else the oracle's cut relaxed by oracle_tol, or the objective cut when x is feasible."""
+        off = x - self.c0
+        dist = float(np.linalg.norm(off))
+        if dist > self.R + self.oracle_tol:  # outside the start ball: its tangent cut is free
+            u = off / dist
+            self.loc.add(u, float(u @ self.c0) + self.R)
+            self.free += 1
+            return None
+        self.calls += 1
+        if not np.all(np.isfinite(x)):
+            return self.result("max_iter", "numerical failure: the analytic centre is not finite")
+        cut = checked_separate(self.body, x.copy(), self.oracle_tol)
+        if cut is not None and not np.any(cut.normal):  # 0·x <= b < 0: the oracle says "empty"
+            if self.best_x is not None:
+                raise OracleError(
+                    f"{type(self.body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is "
+                    "empty) after it accepted a point"
+                )
+            return self.result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
+        if cut is not None:
+            nrm = float(np.linalg.norm(cut.normal))
+            self.loc.add(cut.normal, cut.offset + self.oracle_tol * nrm)
+            return None
+        if self.obj is None:
+            self.best_x = x.copy()
+            return self.result("feasible", "the analytic centre is in the body")
+        self._objective_cut(x, self.obj)
+        return None
+
+    def _objective_cut(self, x: np.ndarray, obj: np.ndarray) -> None:
+        """Record a feasible query and set the row objective @ x <= best, weighted by obj_weight × (rows)."""
+        val = float(obj @ x)
+        if val < self.best_val:
+            self.best_x, self.best_val = x.copy(), val
+        weight = float(max(self.loc.m, 1)) * self.obj_weight
+        if self.obj_row is None:
+            self.loc.add(obj, self.best_val, weight)
+            self.obj_row = self.loc.m - 1
+        else:
+            self.loc.set_row(self.obj_row, self.best_val / self.obj_norm, weight)
+
+    # -- stopping tests -----------------------------------------------------------------------------------
+    def _no_interior(self) -> EllipsoidResult:
+        """The phase-one LP found no slack oracle_tol/2: "optimal" with a best point, else "empty" (or
+        "max_iter" when the LP cannot tell at this scale)."""
+        if self.loc.ambiguous:
+            return self.result(
+                "max_iter",
+                "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
+                f"at radius {self.R:.3g} it solves in units {self.R / 1e12:.1e} times the box's "
+                "(start from a ball of radius <= 1e12 around the body)",
+            )
+        if self.best_x is not None:
+            self.lower = self.best_val
+            return self.result("optimal", "no point of the cuts improves on the best value")
+        return self.result("empty", "the cuts leave no point with slack oracle_tol/2 in the start box")
+
+    def _gap_test(self, obj_row: int) -> EllipsoidResult | None:
+        """Raise the dual lower bound; stop when best - lower <= tol, when that can never be certified, or
+        when neither bound has improved for ``stall`` iterations."""
+        drift, obj_norm, tol = self.drift, self.obj_norm, self.tol
+        self.lower = max(self.lower, _dual_bound(self.loc, obj_row) * obj_norm - drift * obj_norm)
+        best_val, lower = self.best_val, self.lower
+        if best_val - lower <= tol:
+            return self.result("optimal", "best - dual lower bound is within tol")
+        if best_val - lower <= tol + drift * obj_norm and drift * obj_norm >= tol:
+            # the certified gap can never fall below tol (below that level: cut on, as in ellipsoid)
+            return self.result(
+                "max_iter",
+                f"best - dual lower bound reached the rounding level "
+                f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
+                f"{drift * obj_norm:.1e} at radius {self.R:.3g} (start from a smaller ball)",
+            )
+        if best_val < self.last[0] or lower > self.last[1]:
+            self.progress_at, self.last = self.it, (best_val, lower)
+        elif self.it - self.progress_at >= self.stall:
+            return self.result(
+                "max_iter",
+                f"stalled: neither the best value nor the lower bound improved in "
+                f"{self.stall} iterations; best - lower bound = {best_val - lower:.3g} > tol",
+            )
+        return None
+
+    # -- cut management and the answer --------------------------------------------------------------------
+    def prune(self, keep_cuts: int) -> None:
+        """Keep the ``keep_cuts`` most relevant rows (the objective row always), in their order."""
+        loc = self.loc
+        rel = loc.relevance()
+        protect = np.zeros(loc.m, dtype=bool)
+        if self.obj_row is not None:
+            protect[self.obj_row] = True
+        rel[protect] = -np.inf
+        idx = np.sort(np.argsort(rel, kind="stable")[:keep_cuts])
+        if self.obj_row is not None:
+            self.obj_row = int(np.searchsorted(idx, self.obj_row))
+        loc.keep(idx)
+
+    def result(self, status: Status, message: str) -> EllipsoidResult:
+        """The run's answer: the best point, the bound, and the analytic centre with m²H⁻¹ as the ellipsoid."""
+        loc, n = self.loc, self.n
+        mm = float(np.sum(loc.w)) + 2 * n
+        try:
+            shape = mm * mm * _spd_solve(loc.H, np.eye(n))
+        except np.linalg.LinAlgError:
+            shape = np.full((n, n), np.nan)
+        best_x, obj = self.best_x, self.obj
+        return EllipsoidResult(
+            status=status,
+            x=None if best_x is None else best_x.copy(),
+            value=None if best_x is None or obj is None else self.best_val,
+            iterations=self.it,
+            oracle_calls=self.calls,
+            center=loc.x.copy(),
+            shape=0.5 * (shape + shape.T),
+            lower_bound=None if obj is None else self.lower,
+            recycled_cuts=self.free,
+            message=message,
+        )
 
 
 def cutting_plane(
     body: ConvexBody,
-    center,
+    center: ArrayLike,
     radius: float,
     *,
-    objective=None,
+    objective: ArrayLike | None = None,
     tol: float = 1e-8,
     max_iter: int | None = None,
     oracle_tol: float = 1e-9,
@@ -199,147 +376,73 @@ def cutting_plane(
     Query = analytic centre of the cuts so far (each cut relaxed by oracle_tol, so a flat body keeps an
     interior); a query outside the ball gets the ball's tangent cut without an oracle call. A feasible
     query with an objective adds the cut objective @ x <= best, weighted in the barrier by
-    obj_weight × (number of rows) (heavier: fewer oracle calls, more Newton work). The stop is
-    best - LB <= tol with the dual bound LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx, λ_i = (w_i/s_i)/(w_0/s_0),
-    or the phase-one LP finding no interior below the best value. When no warm start is strictly inside
-    the cuts, a phase-one LP over them decides: a common slack below oracle_tol/2 certifies "empty".
-    Returned ``center``/``shape``: the analytic centre and m²H⁻¹ (H the barrier Hessian, m the total barrier
-    weight), an ellipsoid that contains the localisation polytope at an exact centre. ``solver``: the LP
-    backend of the phase-one LP (default ``solvers.default()``; checked before the first oracle call).
-    ``stall``: with an objective, stop with status "max_iter" once neither the best value nor the lower bound
-    has improved for this many iterations (default max(100, 20·n); measured: minimising over a flat 3-d body
-    the gap froze at 1.3e-7 after 100 iterations and the remaining 1,800 took 30 s).
+    obj_weight × (number of rows). The stop is best - LB <= tol with the dual bound
+    LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx, λ_i = (w_i/s_i)/(w_0/s_0), or the phase-one LP finding no
+    interior below the best value. When no warm start is strictly inside the cuts, a phase-one LP over them
+    decides: a common slack below oracle_tol/2 certifies "empty".
+
+    Parameters
+    ----------
+    body : ConvexBody
+        The body; it needs a separation oracle.
+    center, radius : array_like of shape (n,), float
+        The starting ball B(center, radius); the method searches the box around it.
+    objective : array_like of shape (n,), optional
+        Minimise ``objective @ x`` over the body (None: find a point).
+    tol : float
+        Optimality gap best - lower bound at which the minimisation stops.
+    max_iter : int, optional
+        Query budget (default 100·n² + 1000).
+    oracle_tol : float
+        Tolerance passed to the separation oracle; every cut is relaxed by it.
+    max_cuts, keep_cuts : int, optional
+        Beyond ``max_cuts`` rows (default 5·n) the least relevant (largest slack in Dikin-ellipsoid units) are
+        dropped down to ``keep_cuts`` (default 3·n).
+    obj_weight : float
+        Barrier weight of the objective cut per row: heavier means fewer oracle calls, more Newton work.
+    solver : str, optional
+        LP backend of the phase-one LP (default: the engine's LP default; checked before the first oracle
+        call).
+    stall : int, optional
+        With an objective, stop with status "max_iter" once neither the best value nor the lower bound has
+        improved for this many iterations (default max(100, 20·n): over a flat 3-d body the gap freezes at
+        1.3e-7 after 100 iterations).
+
+    Returns
+    -------
+    EllipsoidResult
+        Status, point, value and lower bound as for ``ellipsoid``; ``center``/``shape`` are the analytic
+        centre and m²H⁻¹ (H the barrier Hessian, m the total barrier weight), an ellipsoid that contains the
+        localisation polytope at an exact centre.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, cutting_plane
+    >>> box = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([2.0, 2.0, -1.0, -1.0]))  # [1, 2]²
+    >>> res = cutting_plane(box, np.zeros(2), 10.0, objective=np.array([1.0, 1.0]))
+    >>> res.status, round(res.value, 6)
+    ('optimal', 2.0)
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
     tol = positive(tol, "tol")
     oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
-    max_cuts = 5 * n if max_cuts is None else max_cuts
-    keep_cuts = 3 * n if keep_cuts is None else keep_cuts
-    max_cuts, keep_cuts = as_count(max_cuts, "max_cuts", 0), as_count(keep_cuts, "keep_cuts", 0)
+    max_cuts = as_count(5 * n if max_cuts is None else max_cuts, "max_cuts", 0)
+    keep_cuts = as_count(3 * n if keep_cuts is None else keep_cuts, "keep_cuts", 0)
     obj_weight = positive(obj_weight, "obj_weight")
     if keep_cuts < 1 or max_cuts < keep_cuts:
         raise ValueError(f"need 1 <= keep_cuts <= max_cuts, got keep_cuts={keep_cuts}, max_cuts={max_cuts}")
     if solver is not None:
-        from . import solvers
-
-        solver = solvers.get(solver, kind="lp").name
-    loc = _Localisation(c0 - R, c0 + R, solver)
-    drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))  # rounding at the box's scale
-    obj_row: int | None = None  # index of the objective cut among the rows
-    best_x: np.ndarray | None = None
-    best_val = math.inf
-    lower = -math.inf
-    obj_norm = 1.0 if obj is None else float(np.linalg.norm(obj))
-    calls = free = 0
-    it = 0
-
-    def result(status: Status, message: str) -> EllipsoidResult:
-        mm = float(np.sum(loc.w)) + 2 * n
-        try:
-            shape = mm * mm * _spd_solve(loc.H, np.eye(n))
-        except np.linalg.LinAlgError:
-            shape = np.full((n, n), np.nan)
-        return EllipsoidResult(
-            status=status,
-            x=None if best_x is None else best_x.copy(),
-            value=None if best_x is None or obj is None else best_val,
-            iterations=it,
-            oracle_calls=calls,
-            center=loc.x.copy(),
-            shape=0.5 * (shape + shape.T),
-            lower_bound=None if obj is None else lower,
-            recycled_cuts=free,
-            message=message,
-        )
-
-    stall = max(100, 20 * n) if stall is None else stall
-    stall = as_count(stall, "stall")
-    progress_at, last = 0, (math.inf, -math.inf)
-    loc.empty_slack = 0.5 * oracle_tol
-    while it < max_iter:
-        x = loc.x
-        off = x - c0
-        dist = float(np.linalg.norm(off))
-        if dist > R + oracle_tol:  # outside the start ball: its tangent cut is free
-            u = off / dist
-            loc.add(u, float(u @ c0) + R)
-            free += 1
-        else:
-            calls += 1
-            if not np.all(np.isfinite(x)):
-                return result("max_iter", "numerical failure: the analytic centre is not finite")
-            cut = checked_separate(body, x.copy(), oracle_tol)
-            if cut is not None and not np.any(cut.normal):  # 0·x <= b < 0: the oracle says "empty"
-                if best_x is not None:
-                    raise OracleError(
-                        f"{type(body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is "
-                        "empty) after it accepted a point"
-                    )
-                return result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
-            if cut is None:
-                if obj is None:
-                    best_x = x.copy()
-                    return result("feasible", "the analytic centre is in the body")
-                val = float(obj @ x)
-                if val < best_val:
-                    best_x, best_val = x.copy(), val
-                weight = float(max(loc.m, 1)) * obj_weight
-                if obj_row is None:
-                    loc.add(obj, best_val, weight)
-                    obj_row = loc.m - 1
-                else:
-                    loc.set_row(obj_row, best_val / obj_norm, weight)
-            else:
-                nrm = float(np.linalg.norm(cut.normal))
-                loc.add(cut.normal, cut.offset + oracle_tol * nrm)
-        it += 1
-        try:
-            found = loc.centre()
-        except SolverError as exc:  # pragma: no cover - backend trouble
-            return result("max_iter", f"phase-one LP failed: {exc}")
-        if not found:
-            if loc.ambiguous:
-                return result(
-                    "max_iter",
-                    "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
-                    f"at radius {R:.3g} it solves in units {R / 1e12:.1e} times the box's "
-                    "(start from a ball of radius <= 1e12 around the body)",
-                )
-            if best_x is not None:
-                lower = best_val
-                return result("optimal", "no point of the cuts improves on the best value")
-            return result("empty", "the cuts leave no point with slack oracle_tol/2 in the start box")
-        if obj is not None and best_x is not None and obj_row is not None:
-            lower = max(lower, _dual_bound(loc, obj_row) * obj_norm - drift * obj_norm)
-            if best_val - lower <= tol:
-                return result("optimal", "best - dual lower bound is within tol")
-            if best_val - lower <= tol + drift * obj_norm and drift * obj_norm >= tol:
-                # the certified gap can never fall below tol (below that level: cut on, as in ellipsoid)
-                return result(
-                    "max_iter",
-                    f"best - dual lower bound reached the rounding level "
-                    f"{best_val - lower:.1e} > tol: float64 resolves the bound only to about "
-                    f"{drift * obj_norm:.1e} at radius {R:.3g} (start from a smaller ball)",
-                )
-            if best_val < last[0] or lower > last[1]:
-                progress_at, last = it, (best_val, lower)
-            elif it - progress_at >= stall:
-                return result(
-                    "max_iter",
-                    f"stalled: neither the best value nor the lower bound improved in "
-                    f"{stall} iterations; best - lower bound = {best_val - lower:.3g} > tol",
-                )
-        if loc.m > max_cuts:
-            rel = loc.relevance()
-            protect = np.zeros(loc.m, dtype=bool)
-            if obj_row is not None:
-                protect[obj_row] = True
-            rel[protect] = -np.inf
-            idx = np.sort(np.argsort(rel, kind="stable")[:keep_cuts])
-            if obj_row is not None:
-                obj_row = int(np.searchsorted(idx, obj_row))
-            loc.keep(idx)
-    return result("max_iter", f"no answer within max_iter={max_iter} queries")
+        solver = backend_name(solver)
+    stall = as_count(max(100, 20 * n) if stall is None else stall, "stall")
+    run = _Run(body, c0, R, obj, tol=tol, oracle_tol=oracle_tol, obj_weight=obj_weight, stall=stall, solver=solver)
+    while run.it < max_iter:
+        done = run.step()
+        if done is not None:
+            return done
+        if run.loc.m > max_cuts:
+            run.prune(keep_cuts)
+    return run.result("max_iter", f"no answer within max_iter={max_iter} queries")
 
 
 def _spd_solve(H: np.ndarray, rhs: np.ndarray) -> np.ndarray:

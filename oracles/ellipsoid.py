@@ -14,9 +14,11 @@ import math
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_count, as_matrix, as_vector, norm, positive
 from ._validate import radius as check_radius
+from .backends import backend_name
 from .bodies import ConvexBody, checked_separate
 from .cuts import Cut, ParallelCut
 from .errors import MissingOracleError, OracleError
@@ -25,13 +27,14 @@ from .results import EllipsoidResult, Status
 __all__ = ["Ellipsoid", "ellipsoid"]
 
 UpdateStatus = Literal["success", "empty", "no_effect"]
+_Halfspace = tuple[np.ndarray, float]  # (a, b): the cut aᵀy <= b
 
 _ALPHA_MAX = 1.0 - 1e-12  # alpha in [_ALPHA_MAX, 1] leaves (at most) one point: keep a sliver instead
 
 
 def _resolution(n: int) -> float:
     """Smallest semi-axis ratio s_min/s_max at which the factor J still locates the thin directions (below it
-    rounding in J swamps them: measured, a unit ball searched from radius 1e50 lost the ball at ratio 1e-17)."""
+    rounding in J swamps them: a unit ball searched from radius 1e50 is lost at ratio 1e-17)."""
     return 64.0 * n * float(np.finfo(float).eps)
 
 
@@ -41,9 +44,25 @@ class Ellipsoid:
     ``update(cut)`` supports central (α = 0), deep (α > 0), shallow (-1/n < α < 0) and parallel cuts and
     returns ``"success"``, ``"empty"`` (α > 1: the cut misses E) or ``"no_effect"`` (α <= -1/n, or a cut
     direction along which E has zero width). ``log_volume`` = log(vol E / vol unit ball) never increases.
+
+    Parameters
+    ----------
+    center : array_like of shape (n,)
+        The centre c.
+    shape : array_like of shape (n, n)
+        The symmetric positive definite P (``Ellipsoid.ball`` and ``Ellipsoid.from_factor`` build one from a
+        radius or a factor instead).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Cut, Ellipsoid
+    >>> E = Ellipsoid.ball(np.zeros(2), 1.0)
+    >>> E.update(Cut(np.array([1.0, 0.0]), 0.0)), bool(E.center[0] < 0)   # central cut: keep x0 <= 0
+    ('success', True)
     """
 
-    def __init__(self, center, shape) -> None:
+    def __init__(self, center: ArrayLike, shape: ArrayLike) -> None:
         c = as_vector(center, "center")
         P = as_matrix(shape, "shape", c.shape[0])
         if P.shape[0] != c.shape[0]:
@@ -64,14 +83,14 @@ class Ellipsoid:
         self._log_volume = float(logdet) if sign != 0 else -math.inf
 
     @classmethod
-    def ball(cls, center, radius: float) -> Ellipsoid:
+    def ball(cls, center: ArrayLike, radius: float) -> Ellipsoid:
         """The ball B(center, radius)."""
         c = as_vector(center, "center")
         r = check_radius(radius, "radius")
         return cls.from_factor(c, r * np.eye(c.shape[0]))
 
     @classmethod
-    def from_factor(cls, center, factor) -> Ellipsoid:
+    def from_factor(cls, center: ArrayLike, factor: ArrayLike) -> Ellipsoid:
         """E = {center + factor @ z : ‖z‖ <= 1} for a square non-singular factor."""
         c = as_vector(center, "center")
         J = as_matrix(factor, "factor", c.shape[0])
@@ -82,6 +101,7 @@ class Ellipsoid:
         return E
 
     def copy(self) -> Ellipsoid:
+        """An independent ellipsoid with the same centre and factor."""
         return Ellipsoid.from_factor(self._c, self._J)
 
     def __repr__(self) -> str:
@@ -106,7 +126,7 @@ class Ellipsoid:
         """log(vol E / vol of the unit ball) = log |det J|."""
         return self._log_volume
 
-    def half_width(self, normal) -> float:
+    def half_width(self, normal: ArrayLike) -> float:
         """max over E of aᵀ(y - c) = ‖Jᵀa‖ (for a unit a: the half-width of E along a)."""
         return float(np.linalg.norm(self._J.T @ as_vector(normal, "normal", self.dim)))
 
@@ -123,7 +143,7 @@ class Ellipsoid:
         k = int(np.sum(s < width))
         return U[:, :k], s[:k]
 
-    def contains(self, points, tol: float = 0.0) -> np.ndarray | bool:
+    def contains(self, points: ArrayLike, tol: float = 0.0) -> np.ndarray | bool:
         """‖J⁻¹(y - c)‖ <= 1 + tol for a point (bool) or each row of a 2-D array (bool array)."""
         Y = as_vector(points, "points", self.dim) if np.ndim(points) == 1 else as_matrix(points, "points", self.dim)
         D = (np.atleast_2d(Y) - self._c).T
@@ -305,7 +325,10 @@ def _check_body(body: ConvexBody) -> None:
         raise MissingOracleError(f"{type(body).__name__} has no separate oracle (a separation oracle is required)")
 
 
-def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tuple:
+def _check_common(
+    body: ConvexBody, center: ArrayLike, radius: float, objective: ArrayLike | None, max_iter: int | None
+) -> tuple[int, np.ndarray, float, np.ndarray | None, int]:
+    """Checked (n, center, radius, objective or None, max_iter) shared by ``ellipsoid`` and ``cutting_plane``."""
     _check_body(body)
     n = body.dim
     c = as_vector(center, "center", n)
@@ -318,12 +341,238 @@ def _check_common(body: ConvexBody, center, radius, objective, max_iter) -> tupl
     return n, c, r, obj, as_count(max_iter, "max_iter")
 
 
+class _Run:
+    """One run of the ellipsoid method: the ellipsoid, the stored cuts, the best point and the counters.
+
+    ``step()`` selects a cut, updates the ellipsoid and applies the stopping tests; ``result()`` assembles
+    the answer from the current state.
+    """
+
+    def __init__(
+        self,
+        body: ConvexBody,
+        c0: np.ndarray,
+        R: float,
+        obj: np.ndarray | None,
+        *,
+        tol: float,
+        oracle_tol: float,
+        flat_tol: float,
+        central: bool,
+        memory: int,
+    ) -> None:
+        n = c0.shape[0]
+        self.body, self.n, self.c0, self.R, self.obj = body, n, c0, R, obj
+        self.obj_norm = 0.0 if obj is None else norm(obj)
+        self.tol, self.oracle_tol, self.central = tol, oracle_tol, central
+        self.store = _CutStore(n, memory)
+        self.E = Ellipsoid.ball(c0, R)
+        self.log_volumes = [self.E.log_volume]
+        self.best_x: np.ndarray | None = None
+        self.best_val = math.inf
+        self.lower = -math.inf
+        self.calls = self.recycled = self.it = 0
+        self.check_every = max(1, n)
+        self.flat_thr = flat_tol * R
+        self.empty_thr = 0.5 * oracle_tol
+        # rounding while E was large: every claim that rests on E containing the body ("empty", "optimal",
+        # "flat") holds up to this absolute drift (a 1-d box found from radius 1e11 drifts by 0.17·eps·R)
+        self.drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
+        self.drift_note = (
+            f"float64 resolves the ellipsoid only to about {self.drift:.1e} at radius {R:.3g} (start from a "
+            "smaller ball around the body, or loosen oracle_tol / tol)"
+        )
+
+    # -- one update ---------------------------------------------------------------------------------------
+    def step(self) -> EllipsoidResult | None:
+        """One update of the ellipsoid; the result when the run ends here, else None."""
+        xc = self.E._c
+        sep = self._free_cut(xc)
+        if sep is None:
+            asked = self._oracle_cut(xc)
+            if isinstance(asked, EllipsoidResult):
+                return asked
+            sep = asked
+        step = self._choose(xc, sep)
+        if step is None:
+            self.best_x = xc.copy()
+            return self.result("feasible", "the centre of the ellipsoid is in the body")
+        status = self.E._cut(*step)
+        self.it += 1
+        self.log_volumes.append(self.E._log_volume)
+        if status == "empty":
+            return self._missed(step)
+        if status == "no_effect":
+            return self.result("max_iter", "a cut had no effect (the ellipsoid has zero width along it)")
+        if self.obj is not None and self.best_x is not None:
+            done = self._gap_test(self.obj)
+            if done is not None:
+                return done
+        if self.best_x is None and self.it % self.check_every == 0:
+            return self._thin_test()
+        return None
+
+    def _free_cut(self, xc: np.ndarray) -> _Halfspace | None:
+        """A cut that costs no oracle call: the stored cut of largest depth that the centre violates, else the
+        start ball's tangent plane when the centre lies outside B(c0, R + oracle_tol); None otherwise."""
+        sep = self.store.deepest(self.E) if self.store.size else None
+        if sep is None:
+            off = xc - self.c0
+            dist = math.sqrt(float(off @ off))
+            if not dist > self.R + self.oracle_tol:
+                return None
+            u = off / dist
+            sep = (u, float(u @ self.c0) + self.R)
+        self.recycled += 1
+        return sep
+
+    def _oracle_cut(self, xc: np.ndarray) -> _Halfspace | EllipsoidResult | None:
+        """The oracle's cut at the centre, relaxed by oracle_tol (valid for K_t = {separate(., oracle_tol) is
+        None}, which E keeps) and stored; None when the centre is in the body; the "empty" result when the
+        oracle answers 0·x <= b < 0."""
+        self.calls += 1
+        found = checked_separate(self.body, xc.copy(), self.oracle_tol)
+        if found is None:
+            return None
+        if not np.any(found.normal):
+            if self.best_x is not None:
+                raise OracleError(
+                    f"{type(self.body).__name__}.separate returned 0·x <= {found.offset:g} (the body is "
+                    "empty) after it accepted a point"
+                )
+            return self.result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
+        a = found.normal
+        b = found.offset + self.oracle_tol * math.sqrt(float(a @ a))
+        self.store.add(a, b)
+        return (a, float(a @ xc) if self.central else b)
+
+    def _choose(self, xc: np.ndarray, sep: _Halfspace | None) -> _Halfspace | None:
+        """The cut to apply: the separating cut, or the objective cut objective @ y <= best when the centre is
+        feasible (recording a new best) or when that cut is the deeper one; None for a feasible centre
+        without an objective."""
+        obj = self.obj
+        if sep is None:
+            if obj is None:
+                return None
+            val = float(obj @ xc)
+            if val < self.best_val:
+                self.best_x, self.best_val = xc.copy(), val
+            return (obj, self.best_val)
+        if obj is not None and self.best_x is not None and self.E._alpha(obj, self.best_val) > self.E._alpha(*sep):
+            return (obj, self.best_val)
+        return sep
+
+    # -- stopping tests -----------------------------------------------------------------------------------
+    def _missed(self, step: _Halfspace) -> EllipsoidResult:
+        """The cut missed the ellipsoid: "optimal" or "empty" when the miss exceeds rounding, else "max_iter"."""
+        if (why := self._unresolved()) is not None:
+            return self.result("max_iter", why)
+        a_s, b_s = step
+        miss = float(a_s @ self.E._c) - b_s - self.E._half_width(a_s)
+        if not miss > self.drift * norm(a_s):
+            return self.result(
+                "max_iter", f"a cut missed the ellipsoid by {miss:.1e}, within rounding: {self.drift_note}"
+            )
+        if self.best_x is not None:
+            self.lower = self.best_val
+            return self.result("optimal", "no point of the body improves on the best value")
+        return self.result("empty", "a cut missed the ellipsoid: the body has no point in the starting ball")
+
+    def _gap_test(self, obj: np.ndarray) -> EllipsoidResult | None:
+        """Raise the lower bound to min over E of the objective (less the rounding allowance) and stop when
+        best - lower <= tol is certified, or can never be."""
+        E = self.E
+        self.lower = max(self.lower, float(obj @ E._c) - E._half_width(obj) - self.drift * self.obj_norm)
+        if not self.best_val - self.lower <= self.tol + self.drift * self.obj_norm:
+            return None
+        if (why := self._unresolved()) is not None:
+            self.lower = -math.inf
+            return self.result("max_iter", why)
+        if self.best_val - self.lower <= self.tol:
+            return self.result("optimal", "the gap best - min over the ellipsoid is within tol")
+        if self.drift * self.obj_norm >= self.tol:  # the certified gap can never fall below tol
+            return self.result(
+                "max_iter",
+                f"the gap reached the rounding level {self.best_val - self.lower:.1e} > tol: {self.drift_note}",
+            )
+        # the gap is within tol but not yet with the rounding allowance (< tol) added: cut on. Stopping here
+        # would fail a run whose gap first comes within tol in that window (8.5e-13 wide at R = 8.5,
+        # ‖objective‖ = 4.7)
+        return None
+
+    def _thin_test(self) -> EllipsoidResult | None:
+        """Before a point is found: "empty" when E is thinner than oracle_tol/2, "flat" when semi-axes fall
+        below flat_tol·radius, "max_iter" when the thin axes are rounding noise."""
+        empty_thr, flat_thr, drift = self.empty_thr, self.flat_thr, self.drift
+        U, s = self.E.thin_axes(max(flat_thr, empty_thr))
+        if not s.size:
+            return None
+        # below the resolution a computed semi-axis is rounding noise of size res·s_max at most
+        floor = _resolution(self.n) * float(np.linalg.norm(self.E._J, 2))
+        s = np.maximum(s, floor) + drift
+        if s[0] < empty_thr:
+            return self.result("empty", "the ellipsoid became thinner than the oracle tolerance")
+        if s[0] - drift < empty_thr or (floor >= empty_thr and s[0] - drift <= floor):
+            return self.result(
+                "max_iter",
+                self._unresolved()
+                or f"the ellipsoid became thinner than the oracle tolerance, within rounding: {self.drift_note}",
+            )
+        keep = s < flat_thr
+        if np.any(keep) and flat_thr > 0:
+            return self.result(
+                "flat",
+                f"{int(keep.sum())} semi-axes below flat_tol·radius = {flat_thr:.3g} "
+                f"before a point was found: the body lies within {float(s[keep].max()):.3g} of "
+                "the centre along flat_directions (a full-dimensional body this thin "
+                "relative to the radius is reported flat too; flat_tol=0 searches on)",
+                (U[:, keep], s[keep]),
+            )
+        return None
+
+    def _unresolved(self) -> str | None:
+        """None while E's factor resolves its thin axes, else the honest "max_iter" message (an answer that
+        rests on E's geometry, "empty", "optimal" or "flat", cannot be certified any more)."""
+        sv = np.linalg.svd(self.E._J, compute_uv=False)
+        ratio = float(sv[-1] / sv[0]) if sv[0] > 0 else 0.0
+        if ratio >= _resolution(self.n):
+            return None
+        return (
+            f"lost float64 resolution: the ellipsoid's semi-axes span a ratio {ratio:.1e} (below "
+            f"{_resolution(self.n):.0e}) before an answer was certified; start from a smaller ball around the body "
+            f"(radius {self.R:.3g} against the body's scale)"
+        )
+
+    # -- the answer ---------------------------------------------------------------------------------------
+    def result(
+        self, status: Status, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> EllipsoidResult:
+        """The run's answer with the current ellipsoid, best point and counters."""
+        dirs, widths = flat if flat is not None else (np.zeros((self.n, 0)), np.zeros(0))
+        best_x, obj = self.best_x, self.obj
+        return EllipsoidResult(
+            status=status,
+            x=None if best_x is None else best_x.copy(),
+            value=None if best_x is None or obj is None else self.best_val,
+            iterations=self.it,
+            oracle_calls=self.calls,
+            center=self.E.center,
+            shape=self.E.shape,
+            lower_bound=None if obj is None else self.lower,
+            log_volumes=np.asarray(self.log_volumes),
+            flat_directions=dirs,
+            flat_widths=widths,
+            recycled_cuts=self.recycled,
+            message=message,
+        )
+
+
 def ellipsoid(
     body: ConvexBody,
-    center,
+    center: ArrayLike,
     radius: float,
     *,
-    objective=None,
+    objective: ArrayLike | None = None,
     tol: float = 1e-8,
     max_iter: int | None = None,
     cut: Literal["deep", "central"] = "deep",
@@ -337,168 +586,72 @@ def ellipsoid(
     Each step cuts E_k with a stored cut the centre violates (no oracle call) or else with
     ``body.separate(center, oracle_tol)``; with an objective, a feasible centre gives the cut
     objective @ y <= best value (central when the centre is the new best), and the stop is
-    best - min_{E_k} objective <= tol. ``cut="central"`` moves every separating cut through the centre.
-    Emptiness is certified by a cut missing E_k or by E_k's smallest semi-axis falling below oracle_tol/2
-    (a non-empty body, enlarged by oracle_tol, would contain such a ball). Before a point is found, a
-    smallest semi-axis below flat_tol·radius stops with status "flat" and the thin directions (flat_tol=0:
-    never). ``memory`` cuts are kept for reuse (default 10·n; 0 gives the textbook method). A centre
-    outside B(center, radius) is cut by the ball's tangent plane without an oracle call, so the method
-    works on body ∩ ball. ``max_iter``: the update budget (default 100·n² + 1000). ``solver``: accepted
-    like every engine routine's and checked, but unused: the method needs only the body's oracles.
+    best - min_{E_k} objective <= tol. Emptiness is certified by a cut missing E_k or by E_k's smallest
+    semi-axis falling below oracle_tol/2 (a non-empty body, enlarged by oracle_tol, would contain such a
+    ball). A centre outside B(center, radius) is cut by the ball's tangent plane without an oracle call, so
+    the method works on body ∩ ball.
+
+    Parameters
+    ----------
+    body : ConvexBody
+        The body; it needs a separation oracle.
+    center, radius : array_like of shape (n,), float
+        The starting ball B(center, radius).
+    objective : array_like of shape (n,), optional
+        Minimise ``objective @ x`` over the body (None: find a point).
+    tol : float
+        Optimality gap best - lower bound at which the minimisation stops.
+    max_iter : int, optional
+        Update budget (default 100·n² + 1000).
+    cut : {"deep", "central"}
+        "central" moves every separating cut through the centre (and stores none).
+    flat_tol : float
+        Before a point is found, a smallest semi-axis below flat_tol·radius stops with status "flat" and the
+        thin directions (0: never).
+    oracle_tol : float
+        Tolerance passed to the separation oracle; every cut is relaxed by it.
+    memory : int, optional
+        Number of oracle cuts kept for reuse (default 10·n; 0: the textbook method).
+    solver : str, optional
+        Accepted like every engine routine's and checked, but unused: the method needs only the oracles.
+
+    Returns
+    -------
+    EllipsoidResult
+        Status "feasible", "optimal", "empty", "flat" or "max_iter", the point and value found, the final
+        ellipsoid, the lower bound, log-volumes and counters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, ellipsoid
+    >>> box = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([2.0, 2.0, -1.0, -1.0]))  # [1, 2]²
+    >>> res = ellipsoid(box, np.zeros(2), 10.0, objective=np.array([1.0, 1.0]))
+    >>> res.status, round(res.value, 6)
+    ('optimal', 2.0)
     """
     n, c0, R, obj, max_iter = _check_common(body, center, radius, objective, max_iter)
-    obj_norm = 0.0 if obj is None else norm(obj)
     if solver is not None:
-        from . import solvers
-
-        solvers.get(solver, kind="lp")
+        backend_name(solver)
     tol = positive(tol, "tol")
     oracle_tol = positive(oracle_tol, "oracle_tol", strict=False)
     flat_tol = positive(flat_tol, "flat_tol", strict=False)
     if cut not in ("deep", "central"):
         raise ValueError(f"cut must be 'deep' or 'central', got {cut!r}")
-    memory = 10 * n if memory is None else memory
-    memory = as_count(memory, "memory", 0)
-    store = _CutStore(n, memory if cut == "deep" else 0)
-    E = Ellipsoid.ball(c0, R)
-    log_volumes = [E.log_volume]
-    best_x: np.ndarray | None = None
-    best_val = math.inf
-    lower = -math.inf
-    calls = recycled = 0
-    check_every = max(1, n)
-    flat_thr = flat_tol * R
-    empty_thr = 0.5 * oracle_tol
-    # rounding while E was large: every claim that rests on E containing the body ("empty", "optimal", "flat")
-    # holds up to this absolute drift (measured: 0.17·eps·R for a 1-d box found from radius 1e11)
-    drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
-    drift_note = (
-        f"float64 resolves the ellipsoid only to about {drift:.1e} at radius {R:.3g} (start from a smaller "
-        "ball around the body, or loosen oracle_tol / tol)"
+    memory = as_count(10 * n if memory is None else memory, "memory", 0)
+    run = _Run(
+        body,
+        c0,
+        R,
+        obj,
+        tol=tol,
+        oracle_tol=oracle_tol,
+        flat_tol=flat_tol,
+        central=(cut == "central"),
+        memory=memory if cut == "deep" else 0,
     )
-
-    def result(status: Status, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None) -> EllipsoidResult:
-        dirs, widths = flat if flat is not None else (np.zeros((n, 0)), np.zeros(0))
-        return EllipsoidResult(
-            status=status,
-            x=None if best_x is None else best_x.copy(),
-            value=None if best_x is None or obj is None else best_val,
-            iterations=it,
-            oracle_calls=calls,
-            center=E.center,
-            shape=E.shape,
-            lower_bound=None if obj is None else lower,
-            log_volumes=np.asarray(log_volumes),
-            flat_directions=dirs,
-            flat_widths=widths,
-            recycled_cuts=recycled,
-            message=message,
-        )
-
-    def unresolved() -> str | None:
-        """None while E's factor resolves its thin axes, else the honest "max_iter" message (an answer that
-        rests on E's geometry, "empty", "optimal" or "flat", cannot be certified any more)."""
-        sv = np.linalg.svd(E._J, compute_uv=False)
-        ratio = float(sv[-1] / sv[0]) if sv[0] > 0 else 0.0
-        if ratio >= _resolution(n):
-            return None
-        return (
-            f"lost float64 resolution: the ellipsoid's semi-axes span a ratio {ratio:.1e} (below "
-            f"{_resolution(n):.0e}) before an answer was certified; start from a smaller ball around the body "
-            f"(radius {R:.3g} against the body's scale)"
-        )
-
-    it = 0
-    while it < max_iter:
-        xc = E._c
-        sep = store.deepest(E) if store.size else None
-        if sep is not None:
-            recycled += 1
-        elif (dist := math.sqrt(float((xc - c0) @ (xc - c0)))) > R + oracle_tol:  # outside B: a free cut
-            u = (xc - c0) / dist
-            sep = (u, float(u @ c0) + R)
-            recycled += 1
-        else:
-            calls += 1
-            found = checked_separate(body, xc.copy(), oracle_tol)
-            if found is not None and not np.any(found.normal):  # 0·x <= b < 0: the oracle says "empty"
-                if best_x is not None:
-                    raise OracleError(
-                        f"{type(body).__name__}.separate returned 0·x <= {found.offset:g} (the body is "
-                        "empty) after it accepted a point"
-                    )
-                return result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
-            if found is not None:
-                # relaxed by oracle_tol: valid for K_t = {separate(., oracle_tol) is None}, which E keeps
-                a = found.normal
-                b = found.offset + oracle_tol * math.sqrt(float(a @ a))
-                store.add(a, b)
-                sep = (a, float(a @ xc) if cut == "central" else b)
-        if sep is None:
-            if obj is None:
-                best_x = xc.copy()
-                return result("feasible", "the centre of the ellipsoid is in the body")
-            val = float(obj @ xc)
-            if val < best_val:
-                best_x, best_val = xc.copy(), val
-            step = (obj, best_val)
-        elif obj is not None and best_x is not None and E._alpha(obj, best_val) > E._alpha(*sep):
-            step = (obj, best_val)
-        else:
-            step = sep
-        status = E._cut(*step)
-        it += 1
-        log_volumes.append(E._log_volume)
-        if status == "empty":
-            if (why := unresolved()) is not None:
-                return result("max_iter", why)
-            a_s, b_s = step
-            miss = float(a_s @ E._c) - b_s - E._half_width(a_s)
-            if not miss > drift * norm(a_s):
-                return result("max_iter", f"a cut missed the ellipsoid by {miss:.1e}, within rounding: {drift_note}")
-            if best_x is not None:
-                lower = best_val
-                return result("optimal", "no point of the body improves on the best value")
-            return result("empty", "a cut missed the ellipsoid: the body has no point in the starting ball")
-        if status == "no_effect":
-            return result("max_iter", "a cut had no effect (the ellipsoid has zero width along it)")
-        if obj is not None and best_x is not None:
-            lower = max(lower, float(obj @ E._c) - E._half_width(obj) - drift * obj_norm)
-            if best_val - lower <= tol + drift * obj_norm:
-                if (why := unresolved()) is not None:
-                    lower = -math.inf
-                    return result("max_iter", why)
-                if best_val - lower <= tol:
-                    return result("optimal", "the gap best - min over the ellipsoid is within tol")
-                if drift * obj_norm >= tol:  # the certified gap can never fall below tol
-                    return result(
-                        "max_iter", f"the gap reached the rounding level {best_val - lower:.1e} > tol: {drift_note}"
-                    )
-                # else the gap is within tol but not yet with the rounding allowance (< tol) added: cut on. A
-                # return here failed any run whose gap first came within tol in that window (8.5e-13 wide at
-                # R = 8.5, ‖objective‖ = 4.7; every run tried from R >= 3e5 at tol 1e-8)
-        if best_x is None and it % check_every == 0:
-            U, s = E.thin_axes(max(flat_thr, empty_thr))
-            if s.size:
-                # below the resolution a computed semi-axis is rounding noise of size res·s_max at most
-                floor = _resolution(n) * float(np.linalg.norm(E._J, 2))
-                s = np.maximum(s, floor) + drift
-                if s[0] < empty_thr:
-                    return result("empty", "the ellipsoid became thinner than the oracle tolerance")
-                if s[0] - drift < empty_thr or (floor >= empty_thr and s[0] - drift <= floor):
-                    return result(
-                        "max_iter",
-                        unresolved()
-                        or f"the ellipsoid became thinner than the oracle tolerance, within rounding: {drift_note}",
-                    )
-                keep = s < flat_thr
-                if np.any(keep) and flat_thr > 0:
-                    return result(
-                        "flat",
-                        f"{int(keep.sum())} semi-axes below flat_tol·radius = {flat_thr:.3g} "
-                        f"before a point was found: the body lies within {float(s[keep].max()):.3g} of "
-                        "the centre along flat_directions (a full-dimensional body this thin "
-                        "relative to the radius is reported flat too; flat_tol=0 searches on)",
-                        (U[:, keep], s[keep]),
-                    )
-    return result("max_iter", f"no answer within max_iter={max_iter} updates")
+    while run.it < max_iter:
+        done = run.step()
+        if done is not None:
+            return done
+    return run.result("max_iter", f"no answer within max_iter={max_iter} updates")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
+from numpy.typing import ArrayLike
 
 from ._validate import as_matrix, as_rhs
 from .affine_subspace import AffineSubspace
@@ -37,7 +38,7 @@ class FlatFit:
     dim_estimate: int
     gap: float
     residual: float
-    info: dict = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
 
 
 def singular_gap_dimension(
@@ -54,8 +55,28 @@ def singular_gap_dimension(
     tuned on; an exact null space gives ~1e10). With noisier data or a bulk of spread values, raise it, or
     pass the dimension when it is known. Values below the round-off level size·eps·max(s) count as that
     level: an exactly zero value next to a round-off one (e.g. 0 and 4e-16, exact homogeneous equations
-    b = 0) would otherwise give a ratio of ~1e300 and swamp the real edge. Returns (q, ratios),
-    ratios[j] = s[j+1]/s[j] on those floored values."""
+    b = 0) would otherwise give a ratio of ~1e300 and swamp the real edge.
+
+    Parameters
+    ----------
+    s : ndarray
+        Singular values, ascending.
+    max_null : int, optional
+        The largest q considered (default: all but one value).
+    min_ratio : float
+        The smallest ratio that counts as the edge of the null space.
+
+    Returns
+    -------
+    tuple of (int, ndarray)
+        q, and ratios[j] = s[j+1]/s[j] on the floored values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> singular_gap_dimension(np.array([1e-9, 2e-9, 0.5, 0.6, 0.7]))[0]
+    2
+    """
     s = np.asarray(s, dtype=float)
     if s.size < 2:
         return int(s.size), np.empty(0)
@@ -70,11 +91,11 @@ def singular_gap_dimension(
 
 
 def fit_flat(
-    A,
-    b,
+    A: ArrayLike,
+    b: ArrayLike,
     *,
     dim: int | None = None,
-    weights=None,
+    weights: ArrayLike | None = None,
     max_dim: int | None = None,
     scale: float | None = None,
     min_ratio: float = 1.5,
@@ -83,24 +104,95 @@ def fit_flat(
 ) -> FlatFit:
     """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
 
-    The r+1 right singular vectors with the smallest singular values span {(x, 1/s)} over the flat. ``dim``
-    fixes r (else r is the gap estimate of ``singular_gap_dimension`` with ``min_ratio``, searched up to
-    ``max_dim``; ``dim_estimate`` is reported either way); ``weights`` (≥ 0) weight the rows;
-    ``scale`` s multiplies the b column (default 1: the lifted points are (x, 1/s)); it trades how much of
-    the noise the fit attributes to b rather than to A.
+    The r+1 right singular vectors with the smallest singular values span {(x, 1/s)} over the flat.
 
-    ``method``: "svd" (QR, then the SVD of the square factor), "gram" (eigh of MᵀM: 4–5× faster on tall
-    systems, e.g. 13 against 60 ms on 2,500 × 257, but eigenvalues carry an absolute error ~eps·σ_max², so
-    singular values below ~1e-8·σ_max are not resolved), or "auto": "gram", kept only when the next singular
-    value is far enough for the squared round-off not to matter ((σ_{r+2}² − σ_{r+1}²) ≥ 1e-4·σ_max² for an
-    exact fit, σ_{r+1} < 1e-6·σ_max, so the null space errs by < ~2e-12; ≥ 1e-7·σ_max² for a noisy one,
-    < ~2e-9), else "svd". ``info["method"]`` says which one produced the fit.
+    Parameters
+    ----------
+    A : array_like of shape (m, n)
+        The equations' rows.
+    b : array_like of shape (m,)
+        Their right-hand sides.
+    dim : int, optional
+        The flat's dimension r (default: the gap estimate of ``singular_gap_dimension`` with ``min_ratio``,
+        searched up to ``max_dim``; ``dim_estimate`` is reported either way).
+    weights : array_like of shape (m,), optional
+        Non-negative row weights w (default 1).
+    max_dim : int, optional
+        The largest dimension the gap estimate considers.
+    scale : float, optional
+        s, the factor of the b column (default 1: the lifted points are (x, 1/s)); it trades how much of the
+        noise the fit attributes to b rather than to A.
+    min_ratio : float
+        The smallest singular-value ratio that counts as the edge of the null space.
+    method : {"auto", "svd", "gram"}
+        "svd": QR, then the SVD of the square factor. "gram": eigh of MᵀM, 4–5× faster on tall systems (13
+        against 60 ms on 2,500 × 257), but its eigenvalues carry an absolute error ~eps·σ_max², so singular
+        values below ~1e-8·σ_max are not resolved. "auto": "gram", kept only when the next singular value is
+        far enough for the squared round-off not to matter ((σ_{r+2}² − σ_{r+1}²) ≥ 1e-4·σ_max² for an exact
+        fit, σ_{r+1} < 1e-6·σ_max, so the null space errs by < ~2e-12; ≥ 1e-7·σ_max² for a noisy one,
+        < ~2e-9), else "svd".
+    smallest : int, optional
+        With ``max_dim``, at least max_dim + 3: the gram method computes only that many smallest eigenpairs
+        (LAPACK's MRRR on a subset, σ_max by Lanczos; the full eigh up to ``FULL_EIGH_UP_TO`` columns of
+        [A, −b], where it is cheaper), so ``singular_values`` holds those and then σ_max: 0.15 s per fit
+        against 0.26 s at 1,025 unknowns, 0.9 against 1.8 s at 2,001. The SVD method ignores it.
 
-    ``smallest`` (with ``max_dim``, at least max_dim + 3): the gram method computes only that many smallest
-    eigenpairs (LAPACK's MRRR on a subset, and σ_max by Lanczos; the full eigh up to ``FULL_EIGH_UP_TO`` columns
-    of [A, −b], where it is cheaper), so ``singular_values`` holds those and then σ_max: 0.26 → 0.15 s per fit at 1,025
-    unknowns, 1.8 → 0.9 s at 2,001. The SVD method ignores it.
+    Returns
+    -------
+    FlatFit
+        The flat, its span, the singular values, the dimension used and estimated, the gap, the weighted
+        residual; ``info["method"]`` says which factorisation produced the fit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import fit_flat
+    >>> A = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])   # x0 = 1, x1 = 2: a line
+    >>> fit = fit_flat(A, np.array([1.0, 2.0, 3.0]))
+    >>> fit.dim, (np.round(fit.flat.point, 9) + 0.0).tolist()
+    (1, [1.0, 2.0, 0.0])
     """
+    A, b, w, scale = _fit_inputs(A, b, dim, weights, max_dim, scale, min_ratio, method, smallest)
+    n = A.shape[1]
+    M = np.hstack([A, -scale * b[:, None]]) * w[:, None]
+    used = "svd" if method == "svd" else "gram"
+    s_asc, V_asc = _right_singular(M, used, smallest)
+    q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
+    r = q_est - 1 if dim is None else int(dim)
+    if method == "auto" and not _gram_resolves(s_asc, r):
+        used = "svd"
+        s_asc, V_asc = _right_singular(M, used)
+        q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
+        r = q_est - 1 if dim is None else int(dim)
+    flat = _flat_from_null(V_asc[:, : r + 1], n, scale)
+    span_basis = np.linalg.svd(np.column_stack([flat.point, flat.basis]), full_matrices=False)[0]
+    gap = float(s_asc[r] / s_asc[r + 1]) if r + 1 < s_asc.size and s_asc[r + 1] > 0 else float("nan")
+    res = A @ flat.point - b
+    residual = float(np.sqrt(np.sum(w * w * res * res) / max(np.sum(w * w), 1e-300)))
+    return FlatFit(
+        flat=flat,
+        span=span_basis,
+        singular_values=s_asc,
+        dim=r,
+        dim_estimate=q_est - 1,
+        gap=gap,
+        residual=residual,
+        info={"scale": scale, "gap_ratios": ratios[:16], "method": used},
+    )
+
+
+def _fit_inputs(
+    A: ArrayLike,
+    b: ArrayLike,
+    dim: int | None,
+    weights: ArrayLike | None,
+    max_dim: int | None,
+    scale: float | None,
+    min_ratio: float,
+    method: str,
+    smallest: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """``fit_flat``'s arguments checked (ValueError naming the bad one): returns (A, b, weights, scale)."""
     A = as_matrix(A, "A")
     n_rows, n = A.shape
     b = as_rhs(b, "b", n_rows)
@@ -125,17 +217,12 @@ def fit_flat(
             raise ValueError(f"smallest needs max_dim and must be an integer, got smallest={smallest!r}")
         if smallest < int(max_dim) + 3:
             raise ValueError(f"smallest must be at least max_dim + 3 = {int(max_dim) + 3}, got {smallest}")
-    M = np.hstack([A, -scale * b[:, None]]) * w[:, None]
-    used = "svd" if method == "svd" else "gram"
-    s_asc, V_asc = _right_singular(M, used, smallest)
-    q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
-    r = q_est - 1 if dim is None else int(dim)
-    if method == "auto" and not _gram_resolves(s_asc, r):
-        used = "svd"
-        s_asc, V_asc = _right_singular(M, used)
-        q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
-        r = q_est - 1 if dim is None else int(dim)
-    Vn = V_asc[:, : r + 1]  # (n+1, r+1)
+    return A, b, w, scale
+
+
+def _flat_from_null(Vn: np.ndarray, n: int, scale: float) -> AffineSubspace:
+    """The flat {x : (x, 1/s) ∈ span(Vn)} from the (n+1, r+1) null-space basis Vn of the lifted system."""
+    r = Vn.shape[1] - 1
     V_x, v_h = Vn[:n], Vn[n]
     nh = float(np.linalg.norm(v_h))
     if nh < 1e-12:
@@ -152,21 +239,7 @@ def fit_flat(
         dirs = V_x @ Wt[1:].T
     else:
         dirs = np.zeros((n, 0))
-    flat = AffineSubspace(point, dirs)
-    span_basis = np.linalg.svd(np.column_stack([flat.point, flat.basis]), full_matrices=False)[0]
-    gap = float(s_asc[r] / s_asc[r + 1]) if r + 1 < s_asc.size and s_asc[r + 1] > 0 else float("nan")
-    res = A @ flat.point - b
-    residual = float(np.sqrt(np.sum(w * w * res * res) / max(np.sum(w * w), 1e-300)))
-    return FlatFit(
-        flat=flat,
-        span=span_basis,
-        singular_values=s_asc,
-        dim=r,
-        dim_estimate=q_est - 1,
-        gap=gap,
-        residual=residual,
-        info={"scale": scale, "gap_ratios": ratios[:16], "method": used},
-    )
+    return AffineSubspace(point, dirs)
 
 
 #: column count up to which ``_right_singular``'s gram method takes the full eigh even when few pairs are asked for

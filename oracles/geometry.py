@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.optimize import nnls
 
 from . import solvers
@@ -20,16 +21,19 @@ from ._dense_ipm import min_norm_ipm
 from ._separation_only import _min_norm_by_cuts, _width_by_cuts
 from ._sparse import row_norms
 from ._validate import as_matrix, as_vector
-from .affine import _as_polytope, _check_tol, _normalised_rows, _objective_model, _system, affine_hull
+from .affine import _as_polytope, _check_tol, _normalised_rows, _objective_model, _System, _system, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
 from .errors import MissingOracleError, UnboundedError
-from .working_set import _WORKING_SET_DEFAULTS, _min_norm_working_set
+from .solvers import Matrix
+from .working_set import _WORKING_SET_DEFAULTS, WorkingSetOptions, _min_norm_working_set
+
+Body = ConvexBody | AffineSubspace  # what the metric questions accept
 
 _POLISH_FLOPS = 3e8  # the sparse form's polish: its dense least squares (r active rows x n) up to this
 
 
-def _check_body(body) -> None:
+def _check_body(body: object) -> None:
     if not isinstance(body, (ConvexBody, AffineSubspace)):
         raise TypeError(f"body must be a ConvexBody or AffineSubspace, got {type(body).__name__}")
 
@@ -37,7 +41,7 @@ def _check_body(body) -> None:
 MIN_NORM_METHODS = ("auto", "closed_form", "ipm", "qp", "working_set", "conic", "ellipsoid")
 
 
-def _min_norm_method(body, poly, method: str, solver: str | None) -> str:
+def _min_norm_method(body: Body, poly: Polytope | None, method: str, solver: str | None) -> str:
     """The method ``min_norm_point`` runs: "auto" resolved (see its docstring), an explicit one checked."""
     if method not in MIN_NORM_METHODS:
         raise ValueError(f"method must be one of {MIN_NORM_METHODS}, got {method!r}")
@@ -47,7 +51,7 @@ def _min_norm_method(body, poly, method: str, solver: str | None) -> str:
             return "closed_form"
         if poly is not None:
             return "ipm" if solver is None and not poly.is_sparse and (poly.A.shape[0] or poly.has_bounds) else "qp"
-        return "conic" if body.is_explicit else "ellipsoid"
+        return "conic" if isinstance(body, ConvexBody) and body.is_explicit else "ellipsoid"
     dense_poly = poly is not None and not poly.is_sparse
     fits = {
         "closed_form": closed,
@@ -64,19 +68,19 @@ def _min_norm_method(body, poly, method: str, solver: str | None) -> str:
 
 
 def min_norm_point(
-    body,
+    body: Body,
     *,
     method: str = "auto",
     solver: str | None = None,
-    center=None,
+    center: ArrayLike | None = None,
     radius: float | None = None,
     tol: float = 1e-8,
     max_iter: int | None = None,
-    options: dict | None = None,
+    options: WorkingSetOptions | None = None,
 ) -> np.ndarray:
-    """argmin_{x in K} ‖x‖₂, one entry for every body. Empty -> EmptyBodyError.
+    """argmin_{x in K} ‖x‖₂, one entry for every body.
 
-    ``method``:
+    Methods:
 
     * ``"closed_form"`` (Ball, AffineSubspace): the projection of 0.
     * ``"ipm"`` (Polytope, or an intersection of polytopes): a dense numpy interior-point guess of the QP
@@ -89,27 +93,58 @@ def min_norm_point(
       variable bounds; the QP is solved over the ``start`` rows most violated at 0 and re-solved with the
       ``add`` most violated rows at each iterate until the iterate meets every row within
       ``feasibility_tol`` (then it is exact: a relaxation's minimiser that is feasible is optimal); after
-      ``max_rounds`` rounds an iterate still off by 1e-6 is replaced by the full QP. ``options`` sets these
-      four (defaults start=256, add=256, max_rounds=20, feasibility_tol=1e-7; an unknown key is a
-      TypeError); the answer is the backend's, not KKT-polished.
+      ``max_rounds`` rounds an iterate still off by 1e-6 is replaced by the full QP. The answer is the
+      backend's, not KKT-polished.
     * ``"conic"`` (other explicit bodies, e.g. a Polytope & Ball): a conic program through cvxpy.
     * ``"ellipsoid"`` (any body with a separation oracle; what a separation-only body gets): the ellipsoid
       method on the epigraph {(x, t) : x in K, ‖x‖ <= t} (``NormEpigraph``) from the ball B(center, radius)
-      that must contain the body, cuts read within 1e-9 (so flat bodies work), ‖x‖ within ``tol`` of the
-      minimum, ``max_iter`` the ellipsoid's budget.
-    * ``"auto"`` (default): closed_form for a Ball or flat; for a polytope "ipm" when ``solver`` is None and
-      it has inequality rows, else "qp"; "conic" for other explicit bodies; "ellipsoid" otherwise. It never
-      picks "working_set", whose accuracy is the QP backend's and whose speed depends on how many rows cut
-      the point off: choose it where it pays (on 3,000 random rows: 3-9x faster than "ipm" for n = 20-256;
-      on bodies with thousands of near-redundant rows 5-7x faster up to n = 100, slower at n = 256; docs/engine.md).
+      that must contain the body, cuts read within 1e-9 (so flat bodies work).
+    * ``"auto"``: closed_form for a Ball or flat; for a polytope "ipm" when ``solver`` is None and it has
+      inequality rows, else "qp"; "conic" for other explicit bodies; "ellipsoid" otherwise. It never picks
+      "working_set", whose accuracy is the QP backend's and whose speed depends on how many rows cut the
+      point off: choose it where it pays (on 3,000 random rows: 3-9x faster than "ipm" for n = 20-256; on
+      bodies with thousands of near-redundant rows 5-7x faster up to n = 100, slower at n = 256).
+
+    Parameters
+    ----------
+    body : ConvexBody or AffineSubspace
+        The body K.
+    method : str
+        One of ``MIN_NORM_METHODS`` (above); an explicit method that does not apply to the body is a
+        ValueError.
+    solver : str, optional
+        Backend of the QP, LP or conic program (default: the engine's choice for the kind).
+    center, radius : array_like, float, optional
+        ``"ellipsoid"`` only: a ball B(center, radius) containing the body (center defaults to 0).
+    tol : float
+        ``"ellipsoid"`` only: ‖x‖ within tol of the minimum.
+    max_iter : int, optional
+        ``"ellipsoid"`` only: the ellipsoid method's update budget.
+    options : dict, optional
+        ``"working_set"`` only: ``start``, ``add``, ``max_rounds``, ``feasibility_tol`` (defaults 256, 256,
+        20, 1e-7); an unknown key is a TypeError.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The min-norm point. An empty body raises EmptyBodyError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, min_norm_point
+    >>> half = Polytope(np.array([[-1.0, -1.0]]), np.array([-2.0]))  # x + y >= 2
+    >>> np.round(min_norm_point(half), 8)
+    array([1., 1.])
     """
     _check_body(body)
     poly = _as_polytope(body) if isinstance(body, ConvexBody) else None
     method = _min_norm_method(body, poly, method, solver)
     opts = _min_norm_options(method, options)
+    if isinstance(body, AffineSubspace):  # "closed_form" is the only method of a flat
+        return body.point.copy()
     if method == "closed_form":
-        if isinstance(body, AffineSubspace):
-            return body.point.copy()
+        assert isinstance(body, Ball)  # the only other body with a closed form
         nc = float(np.linalg.norm(body.center))
         return np.zeros(body.dim) if nc <= body.radius else body.center * (1.0 - body.radius / nc)
     if method == "ellipsoid":
@@ -120,10 +155,15 @@ def min_norm_point(
         x = cp.Variable(body.dim)
         solvers.solve_cvxpy(cp.Problem(cp.Minimize(cp.sum_squares(x)), body.cvxpy_constraints(x)), solver=solver)
         return np.asarray(x.value, dtype=float)
-    assert poly is not None
+    assert poly is not None  # the remaining methods apply to polytopes only
     if method == "working_set":
         A_all, b_all = poly.dense_rows()
         return _min_norm_working_set(A_all, b_all, poly.A_eq, poly.b_eq, solver=solver, **opts)[0]
+    return _min_norm_qp(poly, method, solver)
+
+
+def _min_norm_qp(poly: Polytope, method: str, solver: str | None) -> np.ndarray:
+    """``min_norm_point`` on a polytope by "ipm" (dense) or "qp": the QP (or the IPM guess), KKT-polished."""
     n = poly.dim
     eq = (poly.A_eq, poly.b_eq) if poly.A_eq.shape[0] else (None, None)
     if poly.is_sparse:  # the QP as it is (sparse, bounds as bounds), then the same polish as the dense form's
@@ -153,9 +193,9 @@ def min_norm_point(
     return _polish_min_norm(poly, sol.x)[0]
 
 
-def _min_norm_options(method: str, options: dict | None) -> dict:
+def _min_norm_options(method: str, options: WorkingSetOptions | None) -> WorkingSetOptions:
     if not options:
-        return dict(_WORKING_SET_DEFAULTS) if method == "working_set" else {}
+        return _WORKING_SET_DEFAULTS.copy() if method == "working_set" else {}
     if not isinstance(options, dict):
         raise TypeError(f"options must be a dict, got {type(options).__name__}")
     if method != "working_set":
@@ -173,7 +213,7 @@ def _polish_min_norm(P: Polytope, x: np.ndarray, max_flops: float | None = None)
     solution of their equations, and keep it only if it passes the full KKT test (feasible, x = -Aᵀλ with
     λ >= 0 on the active inequality rows, found by non-negative least squares). The guess is the rows with
     slack <= 1e-5·max(1, ‖x‖), then (if the test fails) 1e-4 and 1e-3 times that: a backend answer can sit
-    farther than 1e-5 from a row active at x* (hypothesis found 2e-5 on a polytope with a hidden equality),
+    farther than 1e-5 from a row active at x* (2e-5 on a polytope with a hidden equality),
     and the KKT test, sufficient for this strictly convex problem, rejects every wrong guess.
     The rows are P's inequality rows and its finite bounds (as unit rows); a sparse P stays sparse except
     for its active rows and its equalities, which the dense least squares take. ``max_flops``: give up
@@ -208,7 +248,16 @@ def _polish_min_norm(P: Polytope, x: np.ndarray, max_flops: float | None = None)
     return x, False
 
 
-def _kkt_point(P, A, b, safe, act, Ae, x, scale) -> np.ndarray | None:
+def _kkt_point(
+    P: Polytope,
+    A: Matrix,
+    b: np.ndarray,
+    safe: np.ndarray,
+    act: np.ndarray,
+    Ae: np.ndarray,
+    x: np.ndarray,
+    scale: float,
+) -> np.ndarray | None:
     """The min-norm point of the flat {a_i x = b_i, i in act; A_eq x = b_eq} if it passes the KKT test of
     min ½‖x‖² over P (and lies within 1e-3·scale of x), else None."""
     be = P.b_eq
@@ -253,14 +302,38 @@ def _cheb_lp(
 
 
 def chebyshev_center(
-    body, *, solver: str | None = None, tol: float = 1e-9, relative: bool = False
+    body: Body, *, solver: str | None = None, tol: float = 1e-9, relative: bool = False
 ) -> tuple[np.ndarray, float]:
     """(centre, radius) of the largest Euclidean ball inside the body.
 
     When the body is flat (radius <= tol) the radius is 0 and the centre returned is the relative
     Chebyshev centre: the centre of the largest ball inside K within aff(K) (a relative-interior point
-    as far as possible from the relative boundary). ``relative=True`` returns that relative radius instead
-    of 0. Unbounded radius -> UnboundedError; empty -> EmptyBodyError.
+    as far as possible from the relative boundary).
+
+    Parameters
+    ----------
+    body : ConvexBody or AffineSubspace
+        An explicit body (polytope, ball, their intersection) or a flat.
+    solver : str, optional
+        LP or conic backend.
+    tol : float
+        Radius at or below which the body counts as flat.
+    relative : bool
+        For a flat body, return the radius within aff(K) instead of 0.
+
+    Returns
+    -------
+    tuple of (ndarray, float)
+        The centre and the radius. Unbounded radius: UnboundedError; empty body: EmptyBodyError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, chebyshev_center
+    >>> square = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([1.0, 1.0, 0.0, 0.0]))  # [0, 1]²
+    >>> c, r = chebyshev_center(square)
+    >>> np.round(c, 9).tolist(), round(r, 9)
+    ([0.5, 0.5], 0.5)
     """
     _check_body(body)
     tol = _check_tol(tol)
@@ -314,7 +387,7 @@ def _cheb_sparse(poly: Polytope, solver: str | None, tol: float, relative: bool)
     return x, (rr if relative else 0.0)
 
 
-def _cheb_rows(S, pi: np.ndarray, solver: str | None) -> tuple[np.ndarray, float]:
+def _cheb_rows(S: _System, pi: np.ndarray, solver: str | None) -> tuple[np.ndarray, float]:
     n = S.G.shape[1]
     A_ub = sp.hstack([S.G, sp.csr_matrix(pi[:, None])], format="csr")
     me = S.be.shape[0]
@@ -355,17 +428,47 @@ def _cheb_conic(body: Intersection, solver: str | None) -> tuple[np.ndarray, flo
 
 
 def width(
-    body,
-    u,
+    body: Body,
+    u: ArrayLike,
     *,
     solver: str | None = None,
-    center=None,
+    center: ArrayLike | None = None,
     radius: float | None = None,
     tol: float = 1e-8,
     max_iter: int | None = None,
 ) -> float:
-    """max_{x in K} u·x - min_{x in K} u·x (two LPs, or two calls of the body's maximize oracle; with only a
-    separation oracle, two cutting-plane minimisations from the ball B(center, radius), each to ``tol``)."""
+    """max_{x in K} u·x - min_{x in K} u·x.
+
+    Two LPs, or two calls of the body's maximize oracle; with only a separation oracle, two ellipsoid
+    minimisations from the ball B(center, radius), each to ``tol``.
+
+    Parameters
+    ----------
+    body : ConvexBody or AffineSubspace
+        The body K.
+    u : array_like of shape (n,)
+        The direction.
+    solver : str, optional
+        LP backend.
+    center, radius : array_like, float, optional
+        Separation-only bodies: a ball containing K (center defaults to 0).
+    tol : float
+        Separation-only bodies: accuracy of each minimisation.
+    max_iter : int, optional
+        Separation-only bodies: the ellipsoid method's update budget.
+
+    Returns
+    -------
+    float
+        The width (>= 0); UnboundedError when it is infinite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Ball, width
+    >>> round(width(Ball(np.zeros(3), 2.0), np.array([1.0, 0.0, 0.0])), 9)
+    4.0
+    """
     _check_body(body)
     u = as_vector(u, "u", body.ambient_dim if isinstance(body, AffineSubspace) else body.dim)
     if isinstance(body, AffineSubspace):
@@ -382,11 +485,41 @@ def width(
 
 
 def widths(
-    body, U, *, solver: str | None = None, center=None, radius: float | None = None, tol: float = 1e-8
+    body: Body,
+    U: Matrix,
+    *,
+    solver: str | None = None,
+    center: ArrayLike | None = None,
+    radius: float | None = None,
+    tol: float = 1e-8,
 ) -> np.ndarray:
-    """width(body, u) for every row u of U (dense, or scipy.sparse for a polytope: ``widths(P, I)`` is flux
-    variability analysis, max x_j - min x_j). A Polytope uses one kept LP model (2 LPs per row; warm-started
-    simplex when it is sparse); ``center``/``radius``/``tol`` as in ``width`` for a separation-only body."""
+    """width(body, u) for every row u of U.
+
+    A Polytope uses one kept LP model (2 LPs per row; warm-started simplex when it is sparse);
+    ``widths(P, I)`` is flux variability analysis, max x_j - min x_j.
+
+    Parameters
+    ----------
+    body : ConvexBody or AffineSubspace
+        The body K.
+    U : array_like or scipy.sparse matrix of shape (k, n)
+        The directions as rows (sparse for a polytope).
+    solver, center, radius, tol
+        As in ``width``.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        The widths.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, widths
+    >>> box = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([1.0, 3.0, 1.0, 3.0]))  # [-1, 1] x [-3, 3]
+    >>> np.round(widths(box, np.eye(2)), 9).tolist()
+    [2.0, 6.0]
+    """
     _check_body(body)
     if isinstance(body, AffineSubspace):
         U = as_matrix(U, "U", body.ambient_dim)

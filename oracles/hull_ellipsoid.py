@@ -13,6 +13,7 @@ directions are wide, and aff(K) ≈ F.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validate import as_count, as_vector, norm, positive
 from .affine_subspace import AffineSubspace
@@ -32,7 +33,7 @@ def predicted_calls(k: int, radius: float, tol: float) -> int:
 
 def affine_hull_by_ellipsoid(
     body: ConvexBody,
-    center,
+    center: ArrayLike,
     radius: float,
     *,
     tol: float = 1e-7,
@@ -42,19 +43,42 @@ def affine_hull_by_ellipsoid(
 ) -> AffineSubspace:
     """aff(K) for K ⊆ B(center, radius) from ``body.separate`` only.
 
-    tol: absolute half-width below which a direction counts as flat; every equation uᵀx = uᵀc of the
-    result holds on K to within about tol (|uᵀ(x - c)| <= tol for x in K_t at detection time).
-    oracle_tol: the enlargement t of K used in the oracle (default 1e-3·tol; must be well below tol so that
-    K_t's flat directions fall under tol: K_t reaches about t/σ_min(normals) along the near-null direction
-    of nearly dependent hidden equalities, so t/σ_min must stay below tol). The returned flat contains a
-    point within t of K; on random flat polytopes (n <= 20) its normals match the true ones to ~1e-15
-    and the equations hold on K to ~t.
-    max_iter: the oracle-call budget (default 400·k² + 2000, k the starting dimension); exceeding it raises
-    SolverError.
-    flat: (p, B) with B orthonormal (n x k): a flat known to contain K (e.g. a polytope's explicit equalities);
-    the run starts inside it, in k dimensions, instead of rediscovering it.
-    Raises EmptyBodyError when K has no point in the ball (a cut missed the ellipsoid, or it got thinner
-    than t/2 before a point was found).
+    The returned flat contains a point within t = oracle_tol of K; on random flat polytopes (n <= 20) its
+    normals match the true ones to ~1e-15 and the equations hold on K to ~t.
+
+    Parameters
+    ----------
+    body : ConvexBody
+        The body K; it needs a separation oracle.
+    center, radius : array_like of shape (n,), float
+        A ball B(center, radius) containing K.
+    tol : float
+        Absolute half-width below which a direction counts as flat; every equation uᵀx = uᵀc of the result
+        holds on K to within about tol (|uᵀ(x - c)| <= tol for x in K_t at detection time).
+    max_iter : int, optional
+        The oracle-call budget (default 400·k² + 2000, k the starting dimension); exceeding it raises
+        SolverError.
+    oracle_tol : float, optional
+        The enlargement t of K used in the oracle (default 1e-3·tol). It must be well below tol so that K_t's
+        flat directions fall under tol: K_t reaches about t/σ_min(normals) along the near-null direction of
+        nearly dependent hidden equalities.
+    flat : tuple of ndarray, optional
+        (p, B) with B orthonormal (n x k): a flat known to contain K (e.g. a polytope's explicit equalities);
+        the run starts inside it, in k dimensions, instead of rediscovering it.
+
+    Returns
+    -------
+    AffineSubspace
+        The hull. EmptyBodyError when K has no point in the ball (a cut missed the ellipsoid, or it got
+        thinner than t/2 before a point was found).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import OracleBody, Polytope, affine_hull_by_ellipsoid
+    >>> line = Polytope(np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, 0.0], [-1.0, 0.0]]), np.array([1.0, -1.0, 2.0, 2.0]))
+    >>> affine_hull_by_ellipsoid(OracleBody(2, separate=line.separate), np.zeros(2), 5.0).dim
+    1
     """
     _check_body(body)
     n = body.dim
@@ -81,6 +105,9 @@ def affine_hull_by_ellipsoid(
     return run.solve(int(max_iter))
 
 
+_LocalCut = tuple[np.ndarray, float, float]  # (Bᵀa, b - aᵀp, ‖a‖): a cut restricted to the flat
+
+
 class _HullRun:
     """State of one run: flat F = p + span(B) (B orthonormal), the ellipsoid E in local coordinates y of F
     (x = p + B y), and the last body point found."""
@@ -93,8 +120,8 @@ class _HullRun:
         self.E = Ellipsoid.ball(np.zeros(n), R)
         self.point: np.ndarray | None = None
         self.calls = 0
-        # rounding at the start radius: an emptiness claim must clear it (a box found from radius 1e50 was
-        # called empty); see ellipsoid()
+        # rounding at the start radius: an emptiness claim must clear it (without, a box searched from radius
+        # 1e50 looks empty); see ellipsoid()
         self.drift = 16.0 * n * float(np.finfo(float).eps) * (R + float(np.linalg.norm(c0)))
         self.R = R
 
@@ -104,7 +131,7 @@ class _HullRun:
             f"at radius {self.R:.3g}; start from a smaller ball around the body"
         )
 
-    def _query(self, y: np.ndarray):
+    def _query(self, y: np.ndarray) -> _LocalCut | None:
         """separate at the global point p + B y, the cut restricted to the flat: (Bᵀa, b - aᵀp) or None."""
         self.calls += 1
         x = self.p + self.B @ y
@@ -115,7 +142,7 @@ class _HullRun:
         # relaxed by t so that it is valid for K_t (which the ellipsoid must keep), not only for K
         return self.B.T @ cut.normal, float(cut.offset + self.t * nrm - cut.normal @ self.p), nrm
 
-    def _cut(self, local) -> None:
+    def _cut(self, local: _LocalCut) -> None:
         a, b, nrm = local
         if float(np.linalg.norm(a)) <= 1e-14 * nrm:
             if self.point is None:

@@ -22,23 +22,34 @@ STATUSES: tuple[str, ...] = ("feasible", "empty", "optimal", "max_iter", "flat")
 class EllipsoidResult:
     """Outcome of ``ellipsoid`` or ``cutting_plane``.
 
-    status:
-        ``"feasible"``: ``x`` is a point of the body (within the oracle tolerance);
-        ``"optimal"``: ``x`` minimises the objective over the body within ``tol`` (``value - lower_bound <= tol``);
-        ``"empty"``: the body has no point in the starting region (certified by a cut missing the localisation
-        set, or by the localisation set becoming thinner than the oracle tolerance);
-        ``"flat"``: the localisation ellipsoid became thinner than ``flat_tol`` in ``flat_directions`` while no
-        point was found yet: the body lies in that thin slab (see ``affine_hull_by_ellipsoid``);
-        ``"max_iter"``: the iteration budget ran out (``x`` is the best point found, if any).
-    x, value: the point found (None if none) and ``objective @ x`` (None without an objective).
-    iterations: number of localisation-set updates; oracle_calls: number of ``body.separate`` calls.
-    center, shape: the final localisation ellipsoid {y : (y - center)ᵀ shape⁻¹ (y - center) <= 1} (for the
+    Attributes
+    ----------
+    status : {"feasible", "optimal", "empty", "flat", "max_iter"}
+        "feasible": ``x`` is a point of the body (within the oracle tolerance). "optimal": ``x`` minimises
+        the objective over the body within ``tol`` (``value - lower_bound <= tol``). "empty": the body has no
+        point in the starting region (certified by a cut missing the localisation set, or by the
+        localisation set becoming thinner than the oracle tolerance). "flat": the localisation ellipsoid
+        became thinner than ``flat_tol`` in ``flat_directions`` while no point was found yet: the body lies
+        in that thin slab (see ``affine_hull_by_ellipsoid``). "max_iter": the budget ran out, or an answer
+        could not be certified in float64 (``message`` says which; ``x`` is the best point found, if any).
+    x, value : ndarray or None, float or None
+        The point found (None if none) and ``objective @ x`` (None without an objective).
+    iterations, oracle_calls : int
+        Localisation-set updates; ``body.separate`` calls.
+    center, shape : ndarray
+        The final localisation ellipsoid {y : (y - center)ᵀ shape⁻¹ (y - center) <= 1} (for the
         cutting-plane method: the analytic centre and an ellipsoid containing the localisation polytope).
-    lower_bound: a certified lower bound on min objective over the body (optimisation only).
-    log_volumes: log(vol E_k / vol unit ball) after each update (non-increasing for the ellipsoid method).
-    flat_directions: (n, r) orthonormal columns u with the body inside {y : |uᵀ(y - center)| <= flat_widths};
-    flat_widths: (r,) the corresponding half-widths.
-    recycled_cuts: updates made without an oracle call (a stored cut, or the start ball's tangent cut).
+    lower_bound : float or None
+        A certified lower bound on min objective over the body (optimisation only).
+    log_volumes : ndarray
+        log(vol E_k / vol unit ball) after each update (non-increasing for the ellipsoid method).
+    flat_directions, flat_widths : ndarray
+        (n, r) orthonormal columns u with the body inside {y : |uᵀ(y - center)| <= flat_widths}, and the (r,)
+        half-widths.
+    recycled_cuts : int
+        Updates made without an oracle call (a stored cut, or the start ball's tangent cut).
+    message : str
+        Why the run ended.
     """
 
     status: Status

@@ -13,17 +13,22 @@ min-norm point.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import solvers
 from ._validate import as_matrix, as_rhs, as_vector
 
 __all__ = ["WorkingSetMinimizer", "BoundResult"]
 
+BoxSide = float | np.ndarray | Sequence[float]  # one bound for every variable, or one per variable
 
-def _box(lo, hi, p: int) -> tuple[np.ndarray, np.ndarray]:
+
+def _box(lo: BoxSide, hi: BoxSide, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-variable (lo, hi) arrays from scalars or length-p arrays: finite with lo < hi."""
     try:
         lo_a = np.broadcast_to(np.asarray(lo, dtype=float), (p,)).copy()
@@ -57,15 +62,32 @@ class WorkingSetMinimizer:
     ``WARM_START``); the ``add`` most violated rows of P are added and the solve repeated, at most
     ``max_rounds`` times per query. With ``shared=False`` every query starts afresh from its own ``working``
     most aligned rows (with ``max_rounds=1``: one small LP whose value is a sound, possibly conservative,
-    bound). ``options`` go to the backend (default: its ``SMALL_LP_OPTIONS``).
+    bound).
+
+    Parameters
+    ----------
+    A, b : array_like of shape (m, n), array_like of shape (m,)
+        The rows of P.
+    lo, hi : float or array_like of shape (n,)
+        The box (finite, lo < hi).
+    working, add, seed_rows, max_rounds : int
+        The first working set's size, rows added per round, rows seeded per later query, rounds per query.
+    shared : bool
+        One working set for all queries (False: each query starts afresh).
+    tol : float
+        Row violation counted as met.
+    solver : str, optional
+        LP backend.
+    options : mapping, optional
+        Backend options (default: its ``SMALL_LP_OPTIONS``).
     """
 
     def __init__(
         self,
-        A,
-        b,
-        lo,
-        hi,
+        A: ArrayLike,
+        b: ArrayLike,
+        lo: BoxSide,
+        hi: BoxSide,
         *,
         working: int = 64,
         add: int = 32,
@@ -74,8 +96,8 @@ class WorkingSetMinimizer:
         shared: bool = True,
         tol: float = 1e-7,
         solver: str | None = None,
-        options: dict | None = None,
-    ):
+        options: solvers.Options | None = None,
+    ) -> None:
         self.A = as_matrix(A, "A")
         self.b = as_rhs(b, "b", self.A.shape[0])
         self.lo, self.hi = _box(lo, hi, self.A.shape[1])
@@ -98,12 +120,25 @@ class WorkingSetMinimizer:
     def dim(self) -> int:
         return self.A.shape[1]
 
-    def bound(self, c, *, stop_above: float = np.inf) -> BoundResult:
-        """A valid lower bound on min_P cᵀx (exact when ``exact``); stops once it is >= ``stop_above``.
+    def bound(self, c: ArrayLike, *, stop_above: float = np.inf) -> BoundResult:
+        """A valid lower bound on min_P cᵀx (exact when ``exact``).
 
         The working set is shared by all queries of this object (one kept LPModel, warm-started simplex):
         rows found binding for one objective are usually binding for the next, so the set settles at a
-        small fraction of P and most queries need one or two solves."""
+        small fraction of P and most queries need one or two solves.
+
+        Parameters
+        ----------
+        c : array_like of shape (n,)
+            The cost.
+        stop_above : float
+            Stop as soon as the bound reaches this value.
+
+        Returns
+        -------
+        BoundResult
+            The lower bound, the relaxation's optimum, whether it is exact, and the LP solves used.
+        """
         c = as_vector(c, "c", self.dim)
         n = self.A.shape[0]
         if n == 0:
@@ -161,7 +196,17 @@ class WorkingSetMinimizer:
             self._model.add_halfspaces(self.A[rows], self.b[rows])
 
 
-_WORKING_SET_DEFAULTS = {"start": 256, "add": 256, "max_rounds": 20, "feasibility_tol": 1e-7}
+class WorkingSetOptions(TypedDict, total=False):
+    """``min_norm_point(method="working_set", options=...)``: the rows solved first, the rows added per round,
+    the round budget, and the relative row violation counted as met."""
+
+    start: int
+    add: int
+    max_rounds: int
+    feasibility_tol: float
+
+
+_WORKING_SET_DEFAULTS: WorkingSetOptions = {"start": 256, "add": 256, "max_rounds": 20, "feasibility_tol": 1e-7}
 
 
 def _split_bounds(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

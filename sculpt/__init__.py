@@ -3,7 +3,10 @@ sculpting a convex body (Chen & Li, STOC 2025), on top of the ``oracles`` convex
 
 Public names: ``MultiHeadAttention`` (the layer), ``sample_inputs`` / ``plant`` / ``nondegeneracy`` (data
 and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttention interop, torch imported
-lazily), ``LearnResult`` / ``PhaseRecord`` (results), ``Settings`` (every option of ``learn``, typed), ``PhaseFailed``; gradient baselines in ``sculpt.baselines``.
+lazily), ``learn``, ``LearnResult`` / ``PhaseRecord`` (results; ``LearnResult.info`` is a typed
+``sculpt.result.RouteInfo``), ``Settings`` (every option of ``learn``, typed), ``PhaseFailed``, ``certify``.
+The routes ``learn`` can run are ``sculpt.routes.ROUTES`` (add one with ``sculpt.routes.register_route``);
+gradient baselines are in ``sculpt.baselines``.
 """
 
 from .certify import Certificate, certify

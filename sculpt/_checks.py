@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import IO, TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "check_inputs",
@@ -21,6 +22,7 @@ __all__ = [
     "check_params",
     "check_positive",
     "as_generator",
+    "SeedLike",
     "MAX_INPUT",
     "MAX_VALUE",
 ]
@@ -30,10 +32,14 @@ __all__ = [
 MAX_INPUT = 1e100  # |X| (token entries)
 MAX_VALUE = 1e150  # |Y|, |Θ|, |W|
 
+#: what every ``seed`` / ``rng`` argument accepts (``as_generator``): None (fresh entropy), an int seed, a
+#: SeedSequence, or a Generator (used as is, so a caller's stream continues)
+SeedLike: TypeAlias = int | np.integer | np.random.SeedSequence | np.random.Generator | None
+
 
 def _check_range(arr: np.ndarray, name: str, limit: float) -> None:
     """NaN or inf, or an entry beyond ±``limit``, is a ValueError naming ``name``. Two reductions and no
-    temporary (min and max carry NaN and inf): 0.65 against 1.8 ms for isfinite + abs + max on 1.3M entries."""
+    temporary (min and max carry NaN and inf): 0.65 ms on 1.3M entries, a third of isfinite + abs + max."""
     if not arr.size:
         return
     lo, hi = float(np.min(arr)), float(np.max(arr))
@@ -46,7 +52,7 @@ def _check_range(arr: np.ndarray, name: str, limit: float) -> None:
         )
 
 
-def _as_float_array(value: Any, name: str) -> np.ndarray:
+def _as_float_array(value: ArrayLike | None, name: str) -> np.ndarray:
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be an array of numbers, got {type(value).__name__}")
     if np.iscomplexobj(value):
@@ -59,7 +65,7 @@ def _as_float_array(value: Any, name: str) -> np.ndarray:
 
 
 def check_inputs(
-    X: Any, name: str = "X", *, d: int | None = None, k: int | None = None, boolean: bool = False
+    X: ArrayLike, name: str = "X", *, d: int | None = None, k: int | None = None, boolean: bool = False
 ) -> tuple[np.ndarray, bool]:
     """Validate token sequences: shape (k, d) or (N, k, d), finite, optionally ±1 entries.
 
@@ -85,7 +91,7 @@ def check_inputs(
     return arr, single
 
 
-def check_outputs(Y: Any, X: np.ndarray, name: str = "Y") -> np.ndarray:
+def check_outputs(Y: ArrayLike, X: np.ndarray, name: str = "Y") -> np.ndarray:
     """Validate labels against already-checked inputs ``X`` (N, k, d): same shape, finite; float64 (N, k, d)."""
     arr = _as_float_array(Y, name)
     if arr.ndim == 2 and X.shape[0] == 1:
@@ -96,13 +102,13 @@ def check_outputs(Y: Any, X: np.ndarray, name: str = "Y") -> np.ndarray:
     return arr
 
 
-def check_data(X: Any, Y: Any, *, boolean: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def check_data(X: ArrayLike, Y: ArrayLike, *, boolean: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Validate a labelled data set: X (N, k, d) (or (k, d)) and Y of the same shape, both finite."""
     X3, _ = check_inputs(X, "X", boolean=boolean)
     return X3, check_outputs(Y, X3, "Y")
 
 
-def check_positive_int(value: Any, name: str) -> int:
+def check_positive_int(value: object, name: str) -> int:
     """An integer >= 1 (bools rejected); TypeError for non-integers, ValueError for < 1."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
@@ -111,12 +117,12 @@ def check_positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def check_m(m: Any) -> int:
+def check_m(m: object) -> int:
     """Number of heads: an integer >= 1."""
     return check_positive_int(m, "m")
 
 
-def check_positive(value: Any, name: str) -> float:
+def check_positive(value: object, name: str) -> float:
     """A finite real number > 0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
@@ -126,7 +132,7 @@ def check_positive(value: Any, name: str) -> float:
     return v
 
 
-def check_params(thetas: Any, ws: Any) -> tuple[np.ndarray, np.ndarray]:
+def check_params(thetas: ArrayLike, ws: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Head parameters: ``thetas`` and ``ws`` of equal shape (m, d, d) (a (d, d) pair means m = 1), finite."""
     out = []
     for value, name in ((thetas, "thetas"), (ws, "ws")):
@@ -144,7 +150,7 @@ def check_params(thetas: Any, ws: Any) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
-def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
+def as_generator(rng: object, name: str = "rng") -> np.random.Generator:
     """A numpy Generator from None, an int seed, a SeedSequence or a Generator (never global state)."""
     if isinstance(rng, np.random.Generator):
         return rng
@@ -157,7 +163,7 @@ def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     return np.random.default_rng(int(rng))
 
 
-def check_sum_w(W_sum, d: int) -> np.ndarray:
+def check_sum_w(W_sum: ArrayLike, d: int) -> np.ndarray:
     """A finite (d, d) estimate of Σ_i W_i, as float64; ValueError naming the problem otherwise."""
     W = np.asarray(W_sum, dtype=float)
     if W.shape != (d, d) or not np.all(np.isfinite(W)):
@@ -174,7 +180,7 @@ MAX_METADATA_CHARS = 65_536  # the JSON metadata of a model file
 MAX_JSON_DEPTH = 32  # nesting of that JSON
 
 
-def _npy_header(fh: Any, member: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+def _npy_header(fh: IO[bytes], member: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(fh)
     if version == (1, 0):
         shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=10_000)
@@ -276,7 +282,7 @@ def json_depth(text: str) -> int:
     return best
 
 
-def check_tol(tol: Any) -> float:
+def check_tol(tol: object) -> float:
     """A tolerance: a finite real number >= 0 (ValueError otherwise, bools included)."""
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 <= float(tol) < math.inf):
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
@@ -284,7 +290,7 @@ def check_tol(tol: Any) -> float:
 
 
 def held_out_split(
-    X: np.ndarray, Y: np.ndarray, validation_size: Any, gen: np.random.Generator, who: str
+    X: np.ndarray, Y: np.ndarray, validation_size: int | None, gen: np.random.Generator, who: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(X_train, Y_train, X_val, Y_val): ``validation_size`` examples (default min(2000, N/10), at least 1)
     held out at random, the rest for training (``who`` names the caller in errors)."""

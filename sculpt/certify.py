@@ -61,18 +61,20 @@ recovered span with the engine's ``oracles.widths``.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
-from ._checks import as_generator, check_data, check_inputs
+from ._checks import SeedLike, as_generator, check_data, check_inputs
 from .model import MultiHeadAttention, concat_thetas, forward_chunk
+from .toolkit import JSON, single_blas_thread
 
 __all__ = ["certify", "Certificate", "body_widths", "BodyWidths", "normal_equations", "COVARIANCES"]
 
@@ -180,10 +182,22 @@ def _accumulate(
     return G, np.concatenate([grad_t.ravel(), grad_w.ravel()]), rss, meat
 
 
-def normal_equations(model: MultiHeadAttention, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, float]:
-    """(JᵀJ, Jᵀr, RSS) of the residual r = vec(F(X) − Y) at ``model`` (flat layout of ``model.params()``),
-    accumulated over chunks of examples without forming J. A Gauss–Newton step is
-    ``params − solve(JᵀJ, Jᵀr)``."""
+def normal_equations(model: MultiHeadAttention, X: ArrayLike, Y: ArrayLike) -> tuple[np.ndarray, np.ndarray, float]:
+    """(JᵀJ, Jᵀr, RSS) of the residual r = vec(F(X) − Y) at ``model``, accumulated over chunks of examples
+    without forming J. A Gauss–Newton step is ``params − solve(JᵀJ, Jᵀr)``.
+
+    Parameters
+    ----------
+    model
+        The layer (TypeError otherwise).
+    X, Y
+        Examples (N, k, d) with the model's d and labels of the same shape.
+
+    Returns
+    -------
+    tuple
+        JᵀJ (2md², 2md²) and Jᵀr (2md²,) in the flat layout of ``model.params()``, and the residual sum of squares.
+    """
     if not isinstance(model, MultiHeadAttention):
         raise TypeError(f"model must be a MultiHeadAttention, got {type(model).__name__}")
     X3, Y3 = check_data(X, Y)
@@ -207,7 +221,7 @@ class BodyWidths:
     def max_normal(self) -> float:
         return float(np.max(self.normal)) if self.normal.size else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JSON]:
         return {
             "normal": _jsonable(self.normal),
             "along": _jsonable(self.along),
@@ -216,23 +230,42 @@ class BodyWidths:
 
 
 def body_widths(
-    body: Any,
-    span_basis: Any,
+    body: object,
+    span_basis: ArrayLike,
     *,
-    directions: Any = None,
+    directions: ArrayLike | None = None,
     max_directions: int = 32,
-    seed: Any = 0,
+    seed: SeedLike = 0,
     solver: str | None = None,
-    **width_options: Any,
+    **width_options: Any,  # passed on to oracles.widths (center, radius, tol)
 ) -> BodyWidths:
-    """Widths of ``body`` (an ``oracles`` convex body, or an object with a ``.polytope`` such as the sculpted
-    body) along directions normal to span(``span_basis``) (columns of an (n, r) array; orthonormalised here).
+    """Widths of a convex body along directions normal to a span: a thin body along every normal direction is
+    evidence that no layer far from the span satisfies the body's constraints.
 
     ``directions`` (rows) are projected onto the orthogonal complement of the span and normalised; when None,
     the whole complement is used if it has at most ``max_directions`` dimensions, else ``max_directions``
-    random unit vectors of it (reproducible from ``seed``). The widths are computed by ``oracles.widths``
-    (``solver`` and ``width_options`` such as center/radius/tol are passed on). A thin body along every
-    normal direction is evidence that no layer far from the span satisfies the body's constraints.
+    random unit vectors of it. The widths are computed by ``oracles.widths``.
+
+    Parameters
+    ----------
+    body
+        An ``oracles`` convex body, or an object with a ``.polytope`` such as the sculpted body (TypeError
+        otherwise).
+    span_basis
+        The span's spanning columns, (n, r) (orthonormalised here).
+    directions
+        Directions to measure, rows of (count, n); None: the complement as above.
+    max_directions
+        Largest number of directions drawn when ``directions`` is None.
+    seed
+        Seed or Generator of the random directions.
+    solver, width_options
+        Passed on to ``oracles.widths`` (``center``, ``radius``, ``tol``).
+
+    Returns
+    -------
+    BodyWidths
+        Widths along the normal directions and along the span's own basis vectors.
     """
     import oracles
 
@@ -282,12 +315,12 @@ def body_widths(
 
 
 # ------------------------------------------------------------------------------------------ certificate
-def _finite_or_none(x: Any) -> Any:
-    x = float(x)
-    return x if math.isfinite(x) else None
+def _finite_or_none(x: float | np.floating | np.ndarray) -> float | None:
+    v = float(x)
+    return v if math.isfinite(v) else None
 
 
-def _jsonable(a: Any) -> Any:
+def _jsonable(a: ArrayLike) -> JSON:
     """Nested lists of floats with non-finite entries replaced by None."""
     arr = np.asarray(a, dtype=float)
     if arr.ndim == 0:
@@ -353,7 +386,7 @@ class Certificate:
         return float(s[0] / s[-1]) if s.size and s[-1] > 0 else 0.0
 
     # -------------------------------------------------------------------------------------- prediction
-    def prediction_se(self, X_new: Any) -> np.ndarray:
+    def prediction_se(self, X_new: ArrayLike) -> np.ndarray:
         """Standard error of every output entry of F̂(X_new) (same shape as X_new): sqrt(diag(J Σ Jᵀ)) with Σ
         the certificate's covariance and J the Jacobian at the fresh inputs (delta method). Directions the
         data do not identify are left out of Σ; they are valid to ignore only for inputs from the
@@ -371,7 +404,7 @@ class Certificate:
             out[s : s + step] = np.sqrt(np.einsum("ij,ij->i", JL, JL)).reshape(Xc.shape)
         return out[0] if single else out
 
-    def prediction_interval(self, X_new: Any, *, kind: str = "mean") -> tuple[np.ndarray, np.ndarray]:
+    def prediction_interval(self, X_new: ArrayLike, *, kind: str = "mean") -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) at ``level`` for every output entry on fresh inputs: kind="mean" bounds F(X_new)
         (the noiseless layer output), kind="observation" a fresh noisy label (adds σ² to the variance)."""
         if kind not in ("mean", "observation"):
@@ -406,7 +439,7 @@ class Certificate:
             )
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JSON]:
         """JSON-ready (strict: non-finite numbers become None; the covariance matrix is left out)."""
         return {
             "locally_unique": bool(self.locally_unique),
@@ -495,62 +528,79 @@ class _Explainer:
         return f"{count} of {dd} directions, e.g. along Δ with {_top_entries(B / np.linalg.norm(B), name)}"
 
     def run(self) -> list[str]:
-        m, d, th, ws = self.m, self.d, self.model.thetas, self.model.ws
+        """Messages naming the null directions: a head's Θ block, W_i − W_j of heads that attend alike,
+        Θ_j − λ Θ_i of heads that coincide up to the scale of W, then what no template explains."""
+        m, th, ws = self.m, self.model.thetas, self.model.ws
         w_norm = np.linalg.norm(ws.reshape(m, -1), axis=1)
         t_norm = np.linalg.norm(th.reshape(m, -1), axis=1)
         w_ref, t_ref = max(float(w_norm.max()), 1e-300), max(float(t_norm.max()), 1e-300)
-        for i in range(m):  # a head's Θ block
-            cnt, v = self._take(_template(m, d, [(0, i, 1.0)]))
-            if v is not None:  # cnt > 0
-                along = self._along(cnt, v, 0, i, f"Θ_{i + 1}")
-                if self.k == 1:
-                    why = f"k = 1 (softmax over a single token is constant): Θ_{i + 1} of head {i + 1}"
-                elif w_norm[i] <= _SMALL * w_ref:
-                    why = f"head {i + 1} has W ≈ 0 (‖W_{i + 1}‖_F = {w_norm[i]:.2g}), so Θ_{i + 1}"
-                else:
-                    why = f"Θ_{i + 1} of head {i + 1}"
-                self.messages.append(f"{why} is unidentifiable in {along}")
-        for i in range(m):  # coinciding attention patterns: only W_i + W_j is seen
-            for j in range(i + 1, m):
-                cnt, v = self._take(_template(m, d, [(1, i, 1.0), (1, j, -1.0)]))
-                if v is not None:  # cnt > 0
-                    gap = float(np.linalg.norm(th[i] - th[j]))
-                    if self.k == 1:
-                        why = f"k = 1, so heads {i + 1} and {j + 1} attend identically"
-                    elif gap <= 1e-3 * t_ref:
-                        why = (
-                            f"heads {i + 1} and {j + 1} have Θ_{i + 1} ≈ Θ_{j + 1} "
-                            f"(‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})"
-                        )
-                    elif cnt == self.d * self.d:
-                        why = (
-                            f"heads {i + 1} and {j + 1} attend identically on these data "
-                            f"(although ‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})"
-                        )
-                    else:
-                        why = f"the data do not separate the outputs of heads {i + 1} and {j + 1}"
-                    self.messages.append(
-                        f"{why}: only W_{i + 1} + W_{j + 1} is identified, W_{i + 1} − W_{j + 1} is unidentifiable "
-                        f"in {self._along(cnt, v, 1, i, f'W_{i + 1}')}"
-                    )
-        for i in range(m):  # coinciding heads up to the scale of W: Θ_j − λ Θ_i
-            for j in range(i + 1, m):
-                if w_norm[i] <= _SMALL * w_ref or np.linalg.norm(th[i] - th[j]) > 1e-3 * t_ref + 1e-12:
-                    continue
-                lam = float(np.sum(ws[i] * ws[j]) / w_norm[i] ** 2)
-                if np.linalg.norm(ws[j] - lam * ws[i]) > 1e-3 * max(w_norm[j], 1e-300) or lam == 0.0:
-                    continue
-                cnt, v = self._take(_template(m, d, [(0, i, -lam), (0, j, 1.0)]))
-                if v is not None:  # cnt > 0
-                    if abs(lam - 1) < 1e-3:
-                        comb = f"Θ_{j + 1} − Θ_{i + 1}"
-                    else:
-                        comb = f"Θ_{j + 1} {'−' if lam > 0 else '+'} {abs(lam):.3g}·Θ_{i + 1}"
-                    self.messages.append(
-                        f"{comb} is unidentifiable in {self._along(cnt, v, 0, j, f'Θ_{j + 1}')}: heads {i + 1} "
-                        f"and {j + 1} coincide (Θ_{i + 1} ≈ Θ_{j + 1}, W_{j + 1} ≈ "
-                        f"{'' if abs(lam - 1) < 1e-3 else f'{lam:.3g}·'}W_{i + 1})"
-                    )
+        for i in range(m):
+            self._theta_block(i, w_norm, w_ref)
+        pairs = [(i, j) for i in range(m) for j in range(i + 1, m)]
+        for i, j in pairs:
+            self._same_attention(i, j, t_ref)
+        for i, j in pairs:
+            self._coinciding(i, j, w_norm, w_ref, t_ref)
+        self._unexplained()
+        return self.messages
+
+    def _theta_block(self, i: int, w_norm: np.ndarray, w_ref: float) -> None:
+        """Null directions inside head i's Θ block."""
+        cnt, v = self._take(_template(self.m, self.d, [(0, i, 1.0)]))
+        if v is None:  # cnt == 0
+            return
+        along = self._along(cnt, v, 0, i, f"Θ_{i + 1}")
+        if self.k == 1:
+            why = f"k = 1 (softmax over a single token is constant): Θ_{i + 1} of head {i + 1}"
+        elif w_norm[i] <= _SMALL * w_ref:
+            why = f"head {i + 1} has W ≈ 0 (‖W_{i + 1}‖_F = {w_norm[i]:.2g}), so Θ_{i + 1}"
+        else:
+            why = f"Θ_{i + 1} of head {i + 1}"
+        self.messages.append(f"{why} is unidentifiable in {along}")
+
+    def _same_attention(self, i: int, j: int, t_ref: float) -> None:
+        """Coinciding attention patterns of heads i and j: only W_i + W_j is seen."""
+        cnt, v = self._take(_template(self.m, self.d, [(1, i, 1.0), (1, j, -1.0)]))
+        if v is None:  # cnt == 0
+            return
+        gap = float(np.linalg.norm(self.model.thetas[i] - self.model.thetas[j]))
+        if self.k == 1:
+            why = f"k = 1, so heads {i + 1} and {j + 1} attend identically"
+        elif gap <= 1e-3 * t_ref:
+            why = f"heads {i + 1} and {j + 1} have Θ_{i + 1} ≈ Θ_{j + 1} (‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})"
+        elif cnt == self.d * self.d:
+            why = (
+                f"heads {i + 1} and {j + 1} attend identically on these data "
+                f"(although ‖Θ_{i + 1} − Θ_{j + 1}‖_F = {gap:.2g})"
+            )
+        else:
+            why = f"the data do not separate the outputs of heads {i + 1} and {j + 1}"
+        self.messages.append(
+            f"{why}: only W_{i + 1} + W_{j + 1} is identified, W_{i + 1} − W_{j + 1} is unidentifiable "
+            f"in {self._along(cnt, v, 1, i, f'W_{i + 1}')}"
+        )
+
+    def _coinciding(self, i: int, j: int, w_norm: np.ndarray, w_ref: float, t_ref: float) -> None:
+        """Heads i and j equal up to the scale of W (Θ_i ≈ Θ_j, W_j ≈ λ W_i): Θ_j − λ Θ_i is unseen."""
+        th, ws = self.model.thetas, self.model.ws
+        if w_norm[i] <= _SMALL * w_ref or np.linalg.norm(th[i] - th[j]) > 1e-3 * t_ref + 1e-12:
+            return
+        lam = float(np.sum(ws[i] * ws[j]) / w_norm[i] ** 2)
+        if np.linalg.norm(ws[j] - lam * ws[i]) > 1e-3 * max(w_norm[j], 1e-300) or lam == 0.0:
+            return
+        cnt, v = self._take(_template(self.m, self.d, [(0, i, -lam), (0, j, 1.0)]))
+        if v is None:  # cnt == 0
+            return
+        unit = abs(lam - 1) < 1e-3
+        comb = f"Θ_{j + 1} − Θ_{i + 1}" if unit else f"Θ_{j + 1} {'−' if lam > 0 else '+'} {abs(lam):.3g}·Θ_{i + 1}"
+        self.messages.append(
+            f"{comb} is unidentifiable in {self._along(cnt, v, 0, j, f'Θ_{j + 1}')}: heads {i + 1} "
+            f"and {j + 1} coincide (Θ_{i + 1} ≈ Θ_{j + 1}, W_{j + 1} ≈ "
+            f"{'' if unit else f'{lam:.3g}·'}W_{i + 1})"
+        )
+
+    def _unexplained(self) -> None:
+        """The null directions no template matched, described one by one (at most ``_MAX_GENERIC``)."""
         rest = self.null - self.found @ (self.found.T @ self.null)
         Ur, sr, _ = np.linalg.svd(rest, full_matrices=False) if rest.size else (rest, np.zeros(0), None)
         R = Ur[:, sr > 0.5] if sr.size else rest[:, :0]
@@ -558,7 +608,6 @@ class _Explainer:
             self.messages.append(f"unidentified direction {self._describe(R[:, c])}")
         if R.shape[1] > _MAX_GENERIC:
             self.messages.append(f"… and {R.shape[1] - _MAX_GENERIC} more unidentified directions")
-        return self.messages
 
     def _describe(self, v: np.ndarray) -> str:
         B = _blocks(v / np.linalg.norm(v), self.m, self.d)
@@ -614,16 +663,7 @@ def _notes(
 
 
 # -------------------------------------------------------------------------------------------- certify
-def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    """BLAS/LAPACK limited to one thread (threadpoolctl), or a no-op where it is unavailable."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return contextlib.nullcontext()
-    return threadpool_limits(1)
-
-
-def _check_unit(value: Any, name: str) -> float:
+def _check_unit(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
@@ -632,34 +672,10 @@ def _check_unit(value: Any, name: str) -> float:
     return v
 
 
-def certify(
-    model: MultiHeadAttention,
-    X: Any,
-    Y: Any,
-    *,
-    noise: float | None = None,
-    level: float = 0.95,
-    covariance: str = "gauss-newton",
-    rtol: float = DEFAULT_RTOL,
-    body: Any = None,
-    span_basis: Any = None,
-    width_options: dict[str, Any] | None = None,
-) -> Certificate:
-    """A ``Certificate`` for ``model`` on data (X, Y): X (N, k, d) (or (k, d)), Y of the same shape.
-
-    ``noise``: the label noise σ if known (else estimated from the residual); ``level``: the confidence
-    level of the intervals; ``covariance``: "gauss-newton" (homoscedastic noise) or "sandwich" (per-example
-    heteroscedastic-robust); ``rtol``: the rank threshold relative to the largest singular value. With
-    ``body`` (a convex body over vec Θ, e.g. a sculpted K*) and ``span_basis`` ((d², r), the recovered span),
-    ``widths`` holds ``body_widths(body, span_basis, **width_options)``.
-
-    The parameter intervals are those of the least-squares estimate from (X, Y): pass the data the model was
-    fitted to (``gradient_norm`` ≈ 0 confirms a least-squares fit; a model fitted elsewhere is certified as
-    if it had been fitted to (X, Y), i.e. the covariance is that of a fit of this size). A noise level
-    estimated on held-out residuals can be passed as ``noise``. ValueError for inconsistent shapes, NaN/inf, a d different from the
-    model's, or bad options; TypeError when ``model`` is not a MultiHeadAttention.
-    """
-    t0 = time.perf_counter()
+def _checked(
+    model: object, X: ArrayLike, Y: ArrayLike, covariance: str
+) -> tuple[MultiHeadAttention, np.ndarray, np.ndarray]:
+    """(model, X, Y) after ``certify``'s argument checks (``level`` and ``rtol`` are checked by the caller)."""
     if not isinstance(model, MultiHeadAttention):
         raise TypeError(f"model must be a MultiHeadAttention, got {type(model).__name__}")
     X3, Y3 = check_data(X, Y)
@@ -669,69 +685,157 @@ def certify(
         raise ValueError("X holds no examples")
     if covariance not in COVARIANCES:
         raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}")
-    level = _check_unit(level, "level")
-    rtol = _check_unit(rtol, "rtol")
-    if noise is not None:
-        if isinstance(noise, bool) or not isinstance(noise, numbers.Real):
-            raise TypeError(f"noise must be a real number or None, got {type(noise).__name__}")
-        if not (math.isfinite(float(noise)) and float(noise) >= 0):
-            raise ValueError(f"noise must be finite and >= 0, got {noise}")
-    if (body is None) != (span_basis is None):
-        raise ValueError("body and span_basis must be given together")
+    return model, X3, Y3
 
-    N, k, d = X3.shape
-    n_res, p = N * k * d, model.n_params
-    kern = _Kernel(model, k)
-    G, grad, rss, meat = _accumulate(kern, X3, Y3, scores=covariance == "sandwich")
 
-    with _one_blas_thread():  # syevd gains little from threads and suffers badly on a loaded machine
-        lam, V = np.linalg.eigh(G)
-    lam = np.clip(lam, 0.0, None)
-    s = np.sqrt(lam / n_res)  # ascending
-    cut = rtol * s[-1] if s[-1] > 0 else math.inf
-    keep = s > cut
-    rank = int(keep.sum())
-    null = V[:, ~keep]
-    dof = n_res - rank
-    sigma_hat = math.sqrt(rss / dof) if dof > 0 else math.nan
-    sigma = float(noise) if noise is not None else sigma_hat
+def _check_noise(noise: object) -> float | None:
+    if noise is None:
+        return None
+    if isinstance(noise, bool) or not isinstance(noise, numbers.Real):
+        raise TypeError(f"noise must be a real number or None, got {type(noise).__name__}")
+    if not (math.isfinite(float(noise)) and float(noise) >= 0):
+        raise ValueError(f"noise must be finite and >= 0, got {noise}")
+    return float(noise)
 
-    Vr = V[:, keep]
-    G_pinv = (Vr / lam[keep]) @ Vr.T
-    if covariance == "gauss-newton":
+
+@dataclass
+class _Spectrum:
+    """JᵀJ = V diag(lam) Vᵀ: the singular values s = sqrt(lam / n_residuals) (ascending), the kept (identified)
+    directions and the null ones."""
+
+    lam: np.ndarray
+    V: np.ndarray
+    s: np.ndarray
+    keep: np.ndarray
+
+    @classmethod
+    def of(cls, G: np.ndarray, n_res: int, rtol: float) -> _Spectrum:
+        with single_blas_thread():  # syevd gains little from threads and suffers badly on a loaded machine
+            lam, V = np.linalg.eigh(G)
+        lam = np.clip(lam, 0.0, None)
+        s = np.sqrt(lam / n_res)  # ascending
+        cut = rtol * s[-1] if s[-1] > 0 else math.inf
+        return cls(lam, V, s, s > cut)
+
+    @property
+    def rank(self) -> int:
+        return int(self.keep.sum())
+
+    @property
+    def null(self) -> np.ndarray:
+        return self.V[:, ~self.keep]
+
+    def pinv(self) -> np.ndarray:
+        """(JᵀJ)⁺ on the identified directions."""
+        Vr = self.V[:, self.keep]
+        return (Vr / self.lam[self.keep]) @ Vr.T
+
+
+def _covariance(
+    spec: _Spectrum,
+    kind: str,
+    sigma: float,
+    meat: np.ndarray | None,
+    N: int,
+    n_res: int,
+    level: float,
+    noise_given: bool,
+) -> tuple[np.ndarray, float]:
+    """(parameter covariance, interval quantile): Gauss–Newton σ² (JᵀJ)⁺ with Student's t when σ is estimated,
+    or the sandwich (JᵀJ)⁺ (Σ g_n g_nᵀ) (JᵀJ)⁺ with its small-sample factor and the normal quantile."""
+    G_pinv = spec.pinv()
+    p = G_pinv.shape[0]
+    dof = n_res - spec.rank
+    if kind == "gauss-newton":
         cov = sigma**2 * G_pinv if math.isfinite(sigma) else np.full((p, p), math.nan)
-        if noise is None and dof > 0:
+        if not noise_given and dof > 0:
             q = float(stats.t.ppf(0.5 + level / 2, dof))
         else:
             q = float(stats.norm.ppf(0.5 + level / 2))
     else:
+        assert meat is not None  # accumulated for the sandwich
         factor = (N / (N - 1) if N > 1 else math.nan) * ((n_res - 1) / dof if dof > 0 else math.nan)
         cov = factor * (G_pinv @ meat @ G_pinv)
         q = float(stats.norm.ppf(0.5 + level / 2))
-    cov = 0.5 * (cov + cov.T)
-    var = np.clip(np.diag(cov), 0.0, None)
-    se = np.sqrt(var)
-    leak = np.einsum("ij,ij->i", null, null)
-    se[leak > _NULL_LEAK] = math.inf
+    return 0.5 * (cov + cov.T), q
+
+
+def certify(
+    model: MultiHeadAttention,
+    X: ArrayLike,
+    Y: ArrayLike,
+    *,
+    noise: float | None = None,
+    level: float = 0.95,
+    covariance: str = "gauss-newton",
+    rtol: float = DEFAULT_RTOL,
+    body: object = None,
+    span_basis: ArrayLike | None = None,
+    width_options: Mapping[str, Any] | None = None,
+) -> Certificate:
+    """A ``Certificate`` for ``model`` on data (X, Y).
+
+    The parameter intervals are those of the least-squares estimate from (X, Y): pass the data the model was
+    fitted to (``gradient_norm`` ≈ 0 confirms a least-squares fit; a model fitted elsewhere is certified as
+    if it had been fitted to (X, Y), i.e. the covariance is that of a fit of this size). A noise level
+    estimated on held-out residuals can be passed as ``noise``.
+
+    Parameters
+    ----------
+    model
+        The layer to certify (TypeError otherwise).
+    X, Y
+        Examples (N, k, d) (or (k, d)) with the model's d, and labels of the same shape (ValueError otherwise).
+    noise
+        The label noise σ if known; None: estimated from the residual.
+    level
+        Confidence level of the intervals, in (0, 1).
+    covariance
+        "gauss-newton" (homoscedastic noise) or "sandwich" (per-example heteroscedastic-robust).
+    rtol
+        Rank threshold relative to the largest singular value, in (0, 1).
+    body, span_basis
+        A convex body over vec Θ (e.g. a sculpted K*) and the recovered span (d², r), given together:
+        ``widths`` then holds ``body_widths(body, span_basis, **width_options)``.
+    width_options
+        Passed on to ``body_widths``.
+
+    Returns
+    -------
+    Certificate
+        The verdict, singular values, noise, covariance and intervals.
+    """
+    t0 = time.perf_counter()
+    model, X3, Y3 = _checked(model, X, Y, covariance)
+    level = _check_unit(level, "level")
+    rtol = _check_unit(rtol, "rtol")
+    noise = _check_noise(noise)
+    if (body is None) != (span_basis is None):
+        raise ValueError("body and span_basis must be given together")
+    N, k, d = X3.shape
+    n_res, p = N * k * d, model.n_params
+    G, grad, rss, meat = _accumulate(_Kernel(model, k), X3, Y3, scores=covariance == "sandwich")
+    spec = _Spectrum.of(G, n_res, rtol)
+    rank = spec.rank
+    dof = n_res - rank
+    sigma_hat = math.sqrt(rss / dof) if dof > 0 else math.nan
+    sigma = noise if noise is not None else sigma_hat
+    cov, q = _covariance(spec, covariance, sigma, meat, N, n_res, level, noise is not None)
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    null = spec.null
+    se[np.einsum("ij,ij->i", null, null) > _NULL_LEAK] = math.inf
     est = model.params()
     lo, hi = est - q * se, est + q * se
-    half = p // 2
-    shape = model.thetas.shape
-
-    unidentifiable = [] if rank == p else _Explainer(model, null, k).run()
-    notes = _notes(model, s, rank, V, n_res, dof, noise is not None)
+    half, shape = p // 2, model.thetas.shape
     y_energy = float(np.einsum("nac,nac->", Y3, Y3))
-    widths = None
-    if body is not None:
-        widths = body_widths(body, span_basis, **(width_options or {}))
     return Certificate(
         model=model.copy(),
         locally_unique=rank == p,
         rank=rank,
         n_params=p,
-        singular_values=s,
+        singular_values=spec.s,
         rtol=rtol,
-        unidentifiable=unidentifiable,
+        unidentifiable=[] if rank == p else _Explainer(model, null, k).run(),
         noise=sigma,
         noise_estimate=sigma_hat,
         noise_given=noise is not None,
@@ -748,7 +852,7 @@ def certify(
         w_se=se[half:].reshape(shape),
         theta_interval=(lo[:half].reshape(shape), hi[:half].reshape(shape)),
         w_interval=(lo[half:].reshape(shape), hi[half:].reshape(shape)),
-        notes=notes,
-        widths=widths,
+        notes=_notes(model, spec.s, rank, spec.V, n_res, dof, noise is not None),
+        widths=None if body is None or span_basis is None else body_widths(body, span_basis, **(width_options or {})),
         seconds=time.perf_counter() - t0,
     )

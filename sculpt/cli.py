@@ -1,12 +1,13 @@
 """Command line: ``sculpt recover`` (plant a layer, learn it back, score it), ``sculpt learn`` (learn from
 your own X, Y arrays) and ``sculpt bench`` (the recovery benchmark, registered from ``sculpt.bench.cli``).
 
-    sculpt recover --d 8 --k 4 --m 2 --samples 20000 --seed 0 [--method sculpt|exact|gradient|auto]
+    sculpt recover --d 8 --k 4 --m 2 --samples 20000 --seed 0 [--method ROUTE]
                    [--distribution boolean|gaussian] [--noise SIGMA] [--scale 2.5] [--solver NAME]
                    [--tol TOL] [--test-samples 5000] [--out DIR] [--quiet]
     sculpt learn --data FILE.npz --m 2 [--method ...] [--seed 0] [--solver NAME] [--tol TOL]
                  [--truth MODEL.npz] [--out DIR] [--quiet]
 
+ROUTE is any registered learning route (``sculpt.routes.ROUTES``: sculpt, exact, gradient, vp-lm, auto).
 Exit status: 0 learned (converged), 1 ran but did not converge (or a solver failed, or an internal error,
 reported on one line), 2 bad input: the usage line, then one line ``sculpt CMD: error: ...`` naming the flag,
 file or setting; never a traceback (SCULPT_TRACEBACK=1 shows one for internal errors).
@@ -24,12 +25,22 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from ._argtypes import nonneg_int, positive_int, real_at_least
 from .toolkit import package_version, versions, write_json
+
+if TYPE_CHECKING:
+    from .model import MultiHeadAttention
+    from .result import LearnResult, PhaseRecord
+    from .settings import Settings
+
+#: what ``add_subparsers`` returns: each ``add_*_parser`` registers its subcommand on it
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: a JSON value: what result.json holds
+JSON: TypeAlias = "bool | int | float | str | None | list[JSON] | dict[str, JSON]"
 
 __all__ = [
     "main",
@@ -42,7 +53,6 @@ __all__ = [
     "versions",
 ]
 
-METHODS = ("sculpt", "exact", "gradient", "vp-lm", "auto")
 DISTRIBUTIONS = ("boolean", "gaussian")
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_BAD_INPUT = 0, 1, 2
 MAX_ENTRIES = 2**31  # entries of one generated (N, k, d) array
@@ -53,11 +63,14 @@ class BadInput(Exception):
 
 
 def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> None:
+    from .routes import ROUTES
+
     p.add_argument(
         "--method",
-        choices=METHODS,
+        choices=list(ROUTES),
         default=default_method,
-        help=f"learning route (default {default_method}); exact needs m = 1 and k < d",
+        help=f"learning route (default {default_method}): "
+        + "; ".join(f"{name}: {route.summary}" for name, route in ROUTES.items()),
     )
     p.add_argument(
         "--solver",
@@ -85,7 +98,7 @@ def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> 
 
 
 # ------------------------------------------------------------------------------------------ parsers
-def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_recover_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """``recover``: plant a layer, sample and label inputs, learn, score on fresh inputs."""
     p = subparsers.add_parser(
         "recover",
@@ -127,7 +140,7 @@ def add_recover_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def add_learn_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_learn_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """``learn``: learn from arrays X, Y of shape (N, k, d) stored in an npz file."""
     p = subparsers.add_parser(
         "learn",
@@ -149,7 +162,7 @@ def add_learn_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+def _add_bench_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """``bench``: registered by sculpt.bench.cli (imported here, when the parser is built; that module
     does not import this one)."""
     from .bench.cli import add_bench_parser
@@ -159,7 +172,7 @@ def _add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def add_settings_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_settings_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """``settings``: every learner setting with its default and the reason for it."""
     p = subparsers.add_parser(
         "settings",
@@ -178,7 +191,7 @@ def run_settings(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-SUBCOMMANDS: list[Callable[[Any], argparse.ArgumentParser]] = [
+SUBCOMMANDS: list[Callable[[Subparsers], argparse.ArgumentParser]] = [
     add_recover_parser,
     add_learn_parser,
     _add_bench_parser,
@@ -203,17 +216,18 @@ def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------------------ helpers
 def _check_solver(name: str | None) -> str | None:
+    """The LP backend ``--solver`` names (upper case), or BadInput naming the flag and the usable backends."""
     if name is None:
         return None
-    from oracles import solvers
+    from oracles import SolverError, backend_name, backend_names
 
-    key = name.upper()
-    if key not in solvers.registered():
-        raise BadInput(f"--solver: unknown backend {name!r}; choose from {', '.join(solvers.registered())}")
-    why = solvers.unavailable_reason(key)
-    if why is not None:
-        raise BadInput(f"--solver: backend {key} is not usable here ({why}); usable: {', '.join(solvers.available())}")
-    return key
+    known = backend_names(usable=False)
+    if name.upper() not in known:
+        raise BadInput(f"--solver: unknown backend {name!r}; choose from {', '.join(known)}")
+    try:
+        return backend_name(name, kind="lp")
+    except SolverError as exc:
+        raise BadInput(f"--solver: {exc}; usable: {', '.join(backend_names('lp'))}") from None
 
 
 def _check_out(out: str | None) -> None:
@@ -222,7 +236,7 @@ def _check_out(out: str | None) -> None:
         raise BadInput(f"--out: {out!r} exists and is not a directory")
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     if isinstance(v, (int, np.integer)):
@@ -234,7 +248,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _items(figures: dict[str, Any]) -> list[str]:
+def _items(figures: dict[str, object]) -> list[str]:
     """Scalar entries of a figures dict as "key=value" strings (lists and dicts are left to result.json)."""
     return [
         f"{k}={_fmt(v)}" for k, v in figures.items() if isinstance(v, (bool, int, float, str, np.generic)) or v is None
@@ -251,9 +265,22 @@ def _wrap(items: list[str], width: int) -> list[str]:
     return lines or ["-"]
 
 
-def phase_table(phases: Sequence[Any], fig_width: int = 58, truth_width: int = 40) -> str:
+def phase_table(phases: Sequence[PhaseRecord], fig_width: int = 58, truth_width: int = 40) -> str:
     """Plain-text table, one block per PhaseRecord: phase, status, time, its figures and its ground-truth
-    figures (wrapped over several lines); a failed phase gets its message underneath."""
+    figures (wrapped over several lines); a failed phase gets its message underneath.
+
+    Parameters
+    ----------
+    phases : sequence of PhaseRecord
+        The records (``LearnResult.phases``).
+    fig_width, truth_width : int
+        Characters of the figures and truth columns.
+
+    Returns
+    -------
+    str
+        The table, lines joined by newlines.
+    """
     header = f"{'phase':<18} {'status':<7} {'time s':>7}  {'figures':<{fig_width}}  truth"
     lines = [header, "-" * (len(header) + truth_width - 5)]
     for p in phases:
@@ -268,25 +295,27 @@ def phase_table(phases: Sequence[Any], fig_width: int = 58, truth_width: int = 4
     return "\n".join(lines)
 
 
-def _summary(result: Any, extra: dict[str, Any]) -> str:
-    info = result.info or {}
+def _summary(result: LearnResult, extra: dict[str, float | None]) -> str:
+    info = result.info
     rows = [
         ("converged", _fmt(result.converged)),
-        ("route", f"{info.get('route', result.method)}"),
+        ("route", info.route or result.method),
         ("reason", result.reason or "-"),
         ("train rel MSE", _fmt(result.train_error)),
         ("validation rel MSE", _fmt(result.validation_error)),
     ]
     rows += [(k, _fmt(v)) for k, v in extra.items()]
-    truth = info.get("truth") or {}
+    truth = info.truth or {}
     for key in ("theta_error", "w_error", "max_theta_error", "max_w_error"):
         if key in truth:
-            rows.append((f"head-matched {key}", _fmt(truth[key])))
+            rows.append((f"head-matched {key}", _fmt(truth.get(key))))
     rows += [("samples used", _fmt(result.samples_used)), ("time s", f"{result.time:.2f}")]
     return "\n".join(f"{k:<28} {v}" for k, v in rows)
 
 
-def _write_outputs(out: str | None, result: Any, payload: dict[str, Any], truth: Any = None) -> list[Path]:
+def _write_outputs(
+    out: str | None, result: LearnResult, payload: dict[str, JSON], truth: MultiHeadAttention | None = None
+) -> list[Path]:
     """DIR/result.json (result.to_dict() plus ``payload``), DIR/model.npz (and DIR/truth.npz when planted)."""
     if out is None:
         return []
@@ -308,9 +337,24 @@ def _write_outputs(out: str | None, result: Any, payload: dict[str, Any], truth:
     return written
 
 
-def parse_settings(items: Sequence[str]) -> Any:
-    """``Settings`` from ``NAME=VALUE`` strings (dotted names; VALUE as JSON, else text); BadInput names the
-    item that is wrong."""
+def parse_settings(items: Sequence[str]) -> Settings:
+    """``Settings`` from ``--set`` items.
+
+    Parameters
+    ----------
+    items : sequence of str
+        ``NAME=VALUE`` strings: a dotted setting name and a value read as JSON, else as text.
+
+    Returns
+    -------
+    Settings
+        The defaults with every item merged in, in order.
+
+    Raises
+    ------
+    BadInput
+        An item that is not NAME=VALUE, nests too deep, names no setting or gives an invalid value.
+    """
     import json
 
     from .settings import Settings
@@ -325,11 +369,12 @@ def parse_settings(items: Sequence[str]) -> Any:
         if json_depth(text) > MAX_JSON_DEPTH:
             raise BadInput(f"--set {name.strip()!r}: VALUE is nested deeper than {MAX_JSON_DEPTH} levels")
         try:
-            value: Any = json.loads(text)
+            value: JSON = json.loads(text)
         except ValueError:
             value = text
-        nested: Any = value
-        for part in reversed(name.strip().split(".")):
+        *path, last = name.strip().split(".")
+        nested: dict[str, JSON] = {last: value}
+        for part in reversed(path):
             nested = {part: nested}
         try:
             cfg = cfg.merged(nested)
@@ -338,10 +383,16 @@ def parse_settings(items: Sequence[str]) -> Any:
     return cfg
 
 
-def _learn(X: np.ndarray, Y: np.ndarray, args: argparse.Namespace, seed: Any, truth: Any) -> Any:
+def _learn(
+    X: np.ndarray,
+    Y: np.ndarray,
+    args: argparse.Namespace,
+    seed: int | np.random.Generator,
+    truth: MultiHeadAttention | None,
+) -> LearnResult:
     from .learner import learn
 
-    options: dict[str, Any] = {}
+    options: dict[str, float] = {}
     if args.tol is not None:
         options["tol"] = args.tol
     cfg = parse_settings(getattr(args, "settings", []) or [])
@@ -359,7 +410,7 @@ def _learn(X: np.ndarray, Y: np.ndarray, args: argparse.Namespace, seed: Any, tr
     )
 
 
-def _report(result: Any, args: argparse.Namespace, extra: dict[str, Any]) -> int:
+def _report(result: LearnResult, args: argparse.Namespace, extra: dict[str, float | None]) -> int:
     if not args.quiet:
         print(phase_table(result.phases))
         print()
@@ -401,7 +452,7 @@ def run_recover(args: argparse.Namespace) -> int:
         rms = math.sqrt(float(np.mean(Y * Y)))
         Y = Y + args.noise * rms * np.random.default_rng(streams[1]).standard_normal(Y.shape)
     result = _learn(X, Y, args, np.random.default_rng(streams[2]), truth)
-    extra: dict[str, Any] = {}
+    extra: dict[str, float | None] = {}
     if result.model is not None:
         Xt = sample_inputs(
             args.test_samples, args.k, args.d, rng=np.random.default_rng(streams[3]), distribution=args.distribution
@@ -435,7 +486,7 @@ def run_recover(args: argparse.Namespace) -> int:
         "evaluation": {
             "test_error": extra["test rel MSE (fresh)"],
             "test_samples": args.test_samples,
-            "truth": (result.info or {}).get("truth", {}),
+            "truth": dict(result.info.truth or {}),
         },
         "truth_file": "truth.npz",
     }
@@ -521,8 +572,20 @@ def run_learn(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------ entry point
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default sys.argv[1:]), run the subcommand, return its exit status (never raises for
-    bad input: argparse errors and BadInput/ValueError print "sculpt CMD: error: ..." and give 2)."""
+    """Parse ``argv``, run the subcommand, return its exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 converged, 1 not converged (or a solver failure, or an internal error, reported on one line), 2 bad
+        input: argparse errors and BadInput/ValueError/TypeError print "sculpt CMD: error: ..." (never a
+        traceback), 130 interrupted.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from ._checks import as_generator, check_positive, check_positive_int
+from ._checks import SeedLike, as_generator, check_positive, check_positive_int
 from .model import MultiHeadAttention, attention_patterns
 
 __all__ = ["sample_inputs", "plant", "nondegeneracy", "NondegeneracyReport", "Thresholds", "DEFAULT_THRESHOLDS"]
@@ -26,9 +25,23 @@ _W_BATCH = 256
 _MAX_W_BATCHES = 1024
 
 
-def sample_inputs(n: int, k: int, d: int, *, rng: Any = None, distribution: str = "boolean") -> np.ndarray:
-    """n i.i.d. sequences X ∈ R^{k×d}: entries independent Rademacher ±1 ("boolean") or N(0, 1)
-    ("gaussian"); float64 of shape (n, k, d). ``rng``: None, an int seed or a numpy Generator."""
+def sample_inputs(n: int, k: int, d: int, *, rng: SeedLike = None, distribution: str = "boolean") -> np.ndarray:
+    """n i.i.d. sequences X ∈ R^{k×d} with independent entries: Rademacher ±1 ("boolean") or N(0, 1) ("gaussian").
+
+    Parameters
+    ----------
+    n, k, d
+        Sequences, tokens per sequence, token dimension (integers >= 1).
+    rng
+        Seed or Generator.
+    distribution
+        "boolean" or "gaussian".
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 of shape (n, k, d).
+    """
     n, k, d = (check_positive_int(v, name) for v, name in ((n, "n"), (k, "k"), (d, "d")))
     gen = as_generator(rng)
     if distribution == "boolean":
@@ -114,35 +127,13 @@ def _min_norm_point(thetas: np.ndarray) -> np.ndarray:
     return mu - C.T @ coef
 
 
-def nondegeneracy(
-    model: MultiHeadAttention,
-    *,
-    k: int | None = 4,
-    n_inputs: int = 2000,
-    seed: Any = 0,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> NondegeneracyReport:
-    """Check a layer against the non-degeneracy conditions A1–A6 (docs/method.md#recon-assumptions) with ``thresholds``.
-
-    The attention statistics (entropy, top weight) are averaged over ``n_inputs`` uniform ±1 inputs with
-    ``k`` tokens (default 4; the layer itself does not fix k) drawn from ``seed``; they are skipped (nan, not
-    checked) when k is None or k = 1.
-    """
-    if not isinstance(model, MultiHeadAttention):
-        raise TypeError(f"model must be a MultiHeadAttention, got {type(model).__name__}")
-    if k is not None:
-        k = check_positive_int(k, "k")
-    n_inputs = check_positive_int(n_inputs, "n_inputs")
-    m, d = model.m, model.d
+def _structure(model: MultiHeadAttention) -> dict[str, float]:
+    """The figures of A2–A6: σ_min and cond of Σ W_i, head distances, the affine offset, the centred heads'
+    (m−1)-th singular value, the mean head norm and the W norm ratio."""
+    m = model.m
     thetas, ws = model.thetas, model.ws
-    t = thresholds
-
     sv = np.linalg.svd(ws.sum(axis=0), compute_uv=False)
-    sigma_min = float(sv[-1])
-    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf")
     norms = np.linalg.norm(thetas.reshape(m, -1), axis=1)
-    mean_norm = float(norms.mean())
-    scale = max(mean_norm, np.finfo(float).tiny)
     if m > 1:
         diff = np.linalg.norm((thetas[:, None] - thetas[None]).reshape(m, m, -1), axis=2)
         min_dist = float(np.min(diff[~np.eye(m, dtype=bool)]))
@@ -151,52 +142,73 @@ def nondegeneracy(
         centred_sv = float(csv[m - 2]) if len(csv) >= m - 1 else 0.0
     else:
         min_dist, centred_sv = float("inf"), float("nan")
-    offset = float(np.linalg.norm(_min_norm_point(thetas)))
     wn = np.linalg.norm(ws.reshape(m, -1), axis=1)
-    w_ratio = float(wn.min() / wn.max()) if wn.max() > 0 else 0.0
+    return {
+        "sigma_min_sum_w": float(sv[-1]),
+        "cond_sum_w": float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf"),
+        "min_head_distance": min_dist,
+        "affine_offset": float(np.linalg.norm(_min_norm_point(thetas))),
+        "centred_sv": centred_sv,
+        "mean_theta_norm": float(norms.mean()),
+        "w_ratio": float(wn.min() / wn.max()) if wn.max() > 0 else 0.0,
+    }
 
-    entropy = top = float("nan")
-    if k is not None and k >= 2:
-        X = sample_inputs(n_inputs, k, d, rng=seed)
-        P = attention_patterns(thetas, X)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            plogp = np.where(P > 0, P * np.log(P), 0.0)
-        entropy = float(-plogp.sum(axis=-1).mean() / math.log(k))
-        top = float(P.max(axis=-1).mean())
 
+def _attention_statistics(thetas: np.ndarray, k: int | None, n_inputs: int, seed: SeedLike) -> tuple[float, float]:
+    """(mean row entropy H/log k, mean largest weight) over ``n_inputs`` uniform ±1 inputs of k tokens (nan for
+    k None or 1)."""
+    if k is None or k < 2:
+        return float("nan"), float("nan")
+    X = sample_inputs(n_inputs, k, thetas.shape[1], rng=seed)
+    P = attention_patterns(thetas, X)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(P > 0, P * np.log(P), 0.0)
+    return float(-plogp.sum(axis=-1).mean() / math.log(k)), float(P.max(axis=-1).mean())
+
+
+def _verdicts(f: dict[str, float], m: int, t: Thresholds) -> tuple[dict[str, bool], list[str]]:
+    """Each check's pass/fail and a message for every failure."""
     checks: dict[str, bool] = {}
     problems: list[str] = []
+    mean_norm = f["mean_theta_norm"]
+    scale = max(mean_norm, np.finfo(float).tiny)
 
     def check(name: str, passed: bool, message: str) -> None:
         checks[name] = bool(passed)
         if not passed:
             problems.append(f"{name}: {message}")
 
+    cond = f["cond_sum_w"]
     check(
-        "sum_w", cond <= t.max_cond_sum_w, f"cond(Σ W_i) = {cond:.3g} > {t.max_cond_sum_w:g} (σ_min = {sigma_min:.3g})"
+        "sum_w",
+        cond <= t.max_cond_sum_w,
+        f"cond(Σ W_i) = {cond:.3g} > {t.max_cond_sum_w:g} (σ_min = {f['sigma_min_sum_w']:.3g})",
     )
     if m > 1:
         check(
             "head_separation",
-            min_dist >= t.min_head_separation * scale,
-            f"min ‖Θ_i − Θ_j‖_F = {min_dist:.3g} < {t.min_head_separation:g} × mean‖Θ_i‖ = {mean_norm:.3g}",
+            f["min_head_distance"] >= t.min_head_separation * scale,
+            f"min ‖Θ_i − Θ_j‖_F = {f['min_head_distance']:.3g} < {t.min_head_separation:g} × mean‖Θ_i‖ = "
+            f"{mean_norm:.3g}",
         )
         check(
             "centred_sv",
-            centred_sv >= t.min_centred_sv * scale,
-            f"centred heads' σ_(m−1) = {centred_sv:.3g} < {t.min_centred_sv:g} × mean‖Θ_i‖ ({mean_norm:.3g}):"
+            f["centred_sv"] >= t.min_centred_sv * scale,
+            f"centred heads' σ_(m−1) = {f['centred_sv']:.3g} < {t.min_centred_sv:g} × mean‖Θ_i‖ ({mean_norm:.3g}):"
             " heads nearly affinely dependent",
         )
         check(
             "w_ratio",
-            w_ratio >= t.min_w_ratio,
-            f"min ‖W_i‖ / max ‖W_i‖ = {w_ratio:.3g} < {t.min_w_ratio:g}: a head is nearly silent",
+            f["w_ratio"] >= t.min_w_ratio,
+            f"min ‖W_i‖ / max ‖W_i‖ = {f['w_ratio']:.3g} < {t.min_w_ratio:g}: a head is nearly silent",
         )
     check(
         "affine_offset",
-        offset >= t.min_affine_offset * scale,
-        f"min-norm point of aff{{Θ_i}} has norm {offset:.3g} < {t.min_affine_offset:g} × mean‖Θ_i‖ ({mean_norm:.3g})",
+        f["affine_offset"] >= t.min_affine_offset * scale,
+        f"min-norm point of aff{{Θ_i}} has norm {f['affine_offset']:.3g} < {t.min_affine_offset:g} × mean‖Θ_i‖ "
+        f"({mean_norm:.3g})",
     )
+    entropy, top = f["entropy"], f["top_weight"]
     if not math.isnan(entropy):
         check(
             "entropy",
@@ -209,23 +221,47 @@ def nondegeneracy(
             top <= t.max_top_weight,
             f"mean top attention weight {top:.4g} > {t.max_top_weight:g} (attention nearly one-hot)",
         )
-    return NondegeneracyReport(
-        m=m,
-        d=d,
-        k=k,
-        sigma_min_sum_w=sigma_min,
-        cond_sum_w=cond,
-        min_head_distance=min_dist,
-        affine_offset=offset,
-        centred_sv=centred_sv,
-        mean_theta_norm=mean_norm,
-        w_ratio=w_ratio,
-        entropy=entropy,
-        top_weight=top,
-        ok=not problems,
-        problems=problems,
-        checks=checks,
-    )
+    return checks, problems
+
+
+def nondegeneracy(
+    model: MultiHeadAttention,
+    *,
+    k: int | None = 4,
+    n_inputs: int = 2000,
+    seed: SeedLike = 0,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> NondegeneracyReport:
+    """Check a layer against the non-degeneracy conditions A1–A6 (docs/method.md#recon-assumptions).
+
+    Parameters
+    ----------
+    model
+        The layer (TypeError otherwise).
+    k
+        Tokens of the inputs the attention statistics (entropy, top weight) are averaged over (the layer
+        itself does not fix k); None or 1: those statistics are skipped (nan, not checked).
+    n_inputs
+        Uniform ±1 inputs drawn for those statistics.
+    seed
+        Seed or Generator of the inputs.
+    thresholds
+        The limits of each check.
+
+    Returns
+    -------
+    NondegeneracyReport
+        The figures, each check's verdict and the problems found.
+    """
+    if not isinstance(model, MultiHeadAttention):
+        raise TypeError(f"model must be a MultiHeadAttention, got {type(model).__name__}")
+    if k is not None:
+        k = check_positive_int(k, "k")
+    n_inputs = check_positive_int(n_inputs, "n_inputs")
+    figures = _structure(model)
+    figures["entropy"], figures["top_weight"] = _attention_statistics(model.thetas, k, n_inputs, seed)
+    checks, problems = _verdicts(figures, model.m, thresholds)
+    return NondegeneracyReport(m=model.m, d=model.d, k=k, **figures, ok=not problems, problems=problems, checks=checks)
 
 
 # ----------------------------------------------------------------------------------------------- plant
@@ -292,26 +328,41 @@ def plant(
     m: int,
     *,
     scale: float = 2.5,
-    seed: Any = None,
+    seed: SeedLike = None,
     weak_head: float | None = None,
     separation: float | None = None,
     max_cond: float = 10.0,
 ) -> MultiHeadAttention:
     """A planted layer (docs/method.md#recon-plant): Θ_i = Θ_0 + Δ_i, ‖Θ_0‖_F = s0, ‖Δ_i‖_F = s1, s0 : s1 = 2 : 1.5,
-    √(s0² + s1²) = ``scale`` (m = 1: ‖Θ‖_F = scale exactly; m ≥ 2: Θ_0 and Δ_i are not orthogonal, so each
-    ‖Θ_i‖_F is within 0.85–1.12 × scale over 30 seeds at d = 8, 0.59–1.34 at (d, m) = (3, 3)); W_i ~ N(0, 1/d) entrywise.
+    √(s0² + s1²) = ``scale``; W_i ~ N(0, 1/d) entrywise.
 
-    Rejection sampling until cond(Σ W_i) ≤ ``max_cond`` (10), min_{i≠j} ‖Θ_i − Θ_j‖_F ≥ 0.5 s1 and no
-    structural problem of ``nondegeneracy`` (Θ and W are redrawn independently). The instance does not
-    depend on k, which is only validated; attention statistics depend on the chosen scale and are reported
-    by ``nondegeneracy(model, k=k)``, not enforced.
-    Hard-regime knobs (off by default; the matching nondegeneracy check is then waived, since the
-    violation is the point):
-    - ``weak_head=r``: W_m is multiplied by r (e.g. 0.01) (the "w_ratio" check is waived);
-    - ``separation=ε``: s1 = ε·scale/√2, so ‖Θ_i − Θ_j‖_F ≈ ε ‖Θ_i‖_F, and s0 = √(scale² − s1²) (the
-      "head_separation" and "centred_sv" checks are waived; the 0.5 s1 rule still applies).
-    Reproducible from ``seed`` (None, int or Generator). ValueError on bad arguments, or when no acceptable
-    draw exists in the try budget (d too small for m distinct heads; cond ≤ 10 is very rare for d ≥ 24).
+    For m = 1, ‖Θ‖_F = scale exactly; for m >= 2, Θ_0 and Δ_i are not orthogonal, so each ‖Θ_i‖_F is within
+    0.85–1.12 × scale over 30 seeds at d = 8 (0.59–1.34 at (d, m) = (3, 3)). Draws are rejected until
+    cond(Σ W_i) <= ``max_cond``, min_{i≠j} ‖Θ_i − Θ_j‖_F >= 0.5 s1 and ``nondegeneracy`` finds no structural
+    problem (Θ and W are redrawn independently). The instance does not depend on k, which is only validated;
+    attention statistics depend on the scale and are reported by ``nondegeneracy(model, k=k)``, not enforced.
+
+    Parameters
+    ----------
+    d, k, m
+        Token dimension, tokens, heads.
+    scale
+        The heads' norm scale.
+    seed
+        Seed or Generator.
+    weak_head
+        r: W_m is multiplied by r (e.g. 0.01), a hard regime; the "w_ratio" check is waived.
+    separation
+        ε < √2: s1 = ε·scale/√2, so ‖Θ_i − Θ_j‖_F ≈ ε ‖Θ_i‖_F, and s0 = √(scale² − s1²), a hard regime; the
+        "head_separation" and "centred_sv" checks are waived (the 0.5 s1 rule still applies).
+    max_cond
+        Largest cond(Σ W_i) accepted (>= 1).
+
+    Returns
+    -------
+    MultiHeadAttention
+        The layer. ValueError on bad arguments, or when no acceptable draw exists in the try budget (d too small
+        for m distinct heads; cond <= 10 is very rare for d >= 24).
     """
     d, k, m = (check_positive_int(v, name) for v, name in ((d, "d"), (k, "k"), (m, "m")))
     scale = check_positive(scale, "scale")

@@ -19,7 +19,7 @@ class SculptError(Exception):
 class PhaseFailed(SculptError):
     """A phase of the learner cannot go on: ``phase`` is its name (e.g. "4-span"), ``reason`` says why."""
 
-    def __init__(self, phase: str, reason: str):
+    def __init__(self, phase: str, reason: str) -> None:
         super().__init__(f"{phase}: {reason}")
         self.phase = phase
         self.reason = reason

@@ -3,7 +3,7 @@
 With one head Y = A X W, A = softmax(X Θ Xᵀ) row-stochastic. For rank(X) = k < d the inverse M = W⁻¹
 satisfies the linear equations Y M (I − X⁺X) = 0 and Y M X⁺ 1 = 1; then A = Y M X⁺ and Θ solves the
 linear log-ratio equations log(A_aj / A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ (r = argmax of row a).
-Derivation and measurements: docs/method.md.
+Derivation and measurements: docs/method.md. Settings: ``ExactSettings`` (``sculpt.settings``).
 """
 
 from __future__ import annotations
@@ -12,31 +12,51 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._checks import check_data, check_m
 from .model import MultiHeadAttention, attention_patterns
 from .result import LearnResult, PhaseRecord
+from .settings import ExactSettings, ProblemSize
 from .toolkit.forward_pass import relative_mse
 
 __all__ = ["exact_single_head", "exact_sample_size", "exact_equation_counts"]
 
-_WEIGHTINGS = ("inverse-variance", "none")
-_DEFAULT_OVERSAMPLING = 10  # linear systems built from at most 10 × exact_sample_size(d, k) examples
-
 
 def exact_equation_counts(d: int, k: int) -> tuple[int, int]:
-    """Independent equations one example (with rank(X) = k) adds: (W⁻¹-system k(d−k+1), Θ-system k(k−1))."""
+    """Independent equations one example with rank(X) = k adds to each system.
+
+    Parameters
+    ----------
+    d, k
+        Token dimension and tokens per example.
+
+    Returns
+    -------
+    tuple of int
+        (W⁻¹-system k(d−k+1), Θ-system k(k−1)).
+    """
     return k * (d - k + 1), k * (k - 1)
 
 
 def exact_sample_size(d: int, k: int) -> int:
-    """Examples the exact route should be given: max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉) + 3.
+    """Examples the exact route should be given (its budget): max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉) + 3.
 
     The first term (Θ-system) is the larger one whenever k ≤ (d + 2)/2, so this is ⌈d²/(k(k−1))⌉ + 3 in the
     usual regime; the +3 absorbs examples dropped for dependent tokens and chance rank losses.
+
+    Parameters
+    ----------
+    d, k
+        Token dimension and tokens per example, 2 <= k < d (ValueError otherwise).
+
+    Returns
+    -------
+    int
+        The budget.
     """
     d, k = int(d), int(k)
     if d < 2 or k < 2 or k >= d:
@@ -177,7 +197,7 @@ def _rel_err(est: np.ndarray, true: np.ndarray) -> float:
     return float(np.linalg.norm(est - true) / max(np.linalg.norm(true), 1e-300))
 
 
-def _truth_params(truth: Any) -> tuple[np.ndarray, np.ndarray]:
+def _truth_params(truth: MultiHeadAttention) -> tuple[np.ndarray, np.ndarray]:
     thetas, ws = np.asarray(truth.thetas, dtype=float), np.asarray(truth.ws, dtype=float)
     if thetas.shape[0] != 1:
         raise ValueError(f"truth must have one head for the exact route, got {thetas.shape[0]}")
@@ -194,48 +214,149 @@ def _block_examples(row_count: int, n: int) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def exact_single_head(
-    X: Any,
-    Y: Any,
-    *,
-    m: int = 1,
-    rank_tol: float = 1e-9,
-    token_tol: float = 1e-8,
-    tol: float = 1e-12,
-    weighting: str = "inverse-variance",
-    attention_floor: float = 1e-12,
-    max_examples: int | None = None,
-    truth: Any = None,
-    seed: Any = None,
-    solver: Any = None,
-    progress: bool = False,
-) -> LearnResult:
-    """Learn one head exactly: solve Y M (I − X⁺X) = 0, Y M X⁺ 1 = 1 for M = W⁻¹, then the log-ratio
-    system log(A_aj/A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ with A = Y M X⁺, and refit W by least squares on A(Θ) X.
+@dataclass
+class _Context:
+    """One call of the route: the examples read (N), their sizes, how many were dropped for dependent tokens,
+    the budget, the true head when given, and the phase records so far."""
 
-    Needs 2 <= k < d (ValueError otherwise) and m = 1. Examples with rank(X) < k (repeated/opposite tokens)
-    are dropped; the two linear systems use the first ``max_examples`` remaining examples (default
-    10 × exact_sample_size(d, k): noise-free data determine the layer from far fewer, and the systems cost
-    O(examples · k · d⁵)), while the W refit and the training error use every example, so the examples left
-    out of the systems check the solution. If either system is rank deficient (rank below d², relative
-    tolerance ``rank_tol``) the result has ``converged=False``, ``model=None`` and a record naming the system
-    and how many more examples are needed. ``converged`` also needs the training relative MSE <= ``tol``.
-    ``weighting`` ("inverse-variance" or "none") weights each log-ratio equation by (A_aj⁻² + A_ar⁻²)^(−1/2),
-    the inverse of its first-order error for a uniform error in A ("none" is much less accurate when attention
-    saturates: Θ error 7e-5 instead of 2e-10 at ‖Θ‖_F = 5, docs/method.md). ``seed``, ``solver`` and
-    ``progress`` are accepted for the learner's uniform call and have no effect: the route is deterministic,
-    solver-free and two steps long.
-    """
-    start = time.perf_counter()
+    start: float
+    N: int
+    d: int
+    k: int
+    dropped: int
+    recommended: int
+    truth: tuple[np.ndarray, np.ndarray] | None
+    phases: list[PhaseRecord]
+
+    @property
+    def drop_note(self) -> str:
+        n, dropped = self.N, self.dropped
+        return f" ({dropped} of {n} examples dropped: tokens linearly dependent)" if dropped else ""
+
+    def more_needed(self, rank: int, per_example: int, valid: int) -> int:
+        """Examples to draw: the missing rank over the per-example count (at least up to the recommended
+        total), scaled up by the fraction of examples dropped so far."""
+        usable = max(math.ceil((self.d * self.d - rank) / per_example), self.recommended - valid, 1)
+        usable_fraction = (self.N - self.dropped) / self.N
+        return math.ceil(usable / usable_fraction) if self.dropped else usable
+
+    def fail(self, record: PhaseRecord, reason: str, samples: int) -> LearnResult:
+        """No model: ``record`` is the phase that failed and says why."""
+        record.status, record.message = "failed", reason
+        self.phases.append(record)
+        return LearnResult(
+            model=None,
+            method="exact",
+            train_error=math.inf,
+            converged=False,
+            time=time.perf_counter() - self.start,
+            samples_used=samples,
+            phases=self.phases,
+            reason=reason,
+            info={"recommended_samples": self.recommended, "examples_given": self.N},
+        )
+
+
+def _solved(sol: _LstsqSolution) -> dict[str, object]:
+    """A system's figures for its phase record."""
+    return {"rank": sol.rank, "rows": sol.rows, "relative_residual": sol.relative_residual, "condition": sol.condition}
+
+
+def _inverse_phase(
+    ctx: _Context, Xk: np.ndarray, Yk: np.ndarray, s: ExactSettings
+) -> tuple[np.ndarray, _TokenGeometry] | LearnResult:
+    """Phase "exact-w": M = W⁻¹ from the stacked linear system on the chosen examples; (M, their token
+    geometry), or the failed result."""
+    t0 = time.perf_counter()
+    d, n_unknown, n_valid = ctx.d, ctx.d * ctx.d, Xk.shape[0]
+    rec = PhaseRecord(
+        "exact-w",
+        figures={
+            "examples_given": ctx.N,
+            "examples_used": n_valid,
+            "examples_dropped": ctx.dropped,
+            "max_examples": s.max_examples,
+            "unknowns": n_unknown,
+        },
+    )
+    if n_valid == 0:
+        rec.time = time.perf_counter() - t0
+        reason = f"no example has k linearly independent tokens{ctx.drop_note}; need about {ctx.recommended} "
+        return ctx.fail(rec, reason + "examples with rank(X) = k", 0)
+    geo = _token_geometry(Xk)
+    per_w = exact_equation_counts(d, ctx.k)[0]
+    sol = _streaming_lstsq(
+        _inverse_projection_blocks(Yk, geo, _block_examples(per_w, n_unknown)), n_unknown, s.rank_tol
+    )
+    M = sol.x.reshape(d, d)
+    rec.figures.update(_solved(sol))
+    rec.time = time.perf_counter() - t0
+    if sol.rank < n_unknown:
+        more = ctx.more_needed(sol.rank, per_w, n_valid)
+        return ctx.fail(
+            rec,
+            f"W⁻¹-system rank deficient: rank {sol.rank} < d² = {n_unknown} from {n_valid} usable "
+            f"examples{ctx.drop_note}; need about {more} more examples (recommended: "
+            f"{ctx.recommended} usable ones), or W is singular",
+            n_valid,
+        )
+    try:
+        W_from_m = np.linalg.inv(M)
+    except np.linalg.LinAlgError:
+        return ctx.fail(rec, "the solved W⁻¹ is singular; W cannot be recovered", n_valid)
+    if ctx.truth is not None:
+        true_w = ctx.truth[1]
+        rec.truth = {"w_error": _rel_err(W_from_m, true_w), "w_inverse_error": _rel_err(M, np.linalg.inv(true_w))}
+    usable = ctx.N - ctx.dropped
+    capped = f" (the first {n_valid} of {usable} usable)" if usable > n_valid else ""
+    rec.message = f"W⁻¹ from {n_valid} examples{capped}, rank {sol.rank}/{n_unknown}{ctx.drop_note}"
+    ctx.phases.append(rec)
+    return M, geo
+
+
+def _theta_phase(
+    ctx: _Context, Xk: np.ndarray, Yk: np.ndarray, M: np.ndarray, geo: _TokenGeometry, s: ExactSettings
+) -> tuple[np.ndarray, PhaseRecord] | LearnResult:
+    """Phase "exact-theta": A = Y M X⁺, then Θ from the log-ratio equations; (Θ, its unfinished record), or
+    the failed result."""
+    t0 = time.perf_counter()
+    d, n_unknown, n_valid = ctx.d, ctx.d * ctx.d, Xk.shape[0]
+    A = np.einsum("nap,pq,nqb->nab", Yk, M, geo.pinv)
+    counter = {"equations": 0, "guarded": 0}
+    per_theta = exact_equation_counts(d, ctx.k)[1]
+    blocks = _log_ratio_blocks(Xk, A, _block_examples(per_theta, n_unknown), s.attention_floor, s.weighting, counter)
+    sol = _streaming_lstsq(blocks, n_unknown, s.rank_tol)
+    rec = PhaseRecord(
+        "exact-theta",
+        figures={
+            **_solved(sol),
+            "guarded_entries": counter["guarded"],
+            "weighting": s.weighting,
+            "attention_row_sum_error": float(np.max(np.abs(A.sum(axis=2) - 1.0))),
+            "attention_min": float(A.min()),
+        },
+    )
+    rec.time = time.perf_counter() - t0
+    if sol.rank < n_unknown:
+        more = ctx.more_needed(sol.rank, per_theta, n_valid)
+        guard = f"; {counter['guarded']} non-positive attention entries skipped" if counter["guarded"] else ""
+        return ctx.fail(
+            rec,
+            f"Θ-system rank deficient: rank {sol.rank} < d² = {n_unknown} from {n_valid} usable "
+            f"examples{ctx.drop_note}{guard}; need about {more} more examples (recommended: "
+            f"{ctx.recommended} usable ones)",
+            n_valid,
+        )
+    rec.message = f"Θ from {counter['equations']} log-ratio equations, rank {sol.rank}/{n_unknown}"
+    return sol.x.reshape(d, d), rec
+
+
+def _checked(X: ArrayLike, Y: ArrayLike, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The data as float64 (N, k, d) arrays; ValueError unless m = 1 and 2 <= k < d."""
     if check_m(m) != 1:
         raise ValueError(f"the exact route learns a single head (m = 1), got m = {m}")
-    if weighting not in _WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {_WEIGHTINGS}, got {weighting!r}")
-    for value, name in ((rank_tol, "rank_tol"), (token_tol, "token_tol"), (tol, "tol")):
-        if not (isinstance(value, (int, float)) and 0 < value < 1):
-            raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-    X, Y = check_data(X, Y)
-    N, k, d = X.shape
+    X3, Y3 = check_data(X, Y)
+    _, k, d = X3.shape
     if k >= d:
         raise ValueError(
             f"the exact route needs k < d (tokens must leave a null space), got k = {k}, d = {d}; "
@@ -243,167 +364,103 @@ def exact_single_head(
         )
     if k < 2:
         raise ValueError(f"the exact route needs k >= 2 (with one token the attention is constant), got k = {k}")
-    true_theta, true_w = _truth_params(truth) if truth is not None else (None, None)
-    n_unknown = d * d
-    per_w, per_theta = exact_equation_counts(d, k)
-    recommended = exact_sample_size(d, k)
-    if max_examples is None:
-        cap = _DEFAULT_OVERSAMPLING * recommended
-    elif isinstance(max_examples, bool) or not isinstance(max_examples, (int, np.integer)) or max_examples < 1:
-        raise ValueError(f"max_examples must be a positive integer or None, got {max_examples!r}")
-    else:
-        cap = int(max_examples)
-    phases: list[PhaseRecord] = []
+    return X3, Y3
 
-    def fail(record: PhaseRecord, reason: str, samples: int) -> LearnResult:
-        record.status, record.message = "failed", reason
-        phases.append(record)
-        return LearnResult(
-            model=None,
-            method="exact",
-            train_error=math.inf,
-            converged=False,
-            time=time.perf_counter() - start,
-            samples_used=samples,
-            phases=phases,
-            reason=reason,
-            info={"recommended_samples": recommended, "examples_given": N},
-        )
 
-    def more_needed(rank: int, per_example: int, valid: int) -> int:
-        """Examples to draw: the missing rank over the per-example count (at least up to the recommended
-        total), scaled up by the fraction of examples dropped so far."""
-        usable = max(math.ceil((n_unknown - rank) / per_example), recommended - valid, 1)
-        usable_fraction = (N - dropped) / N
-        return math.ceil(usable / usable_fraction) if dropped else usable
+def exact_single_head(
+    X: ArrayLike,
+    Y: ArrayLike,
+    settings: ExactSettings | None = None,
+    *,
+    m: int = 1,
+    truth: MultiHeadAttention | None = None,
+) -> LearnResult:
+    """Learn one head exactly: solve Y M (I − X⁺X) = 0, Y M X⁺ 1 = 1 for M = W⁻¹, then the log-ratio
+    system log(A_aj/A_ar) = ⟨Θ, x_a (x_j − x_r)ᵀ⟩ with A = Y M X⁺, and refit W by least squares on A(Θ) X.
 
-    # Phase "exact-w": M = W⁻¹ from the stacked linear system.
-    t0 = time.perf_counter()
-    independent = _independent_tokens(X, token_tol)
-    dropped = int(N - independent.sum())
-    chosen = np.flatnonzero(independent)[:cap]
-    n_valid = int(chosen.size)
-    Xk, Yk = X[chosen], Y[chosen]
-    geo = _token_geometry(Xk)
-    rec_w = PhaseRecord(
-        "exact-w",
-        figures={
-            "examples_given": N,
-            "examples_used": n_valid,
-            "examples_dropped": dropped,
-            "max_examples": cap,
-            "unknowns": n_unknown,
-        },
-    )
-    drop_note = f" ({dropped} of {N} examples dropped: tokens linearly dependent)" if dropped else ""
-    if n_valid == 0:
-        rec_w.time = time.perf_counter() - t0
-        return fail(
-            rec_w,
-            f"no example has k linearly independent tokens{drop_note}; need about "
-            f"{recommended} examples with rank(X) = k",
-            0,
-        )
-    sol_m = _streaming_lstsq(
-        _inverse_projection_blocks(Yk, geo, _block_examples(per_w, n_unknown)), n_unknown, rank_tol
-    )
-    M = sol_m.x.reshape(d, d)
-    rec_w.figures.update(
-        {
-            "rank": sol_m.rank,
-            "rows": sol_m.rows,
-            "relative_residual": sol_m.relative_residual,
-            "condition": sol_m.condition,
-        }
-    )
-    rec_w.time = time.perf_counter() - t0
-    if sol_m.rank < n_unknown:
-        more = more_needed(sol_m.rank, per_w, n_valid)
-        return fail(
-            rec_w,
-            f"W⁻¹-system rank deficient: rank {sol_m.rank} < d² = {n_unknown} from {n_valid} usable "
-            f"examples{drop_note}; need about {more} more examples (recommended: "
-            f"{recommended} usable ones), or W is singular",
-            n_valid,
-        )
-    try:
-        W_from_m = np.linalg.inv(M)
-    except np.linalg.LinAlgError:
-        return fail(rec_w, "the solved W⁻¹ is singular; W cannot be recovered", n_valid)
-    if true_w is not None:
-        rec_w.truth = {"w_error": _rel_err(W_from_m, true_w), "w_inverse_error": _rel_err(M, np.linalg.inv(true_w))}
-    capped = f" (the first {n_valid} of {N - dropped} usable)" if N - dropped > n_valid else ""
-    rec_w.message = f"W⁻¹ from {n_valid} examples{capped}, rank {sol_m.rank}/{n_unknown}{drop_note}"
-    phases.append(rec_w)
+    The route reads the first ``train_examples`` examples; those with rank(X) < k (repeated or opposite
+    tokens) are dropped, and the two linear systems use the first ``max_examples`` remaining ones (the systems
+    cost O(examples · k · d⁵)), while the W refit and the training error use every example read, so the
+    examples left out of the systems check the solution. A rank-deficient system (rank below d², relative
+    tolerance ``rank_tol``) gives ``converged=False``, ``model=None`` and a record naming the system and how
+    many more examples are needed. ``weighting`` "inverse-variance" weights each log-ratio equation by
+    (A_aj⁻² + A_ar⁻²)^(−1/2), the inverse of its first-order error for a uniform error in A.
 
-    # Phase "exact-theta": A = Y M X⁺, then Θ from the log-ratio equations.
-    t0 = time.perf_counter()
-    A = np.einsum("nap,pq,nqb->nab", Yk, M, geo.pinv)
-    counter = {"equations": 0, "guarded": 0}
-    sol_t = _streaming_lstsq(
-        _log_ratio_blocks(Xk, A, _block_examples(per_theta, n_unknown), attention_floor, weighting, counter),
-        n_unknown,
-        rank_tol,
-    )
-    theta = sol_t.x.reshape(d, d)
-    rec_t = PhaseRecord(
-        "exact-theta",
-        figures={
-            "rank": sol_t.rank,
-            "rows": sol_t.rows,
-            "relative_residual": sol_t.relative_residual,
-            "condition": sol_t.condition,
-            "guarded_entries": counter["guarded"],
-            "weighting": weighting,
-            "attention_row_sum_error": float(np.max(np.abs(A.sum(axis=2) - 1.0))),
-            "attention_min": float(A.min()),
-        },
-    )
-    if sol_t.rank < n_unknown:
-        rec_t.time = time.perf_counter() - t0
-        more = more_needed(sol_t.rank, per_theta, n_valid)
-        guard = f"; {counter['guarded']} non-positive attention entries skipped" if counter["guarded"] else ""
-        return fail(
-            rec_t,
-            f"Θ-system rank deficient: rank {sol_t.rank} < d² = {n_unknown} from {n_valid} usable "
-            f"examples{drop_note}{guard}; need about {more} more examples (recommended: "
-            f"{recommended} usable ones)",
-            n_valid,
-        )
-    # Refit W given Θ on every example (dropped ones included): Y ≈ (A(Θ) X) W.
+    Parameters
+    ----------
+    X, Y
+        Examples (N, k, d), 2 <= k < d, and labels of the same shape.
+    settings
+        ``ExactSettings`` (its defaults when None; the "auto" example counts are resolved for X's size).
+    m
+        Heads: must be 1 (ValueError otherwise).
+    truth
+        The true one-head layer, for the records' ``truth`` figures (it never changes the result).
+
+    Returns
+    -------
+    LearnResult
+        Method "exact", phases "exact-w" and "exact-theta"; ``converged`` when both systems have full rank
+        and the training relative MSE is at most ``settings.train_tol``.
+    """
+    start = time.perf_counter()
+    X3, Y3 = _checked(X, Y, m)
+    s = (settings or ExactSettings()).resolve(ProblemSize.of(X3, 1))
+    assert s.max_examples is not None and s.train_examples is not None  # resolved: 2 <= k < d here
+    X3, Y3 = X3[: s.train_examples], Y3[: s.train_examples]
+    N, k, d = X3.shape
+    independent = _independent_tokens(X3, s.token_tol)
+    truth_params = _truth_params(truth) if truth is not None else None
+    ctx = _Context(start, N, d, k, int(N - independent.sum()), exact_sample_size(d, k), truth_params, [])
+    chosen = np.flatnonzero(independent)[: s.max_examples]
+    Xk, Yk = X3[chosen], Y3[chosen]
+    inverse = _inverse_phase(ctx, Xk, Yk, s)
+    if isinstance(inverse, LearnResult):
+        return inverse
+    theta = _theta_phase(ctx, Xk, Yk, *inverse, s)
+    if isinstance(theta, LearnResult):
+        return theta
+    return _refit(ctx, X3, Y3, *theta, s.train_tol, n_valid=int(chosen.size))
+
+
+def _refit(
+    ctx: _Context, X: np.ndarray, Y: np.ndarray, theta: np.ndarray, rec: PhaseRecord, tol: float, n_valid: int
+) -> LearnResult:
+    """W refitted given Θ on every example read (dropped ones included), Y ≈ (A(Θ) X) W; the route's result."""
+    t0 = time.perf_counter() - rec.time  # the phase's clock continues
+    d = ctx.d
     AX = np.einsum("naj,njq->naq", attention_patterns(theta[None], X)[:, 0], X).reshape(-1, d)
     W = np.linalg.lstsq(AX, Y.reshape(-1, d), rcond=None)[0]
-    pred = (AX @ W).reshape(Y.shape)
-    train = relative_mse(pred, Y)
-    rec_t.figures["train_relative_mse"] = train
-    if true_theta is not None and true_w is not None:  # both set from the truth, or both None
-        rec_t.truth = {"theta_error": _rel_err(theta, true_theta), "w_error": _rel_err(W, true_w)}
-    rec_t.time = time.perf_counter() - t0
+    train = relative_mse((AX @ W).reshape(Y.shape), Y)
+    rec.figures["train_relative_mse"] = train
+    if ctx.truth is not None:
+        rec.truth = {"theta_error": _rel_err(theta, ctx.truth[0]), "w_error": _rel_err(W, ctx.truth[1])}
+    rec.time = time.perf_counter() - t0
     converged = train <= tol
-    rec_t.message = f"Θ from {counter['equations']} log-ratio equations, rank {sol_t.rank}/{n_unknown}"
     if not converged:
-        rec_t.message += f"; training relative MSE {train:.3g} > tol {tol:g} (noisy or non-attention labels?)"
-    phases.append(rec_t)
-
-    model = MultiHeadAttention(theta[None], W[None])
-    reason = (
-        "both linear systems full rank and the training residual is at round-off"
-        if converged
-        else f"training relative MSE {train:.3g} above tol {tol:g}"
-    )
-    info: dict[str, Any] = {"recommended_samples": recommended, "examples_given": N, "examples_dropped": dropped}
-    if true_theta is not None:
-        info["truth"] = {**rec_t.truth, "w_inverse_error": rec_w.truth["w_inverse_error"]}
+        rec.message += f"; training relative MSE {train:.3g} > tol {tol:g} (noisy or non-attention labels?)"
+    ctx.phases.append(rec)
+    info: dict[str, object] = {
+        "recommended_samples": ctx.recommended,
+        "examples_given": ctx.N,
+        "examples_dropped": ctx.dropped,
+    }
+    if ctx.truth is not None:
+        info["truth"] = {**rec.truth, "w_inverse_error": ctx.phases[0].truth["w_inverse_error"]}
     return LearnResult(
-        model=model,
+        model=MultiHeadAttention(theta[None], W[None]),
         method="exact",
         train_error=train,
         validation_error=None,
         converged=converged,
-        time=time.perf_counter() - start,
+        time=time.perf_counter() - ctx.start,
         iterations=0,
         samples_used=n_valid,
-        phases=phases,
-        reason=reason,
+        phases=ctx.phases,
+        reason=(
+            "both linear systems full rank and the training residual is at round-off"
+            if converged
+            else f"training relative MSE {train:.3g} above tol {tol:g}"
+        ),
         info=info,
     )

@@ -11,9 +11,8 @@ row-major, length 2 m d². Residuals for least squares: r = vec(F(X) − Y) in (
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.sparse.linalg import LinearOperator
 
 from ._checks import check_data, check_inputs, check_m, check_params
@@ -34,12 +33,36 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------ flat layout
 def pack(thetas: np.ndarray, ws: np.ndarray) -> np.ndarray:
-    """[vec Θ_1..Θ_m, vec W_1..W_m] (row-major) as one float64 vector of length 2 m d²."""
+    """The flat parameter vector.
+
+    Parameters
+    ----------
+    thetas, ws
+        Heads and projections, (m, d, d) each.
+
+    Returns
+    -------
+    numpy.ndarray
+        [vec Θ_1..Θ_m, vec W_1..W_m] (row-major), float64 of length 2md².
+    """
     return np.concatenate([np.ravel(thetas), np.ravel(ws)]).astype(np.float64, copy=False)
 
 
-def unpack(params: Any, m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of ``pack``: (thetas, ws), each a (m, d, d) view of ``params``."""
+def unpack(params: ArrayLike, m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of ``pack``.
+
+    Parameters
+    ----------
+    params
+        The flat vector, length 2md² (ValueError otherwise).
+    m, d
+        Heads and token dimension.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (thetas, ws), each a (m, d, d) view of ``params``.
+    """
     p = np.asarray(params, dtype=np.float64)
     if p.shape != (2 * m * d * d,):
         raise ValueError(f"params must have shape ({2 * m * d * d},) for m={m}, d={d}, got {p.shape}")
@@ -47,7 +70,7 @@ def unpack(params: Any, m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return p[:half].reshape(m, d, d), p[half:].reshape(m, d, d)
 
 
-def _dims(params: Any, X: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+def _dims(params: ArrayLike, X: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     d = X.shape[2]
     return unpack(params, m, d)
 
@@ -91,26 +114,43 @@ def _grads_from_cat(g_t: np.ndarray, g_w: np.ndarray, m: int, d: int) -> tuple[n
 
 # ---------------------------------------------------------------------------------------------- public
 def loss_and_grad(
-    thetas: Any, ws: Any, X: Any, Y: Any, *, normalize: bool = False, checked: bool = False
+    thetas: ArrayLike, ws: ArrayLike, X: ArrayLike, Y: ArrayLike, *, normalize: bool = False, checked: bool = False
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """(L, ∂L/∂Θ (m, d, d), ∂L/∂W (m, d, d)) for L = Σ_n ‖F(X_n) − Y_n‖_F², divided by Σ‖Y‖² if
-    ``normalize`` (then L is the relative training MSE). ``checked=True`` skips input validation (hot loops:
-    arrays must already be float64 (m, d, d) and (N, k, d))."""
-    if not checked:
-        thetas, ws = check_params(thetas, ws)
-        X, Y = check_data(X, Y)
-        if X.shape[2] != thetas.shape[1]:
-            raise ValueError(f"X has token dimension {X.shape[2]}, parameters have d = {thetas.shape[1]}")
-    m, d, _ = thetas.shape
-    N, k, _ = X.shape
-    theta_cat, w_cat = concat_thetas(thetas), ws.reshape(m * d, d)
-    wt_cat = np.ascontiguousarray(ws.transpose(2, 0, 1).reshape(d, m * d))  # [W_1ᵀ | … | W_mᵀ]
+    """The squared loss L = Σ_n ‖F(X_n) − Y_n‖_F² and its gradients.
+
+    Parameters
+    ----------
+    thetas, ws
+        Heads and projections, (m, d, d) each.
+    X, Y
+        Examples (N, k, d) and labels of the same shape.
+    normalize
+        Divide by Σ‖Y‖² (L is then the training relative MSE).
+    checked
+        Skip validation (hot loops: the arrays must already be float64 (m, d, d) and (N, k, d)).
+
+    Returns
+    -------
+    tuple
+        (L, ∂L/∂Θ (m, d, d), ∂L/∂W (m, d, d)).
+    """
+    if checked:
+        th, w, X3, Y3 = np.asarray(thetas), np.asarray(ws), np.asarray(X), np.asarray(Y)
+    else:
+        th, w = check_params(thetas, ws)
+        X3, Y3 = check_data(X, Y)
+        if X3.shape[2] != th.shape[1]:
+            raise ValueError(f"X has token dimension {X3.shape[2]}, parameters have d = {th.shape[1]}")
+    m, d, _ = th.shape
+    N, k, _ = X3.shape
+    theta_cat, w_cat = concat_thetas(th), w.reshape(m * d, d)
+    wt_cat = np.ascontiguousarray(w.transpose(2, 0, 1).reshape(d, m * d))  # [W_1ᵀ | … | W_mᵀ]
     loss = 0.0
     g_t = np.zeros((d, m * d))
     g_w = np.zeros((m * d, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc, Yc = X[s : s + step], Y[s : s + step]
+        Xc, Yc = X3[s : s + step], Y3[s : s + step]
         P, A, F = forward_chunk(theta_cat, w_cat, Xc, m)
         R = F - Yc
         loss += float(np.einsum("ijk,ijk->", R, R))
@@ -120,7 +160,7 @@ def loss_and_grad(
         g_w += gw
     g_thetas, g_ws = _grads_from_cat(g_t, g_w, m, d)
     if normalize:
-        denom = float(np.einsum("ijk,ijk->", Y, Y))
+        denom = float(np.einsum("ijk,ijk->", Y3, Y3))
         if denom <= 0:
             raise ValueError("normalize=True needs Y with non-zero energy")
         loss /= denom
@@ -132,41 +172,82 @@ def loss_and_grad(
 def loss_and_grad_flat(
     params: np.ndarray, X: np.ndarray, Y: np.ndarray, m: int, *, scale: float = 1.0
 ) -> tuple[float, np.ndarray]:
-    """(L / scale, ∇ L / scale) over the flat layout, for scipy.optimize.minimize(..., jac=True).
+    """(L / scale, ∇L / scale) over the flat layout, for ``scipy.optimize.minimize(..., jac=True)``.
 
-    No validation (call ``sculpt._checks.check_data`` once beforehand); pass scale = Σ‖Y‖² for the
-    relative training MSE."""
+    No validation: call ``sculpt._checks.check_data`` once beforehand.
+
+    Parameters
+    ----------
+    params
+        The flat parameters (``pack``).
+    X, Y
+        Examples and labels, float64 (N, k, d).
+    m
+        Heads.
+    scale
+        Divisor of the loss; Σ‖Y‖² gives the relative training MSE.
+
+    Returns
+    -------
+    tuple
+        (loss, gradient of length 2md²).
+    """
     thetas, ws = _dims(params, X, m)
     loss, gt, gw = loss_and_grad(thetas, ws, X, Y, checked=True)
     return loss / scale, np.concatenate([gt.ravel(), gw.ravel()]) / scale
 
 
-def residuals(params: Any, X: Any, Y: Any, m: int) -> np.ndarray:
-    """r = vec(F(X) − Y) of length N k d, row-major over (N, k, d); ‖r‖² is the summed loss.
-    For scipy.optimize.least_squares(residuals, x0, jac=jacobian, args=(X, Y, m))."""
+def residuals(params: ArrayLike, X: ArrayLike, Y: ArrayLike, m: int) -> np.ndarray:
+    """r = vec(F(X) − Y), row-major over (N, k, d); ‖r‖² is the summed loss. For
+    ``scipy.optimize.least_squares(residuals, x0, jac=jacobian, args=(X, Y, m))``.
+
+    Parameters
+    ----------
+    params
+        The flat parameters (``pack``).
+    X, Y
+        Examples (N, k, d) and labels of the same shape.
+    m
+        Heads.
+
+    Returns
+    -------
+    numpy.ndarray
+        The N k d residuals.
+    """
     m = check_m(m)
-    X, Y = check_data(X, Y)
-    thetas, ws = _dims(params, X, m)
-    return (forward(np.ascontiguousarray(thetas), np.ascontiguousarray(ws), X) - Y).ravel()
+    X3, Y3 = check_data(X, Y)
+    thetas, ws = _dims(params, X3, m)
+    return (forward(np.ascontiguousarray(thetas), np.ascontiguousarray(ws), X3) - Y3).ravel()
 
 
-def jacobian(params: Any, X: Any, Y: Any, m: int) -> np.ndarray:
-    """Dense Jacobian ∂r/∂params = ∂ vec F(X)/∂params, shape (N k d, 2 m d²); same arguments as
-    ``residuals`` (Y only checked). Memory N k d · 2 m d² floats: use ``jacobian_operator`` when large.
+def jacobian(params: ArrayLike, X: ArrayLike, Y: ArrayLike, m: int) -> np.ndarray:
+    """Dense Jacobian ∂r/∂params = ∂ vec F(X)/∂params; memory N k d · 2md² floats (``jacobian_operator`` when
+    large).
 
     ∂F[a, c]/∂W_i[p, q] = (P_i X)[a, p] δ_cq and ∂F[a, c]/∂Θ_i[p, q] = x_a[p] Σ_b p_ab x_b[q] (V_i[b, c] −
     (P_i V_i)[a, c]) with V_i = X W_i.
+
+    Parameters
+    ----------
+    params, X, Y, m
+        As for ``residuals`` (Y only checked).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N k d, 2md²).
     """
     m = check_m(m)
-    X, _ = check_data(X, Y)
-    thetas, ws = _dims(params, X, m)
-    N, k, d = X.shape
+    X3, _ = check_data(X, Y)
+    thetas, ws = _dims(params, X3, m)
+    N, k, d = X3.shape
     theta_cat, w_cat = concat_thetas(thetas), np.ascontiguousarray(ws).reshape(m * d, d)
     J = np.empty((N, k, d, 2, m, d, d))
     eye = np.eye(d)
     step = max(1, chunk_size(k, d, m) // d)
     for s in range(0, N, step):
-        Xc = X[s : s + step]
+        Xc = X3[s : s + step]
         n = Xc.shape[0]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
         Pm = P.reshape(n, k, k, m)  # [n, b, a, i]
@@ -179,34 +260,68 @@ def jacobian(params: Any, X: Any, Y: Any, m: int) -> np.ndarray:
     return J.reshape(N * k * d, 2 * m * d * d)
 
 
-def jvp(params: Any, X: Any, m: int, direction: Any, *, checked: bool = False) -> np.ndarray:
-    """J v: the directional derivative of vec F(X) along ``direction`` (flat layout); shape (N k d,).
-    ``checked=True`` skips validation (X must be float64 (N, k, d))."""
-    if not checked:
-        m = check_m(m)
-        X, _ = check_inputs(X, "X")
-    thetas, ws = _dims(params, X, m)
-    dth, dw = _dims(direction, X, m)
-    N, k, d = X.shape
+def jvp(params: ArrayLike, X: ArrayLike, m: int, direction: ArrayLike, *, checked: bool = False) -> np.ndarray:
+    """J v: the directional derivative of vec F(X) along ``direction``.
+
+    Parameters
+    ----------
+    params
+        The flat parameters (``pack``).
+    X
+        Examples (N, k, d).
+    m
+        Heads.
+    direction
+        A flat parameter direction, length 2md².
+    checked
+        Skip validation (X must be float64 (N, k, d)).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N k d,).
+    """
+    m = m if checked else check_m(m)
+    X3 = np.asarray(X) if checked else check_inputs(X, "X")[0]
+    thetas, ws = _dims(params, X3, m)
+    dth, dw = _dims(direction, X3, m)
+    N, k, d = X3.shape
     theta_cat, w_cat = concat_thetas(thetas), np.ascontiguousarray(ws).reshape(m * d, d)
     dtheta_cat, dw_cat = concat_thetas(dth), np.ascontiguousarray(dw).reshape(m * d, d)
     out = np.empty((N, k, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc = X[s : s + step]
+        Xc = X3[s : s + step]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
         out[s : s + step] = _tangent_chunk(dtheta_cat, dw_cat, w_cat, Xc, P, A, m)
     return out.ravel()
 
 
-def vjp(params: Any, X: Any, m: int, cotangent: Any, *, checked: bool = False) -> np.ndarray:
-    """Jᵀ u for u of length N k d (the gradient of ⟨u, vec F(X)⟩), flat layout of length 2 m d².
-    ``checked=True`` skips validation (X must be float64 (N, k, d))."""
-    if not checked:
-        m = check_m(m)
-        X, _ = check_inputs(X, "X")
-    thetas, ws = _dims(params, X, m)
-    N, k, d = X.shape
+def vjp(params: ArrayLike, X: ArrayLike, m: int, cotangent: ArrayLike, *, checked: bool = False) -> np.ndarray:
+    """Jᵀ u: the gradient of ⟨u, vec F(X)⟩ with respect to the flat parameters.
+
+    Parameters
+    ----------
+    params
+        The flat parameters (``pack``).
+    X
+        Examples (N, k, d).
+    m
+        Heads.
+    cotangent
+        u, N k d entries (ValueError otherwise).
+    checked
+        Skip validation (X must be float64 (N, k, d)).
+
+    Returns
+    -------
+    numpy.ndarray
+        Length 2md², the flat layout.
+    """
+    m = m if checked else check_m(m)
+    X3 = np.asarray(X) if checked else check_inputs(X, "X")[0]
+    thetas, ws = _dims(params, X3, m)
+    N, k, d = X3.shape
     U = np.asarray(cotangent, dtype=np.float64)
     if U.size != N * k * d:
         raise ValueError(f"cotangent must have N k d = {N * k * d} entries, got {U.size}")
@@ -217,7 +332,7 @@ def vjp(params: Any, X: Any, m: int, cotangent: Any, *, checked: bool = False) -
     g_w = np.zeros((m * d, d))
     step = chunk_size(k, d, m)
     for s in range(0, N, step):
-        Xc = X[s : s + step]
+        Xc = X3[s : s + step]
         P, A, _ = forward_chunk(theta_cat, w_cat, Xc, m)
         gt, gw = _backward_chunk(wt_cat, Xc, P, A, np.ascontiguousarray(U[s : s + step]), m)
         g_t += gt
@@ -226,19 +341,29 @@ def vjp(params: Any, X: Any, m: int, cotangent: Any, *, checked: bool = False) -
     return np.concatenate([gth.ravel(), gws.ravel()])
 
 
-def jacobian_operator(params: Any, X: Any, Y: Any, m: int) -> LinearOperator:
-    """∂r/∂params as a scipy LinearOperator (N k d × 2 m d²) built from ``jvp`` / ``vjp``; same arguments
-    as ``residuals``, for least_squares(residuals, x0, jac=jacobian_operator, args=(X, Y, m),
-    tr_solver="lsmr")."""
+def jacobian_operator(params: ArrayLike, X: ArrayLike, Y: ArrayLike, m: int) -> LinearOperator:
+    """∂r/∂params as a scipy LinearOperator built from ``jvp`` / ``vjp``, for
+    ``least_squares(residuals, x0, jac=jacobian_operator, args=(X, Y, m), tr_solver="lsmr")``.
+
+    Parameters
+    ----------
+    params, X, Y, m
+        As for ``residuals``.
+
+    Returns
+    -------
+    scipy.sparse.linalg.LinearOperator
+        (N k d, 2md²).
+    """
     m = check_m(m)
-    X, _ = check_data(X, Y)
+    X3, _ = check_data(X, Y)
     p = np.array(params, dtype=np.float64)
-    _dims(p, X, m)
-    N, k, d = X.shape
+    _dims(p, X3, m)
+    N, k, d = X3.shape
     shape = (N * k * d, 2 * m * d * d)
     return LinearOperator(
         shape,
-        matvec=lambda v: jvp(p, X, m, np.ravel(v), checked=True),
-        rmatvec=lambda u: vjp(p, X, m, np.ravel(u), checked=True),
+        matvec=lambda v: jvp(p, X3, m, np.ravel(v), checked=True),
+        rmatvec=lambda u: vjp(p, X3, m, np.ravel(u), checked=True),
         dtype=np.float64,
     )

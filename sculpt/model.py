@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
 
 from ._checks import (
@@ -58,7 +58,7 @@ class HeadDistance:
     max_w_error: float
 
 
-def _as_path(path: Any, name: str = "path") -> str:
+def _as_path(path: object, name: str = "path") -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
     return os.fspath(path)
@@ -73,7 +73,7 @@ class MultiHeadAttention:
 
     __slots__ = ("thetas", "ws")
 
-    def __init__(self, thetas: Any, ws: Any) -> None:
+    def __init__(self, thetas: ArrayLike, ws: ArrayLike) -> None:
         self.thetas, self.ws = check_params(thetas, ws)
 
     # ----------------------------------------------------------------------------------------- basics
@@ -104,8 +104,20 @@ class MultiHeadAttention:
         return np.concatenate([self.thetas.ravel(), self.ws.ravel()])
 
     @classmethod
-    def from_params(cls, params: Any, m: int, d: int) -> MultiHeadAttention:
-        """Inverse of ``params()``."""
+    def from_params(cls, params: ArrayLike, m: int, d: int) -> MultiHeadAttention:
+        """Inverse of ``params()``.
+
+        Parameters
+        ----------
+        params
+            The flat vector, length 2md² (ValueError otherwise).
+        m, d
+            Heads and token dimension.
+
+        Returns
+        -------
+        MultiHeadAttention
+        """
         p = np.asarray(params, dtype=np.float64)
         if p.shape != (2 * m * d * d,):
             raise ValueError(f"params must have shape ({2 * m * d * d},) for m={m}, d={d}, got {p.shape}")
@@ -113,22 +125,44 @@ class MultiHeadAttention:
         return cls(p[:half].reshape(m, d, d), p[half:].reshape(m, d, d))
 
     # ---------------------------------------------------------------------------------------- forward
-    def __call__(self, X: Any) -> np.ndarray:
-        """F(X); X (k, d) or (N, k, d) of finite reals, result of the same shape (float64)."""
+    def __call__(self, X: ArrayLike) -> np.ndarray:
+        """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i.
+
+        Parameters
+        ----------
+        X
+            (k, d) or (N, k, d) of finite reals with the model's d.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 of X's shape.
+        """
         X3, single = check_inputs(X, "X", d=self.d)
         out = forward(self.thetas, self.ws, X3)
         return out[0] if single else out
 
     forward = __call__
 
-    def attention(self, X: Any) -> np.ndarray:
-        """Patterns p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b): (N, m, k, k) for X (N, k, d), (m, k, k) for (k, d)."""
+    def attention(self, X: ArrayLike) -> np.ndarray:
+        """Attention patterns p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b).
+
+        Parameters
+        ----------
+        X
+            (N, k, d) or (k, d).
+
+        Returns
+        -------
+        numpy.ndarray
+            (N, m, k, k), or (m, k, k) for a single sequence.
+        """
         X3, single = check_inputs(X, "X", d=self.d)
         out = attention_patterns(self.thetas, X3)
         return out[0] if single else out
 
     # ---------------------------------------------------------------------------------------- metrics
-    def _check_other(self, other: Any) -> MultiHeadAttention:
+    def _check_other(self, other: object) -> MultiHeadAttention:
         if not isinstance(other, MultiHeadAttention):
             raise TypeError(f"other must be a MultiHeadAttention, got {type(other).__name__}")
         if other.d != self.d:
@@ -136,8 +170,19 @@ class MultiHeadAttention:
         return other
 
     def distance(self, other: MultiHeadAttention) -> HeadDistance:
-        """Relative Frobenius errors of Θ and W of ``other`` against this model, heads matched by
-        linear_sum_assignment on cost ‖Θ_i−Θ̂_j‖²/Σ‖Θ‖² + ‖W_i−Ŵ_j‖²/Σ‖W‖² (this model is the reference)."""
+        """Relative Frobenius errors of Θ and W of ``other`` against this model (the reference), heads matched by
+        linear_sum_assignment on the cost ‖Θ_i − Θ̂_j‖²/Σ‖Θ‖² + ‖W_i − Ŵ_j‖²/Σ‖W‖².
+
+        Parameters
+        ----------
+        other
+            A layer with the same m and d (ValueError otherwise).
+
+        Returns
+        -------
+        HeadDistance
+            Overall and largest per-head errors, and the matching.
+        """
         other = self._check_other(other)
         if other.m != self.m:
             raise ValueError(f"other has m = {other.m} heads, this model has m = {self.m}")
@@ -171,18 +216,35 @@ class MultiHeadAttention:
             max_w_error=float(np.sqrt(np.max(ew / wn))),
         )
 
-    def prediction_error(self, other: MultiHeadAttention, X: Any) -> float:
-        """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf;
-        a non-finite F̂ gives inf)."""
+    def prediction_error(self, other: MultiHeadAttention, X: ArrayLike) -> float:
+        """Relative MSE Σ_n ‖F(X_n) − F̂(X_n)‖² / Σ_n ‖F(X_n)‖² with this model as F (0/0 = 0, x/0 = inf; a
+        non-finite F̂ gives inf).
+
+        Parameters
+        ----------
+        other
+            The layer F̂, with the same d.
+        X
+            Inputs (N, k, d) or (k, d).
+
+        Returns
+        -------
+        float
+        """
         other = self._check_other(other)
         X3, _ = check_inputs(X, "X", d=self.d)
         return relative_mse(forward(other.thetas, other.ws, X3), forward(self.thetas, self.ws, X3))
 
     # --------------------------------------------------------------------------------------------- io
     def save(self, path: str | os.PathLike) -> None:
-        """Write an npz (no pickle) holding ``thetas``, ``ws`` and ``metadata``: a 0-d unicode array with the
-        JSON {"format": "sculpt.MultiHeadAttention", "version": 1, "m": m, "d": d}. Written to ``path``
-        exactly (no ".npz" appended)."""
+        """Write an npz (no pickle) holding ``thetas``, ``ws`` and ``metadata``: a 0-d unicode array with the JSON
+        {"format": "sculpt.MultiHeadAttention", "version": 1, "m": m, "d": d}.
+
+        Parameters
+        ----------
+        path
+            The file, written exactly there (no ".npz" appended).
+        """
         meta = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "m": self.m, "d": self.d})
         with open(_as_path(path), "wb") as fh:
             np.savez(fh, thetas=self.thetas, ws=self.ws, metadata=np.array(meta))
@@ -194,7 +256,17 @@ class MultiHeadAttention:
         Limits, checked before anything is allocated or parsed: the arrays take at most 1 GiB together
         (``sculpt._checks.MAX_MODEL_BYTES``), every array's .npy header must agree with the bytes stored, no
         pickled objects; the metadata is a JSON text of at most 65,536 characters nested at most 32 deep,
-        with integer ``m``, ``d`` >= 1 matching the arrays' shape (m, d, d) of float64."""
+        with integer ``m``, ``d`` >= 1 matching the arrays' shape (m, d, d) of float64.
+
+        Parameters
+        ----------
+        path
+            The file.
+
+        Returns
+        -------
+        MultiHeadAttention
+        """
         p = _as_path(path)
         z = read_npz(
             p,

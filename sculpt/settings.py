@@ -296,11 +296,28 @@ class SumWSettings(_Group):
     min_rows: int | None = opt(None, "rows a trimmed round needs (auto: 3d)", optional(pos_int))
     vp_rounds: int = opt(
         1,
-        "agreement variable-projection refits (one on 1,000 rows: 0.04 s instead of 0.3 s for "
-        "two on 2,000, 15/15 exact at (8,4,2) generic, weak-head, near-identical)",
+        "agreement variable-projection refits (one on 1,000 rows: 0.04 s, 15/15 exact at (8,4,2) generic, "
+        "weak-head, near-identical)",
         nonneg_int,
     )
     vp_rows: int = opt(1000, "agreeing rows per refit", pos_int)
+    vp_q_tol: float = opt(0.01, "a refit's rows have q̂ >= −vp_q_tol: a pattern every head shares", nonneg)
+    vp_max_iter: int = opt(
+        6, "Gauss–Newton steps per refit at most (one head gains orders of magnitude per step)", pos_int
+    )
+    vp_stall: float = opt(
+        0.05,
+        "a refit stops when a step lowers the residual RMS by less than this fraction (m >= 2: the first step "
+        "gains 2–4 %, a second no accuracy: Σ̂W 7.9e-3 against 8.0e-3 off at (16,4,2))",
+        nonneg,
+    )
+    exact_agreement: float = opt(
+        1e-9,
+        "agreement residual RMS / RMS(Y) below which one pattern fits every row (one head: 7e-13; two heads "
+        ">= 0.17): the refits stop and phase 3 has nothing to refine",
+        nonneg,
+    )
+    warn_cond: float = opt(100.0, "cond(Σ̂W) above this: the record warns that Σ W_i may be singular", positive)
     max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
     max_single_residual: float | None = opt(
         0.3,
@@ -340,6 +357,37 @@ class BodySettings(_Group):
         positive,
     )
     span_rel_floor: float = opt(0.01, "phase 4's row weight is (q̂_j⁻² + q̂_r⁻²)^(−1/2)/(residual + this)", positive)
+    hinge_infeasible: float = opt(
+        0.1,
+        "a squared-violation descent ending with a row violated by more than this (nats) counts as proof of "
+        "infeasibility: the near-flat LP and PDLP are skipped for the exact LPs (they cost 0.3–0.5 s for "
+        "nothing at (8,4,3), where η* = 0.54)",
+        positive,
+    )
+    lp_max_entries: int = opt(
+        3_000_000,
+        "rows × variables above which η* is bounded at the hinge point instead of by LPs (d = 16, up to 9e5: "
+        "LPs 1–2 s; d = 32, 5.7e6: 193 s)",
+        pos_int,
+    )
+    lp_max_variables: int = opt(
+        100,
+        "variables (d²) above which η* is bounded at the hinge point too (d = 16, m = 3: the L1 trim and η* LPs "
+        "took 60–70 % of a run for a slack no later phase reads; at d = 8 they take 0.01–0.2 s)",
+        pos_int,
+    )
+    near_flat_directions: int = opt(
+        8,
+        "weakest equality directions the near-flat LP searches along the slab fit (9 variables: 0.07 s at "
+        "d = 16 against 1–2 s for the exact LP)",
+        pos_int,
+    )
+    first_order_max_iter: int = opt(
+        1000,
+        "PDLP iterations of the first-order feasibility try (successes take < 500; on an infeasible K* at "
+        "(8,4,3) the cap stops it after 0.46 s)",
+        pos_int,
+    )
 
     def resolve(self, size: ProblemSize, mode: str = "halfspaces", box: float | None = None) -> BodySettings:
         """The "auto" fields for a body of ``mode`` ("halfspaces" or "slabs"): n_rows ``default_rows``, q_tol
@@ -368,6 +416,31 @@ class RefineSettings(_Group):
     max_cond: float = opt(30.0, "condition number of the certified token design", positive)
     change_tol: float = opt(5e-3, "stop rounds when Σ̂W moves less than this (relative)", positive)
     working: int = opt(64, "working-set size of the certification LPs", pos_int)
+    lp_rounds: int = opt(1, "constraint-generation rounds per certification LP (one: a sound, cheap bound)", pos_int)
+    max_per_token: int = opt(
+        2, "candidates examined per winning token x_j* (the proxy favours a few; repeats add no design)", pos_int
+    )
+    stop_after: int | None = opt(
+        None,
+        "a round stops after this many certified rows once their tokens' design has cond <= max_cond, after "
+        "twice as many in any case (auto: need + max(4, d/2))",
+        optional(pos_int),
+    )
+    exact_fit_residual: float = opt(
+        1e-9, "median agreement residual under Σ̂W at or below which no round runs (one pattern fits every row)", nonneg
+    )
+    proxy_working_set_max_dim: int = opt(
+        100,
+        "the min-norm proxy by constraint generation up to this many variables (d² <= 100: 5–7× faster than the "
+        "dense IPM), by the dense IPM above (0.7 against 1.2 s at d = 16)",
+        pos_int,
+    )
+    refit_rows: int = opt(
+        2000, "agreeing rows of the refit on the directions a poorly conditioned certified design leaves", pos_int
+    )
+    refit_q_tol: float = opt(0.01, "that refit's rows have q̂ >= −refit_q_tol (as phase 1's vp_q_tol)", nonneg)
+    refit_max_iter: int = opt(6, "that refit's Gauss–Newton steps at most (as phase 1's vp_max_iter)", pos_int)
+    refit_stall: float = opt(0.05, "that refit's stall fraction (as phase 1's vp_stall)", nonneg)
     certify: bool | None = opt(
         None,
         "run certification (auto: d² <= 100 and >= 5,000 examples in phases 1–3; "
@@ -384,11 +457,13 @@ class RefineSettings(_Group):
     slabs: BodySettings = group(BodySettings, "the final body K* (slab mode)")
 
     def resolve(self, size: ProblemSize, box: float | None = None) -> RefineSettings:
-        """need: 3d; certify: off when d² > 100 (else left to ``certifies``); the two bodies as in
+        """need: 3d; stop_after: need + max(4, d/2); certify: off when d² > 100 (else left to ``certifies``); the two bodies as in
         ``BodySettings.resolve`` (half-space re-sculpts, slab K*), with phase 2's ``box``."""
         d = size.d
+        need = _or(self.need, 3 * d)
         return self.merged(
-            need=_or(self.need, 3 * d),
+            need=need,
+            stop_after=_or(self.stop_after, need + max(4, d // 2)),
             certify=self.certify if self.certify is not None else (False if d * d > 100 else None),
             resculpt=self.resculpt.resolve(size, "halfspaces", box),
             slabs=self.slabs.resolve(size, "slabs", box),
@@ -406,11 +481,16 @@ class SpanSettings(_Group):
 
     width_probes: int = opt(0, "random widths normal to the span (LPs over the body cost seconds)", nonneg_int)
     radius: float | None = opt(
-        None, "phase 5's search radius (auto: from the body's extent in the flat)", optional(positive)
+        None,
+        "phase 5's search radius (auto: 2·max(‖flat point‖, 1), at most 1.25 × the body's extent along the flat "
+        "when width_probes > 0 measured it)",
+        optional(positive),
     )
-    max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m)", optional(pos_int))
+    max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m + 3)", optional(pos_int))
     hull_reweight: int = opt(
-        2, "refits that down-weight rows along the flat's own directions (m = 2: head error 0.16 → 0.10)", nonneg_int
+        2,
+        "refits that down-weight rows along the flat's own directions (m = 2: head error 0.10 against 0.16 without)",
+        nonneg_int,
     )
     hull_c: float = opt(1.0, "those refits weight a row by w/(‖F_i U‖ + hull_c · median)", positive)
     in_flat_extent: bool = opt(
@@ -484,6 +564,32 @@ class ArgmaxSettings(_Group):
     fixed_point_rounds: int = opt(
         3, "W_i on all rows under Θ_i, then Θ_i again (Θ error 1e-8 → 4e-9 → 1e-10 → 3e-11 at (8,4,2))", nonneg_int
     )
+    robust_perturbed: int = opt(
+        2,
+        "the robust Σ̂W also starts from this many perturbations (30 % of ‖Σ̂W‖) of phase 1's (with them 15/15 "
+        "peaked (8,4,2) subsets end below 4e-7, from phase 1's estimate alone 12/15 below 1e-10)",
+        nonneg_int,
+    )
+    robust_h_fraction: float = opt(
+        0.1, "share of the token rows each concentration step of the robust Σ̂W refits on (at least 3d)", fraction
+    )
+    robust_max_cond: float = opt(
+        30.0,
+        "those rows grow until their token design's condition number is below this (the best-fitted rows alone "
+        "crowd onto a few tokens and went singular in every peaked seed tried)",
+        positive,
+    )
+    robust_iters: int = opt(40, "concentration steps per start of the robust Σ̂W", pos_int)
+    robust_exact_tol: float = opt(
+        1e-9, "relative residual of a row the robust Σ̂W explains exactly (the start explaining most wins)", positive
+    )
+    refine_rounds: int = opt(5, "relabel-and-refit rounds of the joint W refit (the route's phase 3)", nonneg_int)
+    refine_max_rows: int = opt(20000, "token rows the joint W refit uses (subsampled above)", pos_int)
+    attention_factor: float = opt(
+        1e3,
+        "examples whose output rows the recovered attention rows fit to this × onehot_tol give Θ's log-ratio equations",
+        positive,
+    )
 
     def resolve(self, size: ProblemSize) -> ArgmaxSettings:
         """No size-dependent fields."""
@@ -503,15 +609,12 @@ class HeadsSettings(_Group):
         "brings the Θ error before the polish from 0.50 to 0.20–0.30; 4 refined subsets cost 1.2 s of 2.1 s)",
         optional(nonneg_int),
     )
-    max_nfev: int = opt(
-        10, "LM evaluations per refined subset (100 before, then 20; the polish finishes the fit)", pos_int
-    )
+    max_nfev: int = opt(10, "LM evaluations per refined subset (the polish finishes the fit)", pos_int)
     max_tuples: int = opt(20000, "m-subsets of grid points evaluated (subsampled above)", pos_int)
     max_examples: int = opt(
         200,
-        "examples the net and the refine are scored on (400 before: the same Θ error before the polish on the "
-        "m = 2 rows; 0.31/0.20/0.18/0.58 against 0.30/0.20/0.18/0.58 at (8,4,3) Boolean/Gaussian, (16,4,3), "
-        "(8,4,4); phase 5 at (8,4,3) 45 → 28 ms)",
+        "examples the net and the refine are scored on (twice as many gave the same Θ error before the polish "
+        "at m = 2, 3, 4 and took 60 % longer)",
         pos_int,
     )
 
@@ -534,9 +637,44 @@ class PolishSettings(_Group):
     stuck: float = opt(
         1e-2,
         "a stage ending above this training relative MSE is a local minimum: stop instead of growing the "
-        "subset (34 s spent for nothing at (16,4,3) before; stuck stages measured 0.06-0.53; label noise "
-        "below ~10 % of the signal still grows the subset)",
+        "subset (stuck stages end at 0.06–0.53; label noise below ~10 % of the signal stays under it and "
+        "still grows the subset)",
         positive,
+    )
+    stuck_after: int = opt(
+        25,
+        "LM iterations after which a stage still above ``stuck`` is given up (starts in the right basin fit "
+        "their subset to ~1e-30 in 6–24)",
+        pos_int,
+    )
+    fit_tol: float = opt(1e-30, "LM stops once the subset's relative MSE is below this (float64 rounding)", nonneg)
+    chunk: int = opt(256, "examples per chunk of the normal equations (their memory is one chunk's)", pos_int)
+    damping_down: float = opt(
+        30.0, "LM's damping λ is divided by this after an accepted step (÷5 took one more iteration)", positive
+    )
+    chord_start: float = opt(
+        1e-6,
+        "a full step leaving at most this fraction of the cost starts chord steps, which reuse its factorised "
+        "JᵀJ (Gauss–Newton is then converging quadratically; a chord step costs 1/4–1/20 of a full one; 0: none)",
+        nonneg,
+    )
+    chord_ratio: float = opt(
+        1e-2, "a chord step is kept while it leaves at most this fraction of the cost, else a full step", positive
+    )
+    rounding_level: float = opt(
+        1e-26,
+        "a chord trial failing at or below this relative MSE ends LM (float64 fits bottom out at 5e-31–1e-30, so a "
+        "full step would gain a factor of 1–2)",
+        positive,
+    )
+    f32_above: float = opt(
+        1e-10,
+        "JᵀJ and its factor are float32 while the relative MSE is above this (2× BLAS throughput; JᵀJ agrees to "
+        "3e-7; Jᵀr stays float64; 0: every step starts in float32)",
+        nonneg,
+    )
+    screen_examples: int = opt(
+        128, "validation examples a start is screened on before its full validation error is computed", pos_int
     )
 
     def resolve(self, size: ProblemSize) -> PolishSettings:
@@ -559,23 +697,38 @@ class ExactSettings(_Group):
         choice("inverse-variance", "none"),
     )
     attention_floor: float = opt(1e-12, "attention entries below this give no log-ratio equation", positive)
-    max_examples: int | None = opt(None, "examples in the systems (auto: 10 × the exact budget)", optional(pos_int))
+    max_examples: int | None = opt(
+        None,
+        "examples in the systems (auto: 10 × the exact budget ``exact_sample_size(d, k)``; the systems cost "
+        "O(examples · k · d⁵) and noise-free data determine the layer from the budget alone)",
+        optional(pos_int),
+    )
     train_examples: int | None = opt(
         None,
-        "training examples the route reads (auto: 20 × the exact budget: at "
-        "N = 20,000 reading all took 0.25 s against 0.1 s for L-BFGS); the polish "
-        "uses the rest if validation is not yet at tol",
+        "training examples the route reads (auto: 20 × the exact budget: at N = 20,000 reading all took 0.25 s "
+        "against 0.1 s for L-BFGS); the polish uses the rest if validation is not yet at tol",
         optional(pos_int),
+    )
+    train_tol: float = opt(
+        1e-12, "training relative MSE at which the route reports converged (learn decides on validation)", fraction
     )
 
     def resolve(self, size: ProblemSize) -> ExactSettings:
-        """Its "auto" fields depend on the exact route's budget and are filled by ``sculpt.exact``."""
-        return self
+        """max_examples 10 and train_examples 20 × ``sculpt.exact.exact_sample_size(d, k)``; unset where the
+        route does not apply (k < 2 or k >= d)."""
+        if not 2 <= size.k < size.d:
+            return self
+        from .exact import exact_sample_size  # the budget lives with the derivation of the two systems
+
+        budget = exact_sample_size(size.d, size.k)
+        return self.merged(
+            max_examples=_or(self.max_examples, 10 * budget), train_examples=_or(self.train_examples, 20 * budget)
+        )
 
 
 @dataclass(frozen=True)
 class GradientSettings(_Group):
-    """The gradient route and auto's fallback, ``gradient_descent(method="lbfgs")``."""
+    """The gradient route and auto's fallback (``sculpt.baselines``: ``gradient_descent``, ``lbfgs_growing``)."""
 
     restarts: int = opt(1, "random initialisations", pos_int)
     max_iter: int | None = opt(None, "L-BFGS iterations per restart (auto: 5000)", optional(pos_int))
@@ -583,6 +736,16 @@ class GradientSettings(_Group):
     time_limit: float | None = opt(None, "seconds for the whole call (None: no limit)", optional(positive))
     history: int = opt(50, "L-BFGS memory", pos_int)
     single_thread: bool = opt(True, "one BLAS thread during the fit (faster for these thin products)", boolean)
+    growth: int = opt(
+        2, "growing subsets (lbfgs_growing, auto's steps): each size this many times the last", at_least_two
+    )
+    growing_first: int = opt(1000, "lbfgs_growing's first subset (auto's steps start at auto.peer_examples)", pos_int)
+    growing_restarts: int = opt(
+        3, "lbfgs_growing's starts per subset size, the first warm (auto's fallback: auto.restarts)", pos_int
+    )
+    adam_max_iter: int = opt(3000, "Adam steps per restart (gradient_descent(method='adam'), torch_adam)", pos_int)
+    adam_lr: float = opt(0.03, "Adam's learning rate, cosine-decayed to a thousandth of it", positive)
+    adam_batch_size: int = opt(2000, "Adam's minibatch (full batch when N is at most this)", pos_int)
 
     def resolve(self, size: ProblemSize) -> GradientSettings:
         """max_iter: 5000."""
@@ -653,6 +816,12 @@ class AutoSettings(_Group):
         "then variable-projection LM from this many random starts (sculpt.vplm; 0: none): 85/85 planted runs "
         "and torch's own initialisation validated, most from the first start",
         nonneg_int,
+    )
+    finish_margin: float = opt(
+        1e-3,
+        "a first try validating above finish_margin·tol stopped at its cap: it runs on, on its examples, to "
+        "training relative MSE finish_margin·tol (at (32,8,2) such tries had W errors up to 1.2e-6; 0.9 s)",
+        fraction,
     )
     fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
     restarts: int = opt(3, "fallback starts per subset size (the first warm, the rest random)", pos_int)
@@ -766,6 +935,11 @@ def one_head_examples(d: int, k: int) -> int:
     attempt does not validate. (k = 1 gives no equality rows at all; sculpting refuses it, and the value, 2d², is
     only a size.)"""
     return max(64, -(-2 * d * d // max(1, k * (k - 1))))
+
+
+#: examples per d² the sculpting route needs for m = 2 and m >= 3 heads (``min_examples("sculpt")``): below
+#: them phase 4 has too few equality rows (d = 8, 4 seeds: m = 2 4/4 from 800 = 12.5d², m = 3 4/4 from 1,500)
+SCULPT_NEED_PER_D2 = {2: 13, 3: 24}
 
 
 # --- the old dict options --------------------------------------------------------------------------------------

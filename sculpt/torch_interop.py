@@ -8,16 +8,20 @@ the row-vector convention Θ_h = Q_hᵀ K_h / √d_h and W_h = V_hᵀ O_hᵀ.
 from __future__ import annotations
 
 import math
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .model import MultiHeadAttention
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["from_torch", "to_torch"]
 
 
-def _import_torch() -> Any:
+def _import_torch() -> ModuleType:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -25,15 +29,25 @@ def _import_torch() -> Any:
     return torch
 
 
-def _numpy64(t: Any) -> np.ndarray:
+def _numpy64(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().double().numpy().copy()
 
 
-def from_torch(module: Any) -> MultiHeadAttention:
-    """The layer computed by ``module(X, X, X, need_weights=False)[0]`` for a torch.nn.MultiheadAttention
-    with batch_first=True, no biases (bias=False, add_bias_kv=False), kdim = vdim = embed_dim,
-    add_zero_attn=False and (in training mode) dropout 0; used without masks. Other modules: TypeError;
-    unsupported configurations: ValueError."""
+def from_torch(module: torch.nn.MultiheadAttention) -> MultiHeadAttention:
+    """The layer computed by ``module(X, X, X, need_weights=False)[0]``: Θ_h = Q_hᵀ K_h / √d_h, W_h = V_hᵀ O_hᵀ.
+
+    Parameters
+    ----------
+    module
+        A torch.nn.MultiheadAttention with batch_first=True, no biases (bias=False, add_bias_kv=False),
+        kdim = vdim = embed_dim, add_zero_attn=False and (in training mode) dropout 0, used without masks.
+        Other modules: TypeError; unsupported configurations: ValueError.
+
+    Returns
+    -------
+    MultiHeadAttention
+        The same layer in float64, one head per torch head.
+    """
     torch = _import_torch()
     if not isinstance(module, torch.nn.MultiheadAttention):
         raise TypeError(f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}")
@@ -75,11 +89,27 @@ def _factor(M: np.ndarray, r: int, rtol: float, what: str) -> tuple[np.ndarray, 
     return U[:, :r] * root, Vt[:r].T * root
 
 
-def to_torch(model: MultiHeadAttention, num_heads: int | None = None, *, rtol: float = 1e-10) -> Any:
-    """A float64 torch.nn.MultiheadAttention(d, num_heads, bias=False, batch_first=True) computing ``model``.
+def to_torch(
+    model: MultiHeadAttention, num_heads: int | None = None, *, rtol: float = 1e-10
+) -> torch.nn.MultiheadAttention:
+    """A float64 torch.nn.MultiheadAttention(d, m, bias=False, batch_first=True) computing ``model``.
 
-    Needs num_heads = m (default) dividing d and every Θ_i, W_i of rank ≤ d_h = d/m (true for any m = 1
-    layer; a generic full-rank layer with m ≥ 2 is not representable: ValueError). Factors come from SVDs.
+    Factors come from SVDs: Θ_i √d_h = Q_iᵀ K_i and W_i = V_iᵀ O_iᵀ with d_h = d/m.
+
+    Parameters
+    ----------
+    model
+        The layer; every Θ_i and W_i must have rank <= d/m (true for any m = 1 layer; a generic full-rank layer
+        with m >= 2 is not representable: ValueError), and m must divide d.
+    num_heads
+        Must equal m (the default).
+    rtol
+        Singular values above rtol·σ_max beyond rank d/m make the layer unrepresentable.
+
+    Returns
+    -------
+    torch.nn.MultiheadAttention
+        In eval mode.
     """
     torch = _import_torch()
     if not isinstance(model, MultiHeadAttention):

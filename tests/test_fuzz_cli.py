@@ -37,7 +37,7 @@ def _fuzz(name: str):
 
 
 # ------------------------------------------------------------------------------------------------- stubs
-def _fake_route(run, *_):
+def _fake_route(run):
     """What a route returns, instantly: a zero layer for sculpt (converged, so files get written), none else."""
     m, d = run.m, run.Xtr.shape[2]
     if run.Xtr.shape[0] % 2:
@@ -49,11 +49,13 @@ def _fake_route(run, *_):
 
 @contextlib.contextmanager
 def _stubbed():
-    import sculpt.bench.runner as runner
-    import sculpt.learner as learner
+    import dataclasses
 
-    routes = {name: _fake_route for name in learner._ROUTES}
-    with mock.patch.dict(learner._ROUTES, routes), mock.patch.object(learner, "_auto_route", _fake_route), \
+    import sculpt.bench.runner as runner
+    from sculpt.routes import ROUTES
+
+    routes = {name: dataclasses.replace(route, run=_fake_route) for name, route in ROUTES.items()}
+    with mock.patch.dict(ROUTES, routes), \
             mock.patch.object(runner, "run_sweep", side_effect=RuntimeError("stub sweep: grid accepted")), \
             mock.patch("sculpt.result.LearnResult.certificate", new=None):
         yield

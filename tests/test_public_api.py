@@ -73,6 +73,27 @@ def test_sculpt_contract_imports_and_keywords() -> None:
         assert callable(getattr(MultiHeadAttention, attr)), attr
 
 
+def test_routes_contract_imports_and_fields() -> None:
+    """Routes are objects in one registry (sculpt.routes); learn's METHODS and min_examples come from it, and a
+    result's info is a typed RouteInfo that still reads as a mapping."""
+    import dataclasses
+
+    from sculpt.learner import METHODS, min_examples
+    from sculpt.result import LearnResult, RouteInfo
+    from sculpt.routes import ROUTES, Holdout, Route, RouteContext, get_route, register_route
+
+    assert callable(register_route) and callable(min_examples) and Holdout(3).train == 3
+    assert set(METHODS) <= set(ROUTES) and {"sculpt", "exact", "gradient", "vp-lm", "auto"} <= set(METHODS)
+    assert {"name", "run", "min_examples", "settings", "validated"} <= {f.name for f in dataclasses.fields(Route)}
+    assert {"Xtr", "Ytr", "Xva", "Yva", "m", "settings"} <= {f.name for f in dataclasses.fields(RouteContext)}
+    assert get_route("exact").refusal(8, 4, 2) is not None and get_route("sculpt").validated is False
+    info_fields = {f.name for f in dataclasses.fields(RouteInfo)}
+    assert {"train_examples", "validation_examples", "tol", "route", "model_from", "settings", "truth",
+            "attempts", "examples_used", "tried", "solver", "details"} <= info_fields
+    res = LearnResult(None, "x", 1.0, info={"route": "x", "extra": 2})
+    assert res.info["route"] == res.info.route == "x" and res.info.get("extra") == 2 and res.info.to_dict()
+
+
 def test_oracles_never_imports_sculpt() -> None:
     import pathlib
 

@@ -15,17 +15,36 @@ any other untrusted status -> SolverError(backend=..., status=...).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import SolverError
-from ._base import Backend, LPSolution, ProblemData, QPSolution, prepare
+from ._base import (
+    Backend,
+    Bounds,
+    KeptModel,
+    LPSolution,
+    Matrix,
+    Options,
+    OptionValue,
+    ProblemData,
+    QPSolution,
+    prepare,
+)
 from ._cvx import solve_problem
 from .backend_clarabel import ClarabelBackend
 from .backend_highs import HighsBackend
 from .backend_mosek import MosekBackend
 from .backend_mosek import licence_status as mosek_licence_status
 from .backend_scs import ScsBackend
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+
+    from ..bodies import ConvexBody, Polytope
 
 _log = logging.getLogger("oracles.solvers")
 KINDS = ("lp", "qp", "conic")
@@ -63,7 +82,7 @@ def available(kind: str | None = None) -> list[str]:
     return [n for n in _REGISTRY if _probe(n)[0] and (kind is None or _REGISTRY[n].supports(kind))]
 
 
-def capabilities(name: str) -> frozenset:
+def capabilities(name: str) -> frozenset[str]:
     """The problem kinds ("lp", "qp", "conic") a registered backend handles (its ``SUPPORTS_*`` attributes;
     ``get(name)`` gives the adapter itself, whose class declares the other capabilities)."""
     return _REGISTRY[_canonical(name)].kinds
@@ -89,7 +108,7 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
-def _canonical(name) -> str:
+def _canonical(name: object) -> str:
     if not isinstance(name, str):
         raise ValueError(f"solver must be a backend name (str) or None, got {type(name).__name__}")
     key = name.upper()
@@ -99,8 +118,21 @@ def _canonical(name) -> str:
 
 
 def get(solver: str | None = None, kind: str = "lp") -> Backend:
-    """The adapter for ``solver`` (default for ``kind`` when None). Unknown name -> ValueError; known but
-    unusable here (e.g. MOSEK without a licence) or unable to do ``kind`` -> SolverError saying why."""
+    """The adapter for ``solver``.
+
+    Parameters
+    ----------
+    solver : str, optional
+        A backend name, any case (None: ``default(kind)``).
+    kind : {"lp", "qp", "conic"}
+        The problem kind it must handle.
+
+    Returns
+    -------
+    Backend
+        The adapter. Unknown name: ValueError; known but unusable here (e.g. MOSEK without a licence) or
+        unable to do ``kind``: SolverError saying why. ``oracles.backend_name`` gives just its name.
+    """
     name = default(kind) if solver is None else _canonical(solver)
     ok, why = _probe(name)
     if not ok:
@@ -116,51 +148,99 @@ def get(solver: str | None = None, kind: str = "lp") -> Backend:
 
 
 def solve_lp(
-    c,
-    A_ub=None,
-    b_ub=None,
-    A_eq=None,
-    b_eq=None,
-    bounds=None,
+    c: ArrayLike,
+    A_ub: Matrix | None = None,
+    b_ub: ArrayLike | None = None,
+    A_eq: Matrix | None = None,
+    b_eq: ArrayLike | None = None,
+    bounds: Bounds = None,
     *,
     solver: str | None = None,
     interior: bool = False,
-    options: dict | None = None,
+    options: Options | None = None,
 ) -> LPSolution:
-    """min cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds (None: all free; (lo, hi); or per-variable pairs).
+    """min cᵀx s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds.
 
-    ``interior=True`` asks for a central point of the optimal face (HiGHS IPM without crossover).
+    Parameters
+    ----------
+    c : array_like of shape (n,)
+        The cost.
+    A_ub, b_ub, A_eq, b_eq : array_like or scipy.sparse matrix, optional
+        Inequality and equality rows with their right-hand sides.
+    bounds : optional
+        None (all free), (lo, hi) with scalars, arrays or None, or one (lo, hi) pair per variable.
+    solver : str, optional
+        Backend (default: ``default("lp")``).
+    interior : bool
+        Ask for a central point of the optimal face (HiGHS: IPM without crossover).
+    options : mapping, optional
+        Backend options by the backend's own names.
+
+    Returns
+    -------
+    LPSolution
+        x, value, backend, status, multipliers. Infeasible: EmptyBodyError; unbounded: UnboundedError; any
+        other untrusted status: SolverError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import solvers
+    >>> sol = solvers.solve_lp(np.array([1.0, 1.0]), -np.eye(2), -np.ones(2))   # min x0 + x1, x >= 1
+    >>> round(sol.value, 9), sol.backend
+    (2.0, 'HIGHS')
     """
     data = prepare(c, A_ub, b_ub, A_eq, b_eq, bounds)
     return get(solver, "lp").solve(data, interior=interior, options=options)
 
 
 def solve_qp(
-    P,
-    c,
-    A_ub=None,
-    b_ub=None,
-    A_eq=None,
-    b_eq=None,
-    bounds=None,
+    P: Matrix,
+    c: ArrayLike,
+    A_ub: Matrix | None = None,
+    b_ub: ArrayLike | None = None,
+    A_eq: Matrix | None = None,
+    b_eq: ArrayLike | None = None,
+    bounds: Bounds = None,
     *,
     solver: str | None = None,
-    options: dict | None = None,
+    options: Options | None = None,
 ) -> LPSolution:
     """min ½ xᵀP x + cᵀx (P symmetric PSD) s.t. A_ub x <= b_ub, A_eq x = b_eq, bounds.
 
-    The backends return a QPSolution (an LPSolution) when P is given, a plain LPSolution for P = None.
+    Parameters
+    ----------
+    P : array_like or scipy.sparse matrix of shape (n, n)
+        The symmetric positive semidefinite Hessian.
+    c, A_ub, b_ub, A_eq, b_eq, bounds, options
+        As in ``solve_lp``.
+    solver : str, optional
+        Backend (default: ``default("qp")``).
+
+    Returns
+    -------
+    LPSolution
+        A QPSolution (value including the quadratic term); errors as in ``solve_lp``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import solvers
+    >>> np.round(solvers.solve_qp(np.eye(2), np.zeros(2), -np.eye(2), -np.ones(2)).x, 6).tolist()  # x >= 1
+    [1.0, 1.0]
     """
     data = prepare(c, A_ub, b_ub, A_eq, b_eq, bounds, P=P)
     return get(solver, "qp").solve(data, options=options)
 
 
-def solve_cvxpy(problem, *, solver: str | None = None, kind: str = "conic", options: dict | None = None) -> float:
+def solve_cvxpy(
+    problem: cp.Problem, *, solver: str | None = None, kind: str = "conic", options: Mapping[str, object] | None = None
+) -> float:
     """Solve a cvxpy Problem on one of our backends with the engine's status mapping; returns its value."""
     return solve_problem(problem, get(solver, kind), options)
 
 
-def maximize_explicit(body, c, *, solver: str | None = None) -> tuple[float, np.ndarray]:
+def maximize_explicit(body: ConvexBody, c: ArrayLike, *, solver: str | None = None) -> tuple[float, np.ndarray]:
     """max cᵀx over an explicit body (cvxpy constraints; conic backend). Returns (value, maximiser)."""
     import cvxpy as cp
 
@@ -181,20 +261,41 @@ class LPModel:
     A backend that declares ``WARM_START`` (HiGHS) builds the model once and only the costs change
     (``algorithm="ipm"``: IPM + crossover, measured fastest for unrelated objectives; ``"simplex"``
     warm-starts from the previous basis). Other backends re-solve from the kept, validated data.
+
+    Parameters
+    ----------
+    A_ub : Polytope or array_like or scipy.sparse matrix, optional
+        A polytope (its rows, equalities and bounds), or the inequality rows.
+    b_ub, A_eq, b_eq, bounds
+        As in ``solve_lp`` (ignored parts of a polytope).
+    solver : str, optional
+        LP backend.
+    algorithm : {"ipm", "simplex"}
+        The kept model's algorithm on a ``WARM_START`` backend.
+    options : mapping, optional
+        Backend options.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from oracles import Polytope, solvers
+    >>> model = solvers.LPModel(Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.ones(4)))
+    >>> [round(model.maximize(u)[0], 9) for u in np.eye(2)]
+    [1.0, 1.0]
     """
 
     def __init__(
         self,
-        A_ub=None,
-        b_ub=None,
-        A_eq=None,
-        b_eq=None,
-        bounds=None,
+        A_ub: Polytope | Matrix | None = None,
+        b_ub: ArrayLike | None = None,
+        A_eq: Matrix | None = None,
+        b_eq: ArrayLike | None = None,
+        bounds: Bounds = None,
         *,
         solver: str | None = None,
         algorithm: str = "ipm",
-        options: dict | None = None,
-    ):
+        options: Options | None = None,
+    ) -> None:
         from ..bodies import Polytope
 
         poly = None
@@ -206,10 +307,12 @@ class LPModel:
                 bounds = poly.bounds
         if isinstance(poly, Polytope):
             n = poly.dim
-        elif A_ub is None and A_eq is None:
-            raise ValueError("LPModel needs a Polytope or constraint matrices A_ub/A_eq")
+        elif A_ub is not None:
+            n = A_ub.shape[1]
+        elif A_eq is not None:
+            n = A_eq.shape[1]
         else:
-            n = (A_ub if A_ub is not None else A_eq).shape[1]
+            raise ValueError("LPModel needs a Polytope or constraint matrices A_ub/A_eq")
         if algorithm not in ("ipm", "simplex"):
             raise ValueError(f"algorithm must be 'ipm' or 'simplex', got {algorithm!r}")
         self.data: ProblemData = prepare(np.zeros(n), A_ub, b_ub, A_eq, b_eq, bounds)
@@ -227,13 +330,13 @@ class LPModel:
     def dim(self) -> int:
         return self.data.n
 
-    def _cost(self, c) -> np.ndarray:
+    def _cost(self, c: ArrayLike) -> np.ndarray:
         c = np.asarray(c, dtype=float)
         if c.shape != (self.dim,) or not np.all(np.isfinite(c)):
             raise ValueError(f"c must be a finite vector of length {self.dim}, got shape {c.shape}")
         return c
 
-    def update(self, *, c=None) -> LPModel:
+    def update(self, *, c: ArrayLike | None = None) -> LPModel:
         """Replace the objective (the only data an LPModel re-solve may change besides added rows)."""
         if c is not None:
             self._c = self._cost(c)
@@ -246,15 +349,15 @@ class LPModel:
             return self._kept.minimize(self._c)
         return self.backend.solve(self.data.with_cost(self._c), options=self.options)
 
-    def minimize(self, c) -> LPSolution:
+    def minimize(self, c: ArrayLike) -> LPSolution:
         return self.update(c=c).solve()
 
-    def maximize(self, c) -> tuple[float, np.ndarray]:
+    def maximize(self, c: ArrayLike) -> tuple[float, np.ndarray]:
         """max cᵀx: returns (value, maximiser) like ConvexBody.maximize."""
         sol = self.minimize(-self._cost(c))
         return -sol.value, sol.x
 
-    def add_halfspaces(self, A, b) -> LPModel:
+    def add_halfspaces(self, A: Matrix, b: ArrayLike) -> LPModel:
         """Append rows A x <= b to the kept model."""
         extra = prepare(np.zeros(self.dim), A, b)
         if self._kept is not None:
@@ -298,4 +401,9 @@ __all__ = [
     "solve_cvxpy",
     "maximize_explicit",
     "KINDS",
+    "Options",
+    "OptionValue",
+    "Bounds",
+    "Matrix",
+    "KeptModel",
 ]

@@ -8,15 +8,22 @@ P x + c + A_ubᵀ dual_ub + A_eqᵀ dual_eq + (bound multipliers) = 0.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
-from ..errors import SolverError
+from ..errors import SolverError, UnboundedError
 
-Matrix = Any  # a dense ndarray or a scipy.sparse matrix
+Matrix = Any  # a dense ndarray or a scipy.sparse matrix (scipy ships no type information)
+OptionValue = bool | int | float | str
+Options = Mapping[str, OptionValue]  # backend options by name, as the backend spells them
+
+# None (all free), (lo, hi) with scalars, arrays or None, or one (lo, hi) pair per variable
+Bounds = tuple[ArrayLike | None, ArrayLike | None] | Sequence[tuple[float | None, float | None]] | None
 
 
 @dataclass
@@ -27,7 +34,7 @@ class LPSolution:
     value: float
     backend: str
     status: str
-    info: dict = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
     dual_ub: np.ndarray | None = None
     dual_eq: np.ndarray | None = None
 
@@ -95,7 +102,7 @@ class ProblemData:
         return max(v)
 
 
-def _finite_matrix(A, name: str, n: int | None) -> Matrix:
+def _finite_matrix(A: Matrix, name: str, n: int | None) -> Matrix:
     if sp.issparse(A):
         M = A.astype(float)
         data = M.data
@@ -113,7 +120,7 @@ def _finite_matrix(A, name: str, n: int | None) -> Matrix:
     return M
 
 
-def _rhs(b, name: str, rows: int) -> np.ndarray:
+def _rhs(b: ArrayLike | None, name: str, rows: int) -> np.ndarray:
     if b is None:
         raise ValueError(f"{name} is required when its matrix has rows")
     arr = np.asarray(b, dtype=float).reshape(-1) if np.ndim(b) <= 1 else np.asarray(b, dtype=float)
@@ -124,20 +131,21 @@ def _rhs(b, name: str, rows: int) -> np.ndarray:
     return arr
 
 
-def _bounds(bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(bounds: Bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
     """None: free; (lo, hi) with scalars/arrays/None; or a length-n sequence of (lo, hi) pairs."""
     if bounds is None:
         return np.full(n, -np.inf), np.full(n, np.inf)
+    given = cast("Sequence[Any]", bounds)  # user input: its form is checked here, entry by entry
     try:
-        if len(bounds) == 2 and not (n == 2 and all(isinstance(p, (tuple, list)) for p in bounds)):
-            lo, hi = bounds
-            lo = np.full(n, -np.inf) if lo is None else np.broadcast_to(np.asarray(lo, dtype=float), (n,)).copy()
-            hi = np.full(n, np.inf) if hi is None else np.broadcast_to(np.asarray(hi, dtype=float), (n,)).copy()
+        if len(given) == 2 and not (n == 2 and all(isinstance(p, (tuple, list)) for p in given)):
+            lo_in, hi_in = given
+            lo = np.full(n, -np.inf) if lo_in is None else np.broadcast_to(np.asarray(lo_in, dtype=float), (n,)).copy()
+            hi = np.full(n, np.inf) if hi_in is None else np.broadcast_to(np.asarray(hi_in, dtype=float), (n,)).copy()
         else:
-            if len(bounds) != n:
-                raise ValueError(f"bounds must be None, (lo, hi) or {n} (lo, hi) pairs, got {len(bounds)} entries")
-            lo = np.array([-np.inf if p[0] is None else p[0] for p in bounds], dtype=float)
-            hi = np.array([np.inf if p[1] is None else p[1] for p in bounds], dtype=float)
+            if len(given) != n:
+                raise ValueError(f"bounds must be None, (lo, hi) or {n} (lo, hi) pairs, got {len(given)} entries")
+            lo = np.array([-np.inf if p[0] is None else p[0] for p in given], dtype=float)
+            hi = np.array([np.inf if p[1] is None else p[1] for p in given], dtype=float)
     except (TypeError, IndexError) as e:
         raise ValueError(f"bounds must be None, (lo, hi) or a sequence of (lo, hi) pairs: {e}") from None
     if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo == np.inf) or np.any(hi == -np.inf):
@@ -147,7 +155,15 @@ def _bounds(bounds, n: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def prepare(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, P=None) -> ProblemData:
+def prepare(
+    c: ArrayLike,
+    A_ub: Matrix | None = None,
+    b_ub: ArrayLike | None = None,
+    A_eq: Matrix | None = None,
+    b_eq: ArrayLike | None = None,
+    bounds: Bounds = None,
+    P: Matrix | None = None,
+) -> ProblemData:
     """Validate and normalise problem data (ValueError naming the offending argument)."""
     c = np.asarray(c, dtype=float)
     if c.ndim != 1 or c.shape[0] < 1:
@@ -171,6 +187,16 @@ def prepare(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, P=None) 
         if Pm.shape[0] != n:
             raise ValueError(f"P must be {n}x{n}, got {Pm.shape}")
     return ProblemData(c, out[0], out[1], out[2], out[3], lo, hi, Pm)
+
+
+class KeptModel(Protocol):
+    """A model kept across solves (``Backend.kept_model``): new costs and added rows without a rebuild."""
+
+    data: ProblemData
+
+    def minimize(self, c: np.ndarray) -> LPSolution: ...
+
+    def add_rows(self, A: Matrix, b: np.ndarray) -> None: ...
 
 
 class Backend(ABC):
@@ -207,13 +233,13 @@ class Backend(ABC):
     INTERIOR_SOLUTIONS: bool = False
     WARM_START: bool = False
     FIRST_ORDER_LP: bool = False
-    SMALL_LP_OPTIONS: dict = {}
-    SPARSE_LP_OPTIONS: dict = {}
-    VERTEX_LP_OPTIONS: dict = {}
-    COST_CHANGE_OPTIONS: dict = {}
+    SMALL_LP_OPTIONS: Options = {}
+    SPARSE_LP_OPTIONS: Options = {}
+    VERTEX_LP_OPTIONS: Options = {}
+    COST_CHANGE_OPTIONS: Options = {}
 
     @property
-    def kinds(self) -> frozenset:
+    def kinds(self) -> frozenset[str]:
         """The problem kinds ("lp", "qp", "conic") this backend declares."""
         return frozenset(
             k
@@ -225,7 +251,7 @@ class Backend(ABC):
             if ok
         )
 
-    def supports(self, problem) -> bool:
+    def supports(self, problem: str | ProblemData) -> bool:
         """Whether this backend can solve ``problem``: a kind ("lp", "qp", "conic") or a ``ProblemData``
         (an LP when ``P`` is None, else a QP; sparse matrices need ``SUPPORTS_SPARSE``)."""
         if isinstance(problem, str):
@@ -236,12 +262,12 @@ class Backend(ABC):
             return False
         return self.SUPPORTS_LP if problem.P is None else self.SUPPORTS_QP
 
-    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None):
+    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: Options | None = None) -> KeptModel:
         """A model kept across solves (only when ``WARM_START``): ``minimize(c)`` re-solves with new costs,
         ``add_rows(A, b)`` appends rows A x <= b, ``data`` is the current ProblemData."""
         raise NotImplementedError(f"{self.name} keeps no model between solves (WARM_START is False)")
 
-    def first_order_options(self, max_iter: int) -> dict:
+    def first_order_options(self, max_iter: int) -> dict[str, OptionValue]:
         """Solver options for a first-order LP run capped at ``max_iter`` iterations (only when
         ``FIRST_ORDER_LP``)."""
         raise NotImplementedError(f"{self.name} has no first-order LP mode (FIRST_ORDER_LP is False)")
@@ -251,7 +277,7 @@ class Backend(ABC):
         """(usable, reason): whether the backend imports and runs here; reason says why not."""
 
     @abstractmethod
-    def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
+    def solve(self, data: ProblemData, *, interior: bool = False, options: Options | None = None) -> LPSolution:
         """Solve the LP/QP in ``data``. ``interior=True`` asks for a central (relative-interior) optimum
         where the backend can give one (an IPM without crossover)."""
 
@@ -264,16 +290,14 @@ class Backend(ABC):
             return False, f"{module} cannot be imported: {e}"
         return True, "ok"
 
-    def unbounded(self, data: ProblemData, message: str):
+    def unbounded(self, data: ProblemData, message: str) -> UnboundedError:
         """An unbounded report (a dual-infeasibility certificate) says nothing about primal feasibility:
         confirm feasibility by a zero-objective solve, so an empty body is reported as empty."""
         if np.any(data.c != 0) or data.P is not None:
             self.solve(ProblemData(np.zeros(data.n), data.A_ub, data.b_ub, data.A_eq, data.b_eq, data.lb, data.ub))
-        from ..errors import UnboundedError
-
         return UnboundedError(message)
 
-    def cvxpy_options(self) -> dict:
+    def cvxpy_options(self) -> dict[str, OptionValue]:
         return {}
 
     def fail(self, status: str, message: str = "") -> SolverError:

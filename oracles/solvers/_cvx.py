@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from ..errors import EmptyBodyError, SolverError, UnboundedError
 from ._base import Backend
 
+if TYPE_CHECKING:
+    import cvxpy as cp
 
-def solve_problem(problem, backend: Backend, options: dict | None = None) -> float:
+
+def solve_problem(problem: cp.Problem, backend: Backend, options: Mapping[str, object] | None = None) -> float:
     """Solve ``problem`` with ``backend`` through cvxpy; returns the optimal value or raises a typed error."""
     if backend.cvxpy_name is None:
         raise SolverError(f"{backend.name} has no cvxpy interface", backend=backend.name, status="unsupported")

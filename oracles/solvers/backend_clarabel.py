@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import EmptyBodyError
-from ._base import Backend, LPSolution, ProblemData, QPSolution
+from ._base import Backend, LPSolution, Options, ProblemData, QPSolution
 
 
 def stack_conic(data: ProblemData) -> tuple[sp.csc_matrix, np.ndarray, int, int, int]:
@@ -34,7 +34,7 @@ class ClarabelBackend(Backend):
     def probe(self) -> tuple[bool, str]:
         return self.import_probe("clarabel")
 
-    def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
+    def solve(self, data: ProblemData, *, interior: bool = False, options: Options | None = None) -> LPSolution:
         import clarabel
 
         A, b, m_eq, m_ub, m_b = stack_conic(data)

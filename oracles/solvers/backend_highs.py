@@ -10,13 +10,18 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import EmptyBodyError, UnboundedError
-from ._base import Backend, LPSolution, ProblemData, QPSolution
+from ._base import Backend, LPSolution, Matrix, Options, OptionValue, ProblemData, QPSolution
+
+if TYPE_CHECKING:
+    import types
+
+    from highspy import Highs
 
 _INF = 1e30  # highspy's kHighsInf is inf; HiGHS accepts np.inf as well
 
@@ -24,7 +29,7 @@ _INF = 1e30  # highspy's kHighsInf is inf; HiGHS accepts np.inf as well
 _BANNER_DONE = False
 
 
-def _highspy():
+def _highspy() -> types.ModuleType:
     """The highspy module; the first call swallows HiGHS's one-time copyright banner (printed on fd 1 by
     the first Highs() of a process, before output_flag can be set)."""
     global _BANNER_DONE
@@ -76,7 +81,7 @@ class HighsBackend(Backend):
 
     # -- model building ---------------------------------------------------------------------------
     @staticmethod
-    def new_model(options: dict | None = None, *, interior: bool = False, algorithm: str = "ipm"):
+    def new_model(options: Options | None = None, *, interior: bool = False, algorithm: str = "ipm") -> Highs:
         hp = _highspy()
         h = hp.Highs()
         h.setOptionValue("output_flag", False)
@@ -88,7 +93,7 @@ class HighsBackend(Backend):
         return h
 
     @staticmethod
-    def pass_data(h, data: ProblemData) -> None:
+    def pass_data(h: Highs, data: ProblemData) -> None:
         hp = _highspy()
         A = sp.vstack([data.csc("ub"), data.csc("eq")], format="csc")
         lp = hp.HighsLp()
@@ -110,7 +115,7 @@ class HighsBackend(Backend):
             H = sp.triu(sp.csc_matrix(data.P), format="csc")
             h.passHessian(data.n, H.nnz, hp.HessianFormat.kTriangular, H.indptr, H.indices, H.data)
 
-    def read(self, h, data: ProblemData, *, quadratic: bool = False) -> LPSolution:
+    def read(self, h: Highs, data: ProblemData, *, quadratic: bool = False) -> LPSolution:
         hp = _highspy()
         st = h.getModelStatus()
         MS = hp.HighsModelStatus
@@ -130,7 +135,7 @@ class HighsBackend(Backend):
         mu = -rd[data.m_ub :]
         value = float(h.getInfo().objective_function_value)
         cls = QPSolution if quadratic else LPSolution
-        info = {
+        info: dict[str, object] = {
             "ipm_iterations": int(h.getInfo().ipm_iteration_count),
             "simplex_iterations": int(h.getInfo().simplex_iteration_count),
         }
@@ -146,13 +151,13 @@ class HighsBackend(Backend):
             raise UnboundedError("HiGHS: the objective is unbounded over the feasible set")
         raise EmptyBodyError("HiGHS: the constraints are infeasible (the body is empty)")
 
-    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None) -> HighsModel:
+    def kept_model(self, data: ProblemData, *, algorithm: str = "ipm", options: Options | None = None) -> HighsModel:
         return HighsModel(data, algorithm=algorithm, options=options)
 
-    def first_order_options(self, max_iter: int) -> dict:
+    def first_order_options(self, max_iter: int) -> dict[str, OptionValue]:
         return {"solver": "pdlp", "pdlp_iteration_limit": int(max_iter)}
 
-    def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
+    def solve(self, data: ProblemData, *, interior: bool = False, options: Options | None = None) -> LPSolution:
         quadratic = data.P is not None
         h = self.new_model(options, interior=interior, algorithm="choose" if quadratic else "ipm")
         self.pass_data(h, data)
@@ -161,11 +166,10 @@ class HighsBackend(Backend):
         return self.read(h, data, quadratic=quadratic)
 
 
-def confirm_infeasible(h: Any) -> None:
-    """Re-run a model that HiGHS found infeasible with presolve off: its presolve reported a feasible
-    flux-like LP infeasible (found by hypothesis: S = [−2 … −2], bounds ±1/±1000/0, the FRT LP of
-    ``affine_hull``; solved to optimality without presolve). An empty body stays infeasible, at the price of a
-    second solve."""
+def confirm_infeasible(h: Highs) -> None:
+    """Re-run a model that HiGHS found infeasible with presolve off: its presolve calls some feasible
+    flux-like LPs infeasible (S = [−2 … −2], bounds ±1/±1000/0, the FRT LP of ``affine_hull``, which solves to
+    optimality without presolve). An empty body stays infeasible, at the price of a second solve."""
     hp = _highspy()
     if h.getModelStatus() != hp.HighsModelStatus.kInfeasible:
         return
@@ -184,7 +188,7 @@ class HighsModel:
     the previous basis: pays off when successive objectives are close).
     """
 
-    def __init__(self, data: ProblemData, *, algorithm: str = "ipm", options: dict | None = None):
+    def __init__(self, data: ProblemData, *, algorithm: str = "ipm", options: Options | None = None):
         self.backend = HighsBackend()
         self.data = data
         self.h = self.backend.new_model(options, algorithm=algorithm)
@@ -196,14 +200,14 @@ class HighsModel:
         self.data = self.data.with_cost(np.asarray(c, dtype=float))
         self.h.run()
         if self.h.getModelStatus() == _highspy().HighsModelStatus.kUnknown:
-            # a warm-started re-solve can end in status "Unknown" (found by hypothesis on a 15-flux network with
-            # bounds from 1 to 1000); the same LP from a cold start solves: drop the basis and run once more
+            # a warm-started re-solve can end in status "Unknown" (a 15-flux network with bounds from 1 to 1000
+            # does this) where the same LP from a cold start solves: drop the basis and run once more
             self.h.clearSolver()
             self.h.run()
         confirm_infeasible(self.h)
         return self.backend.read(self.h, self.data)
 
-    def add_rows(self, A, b: np.ndarray) -> None:
+    def add_rows(self, A: Matrix, b: np.ndarray) -> None:
         """Append rows A x <= b (kept model when there are no equality rows, else a rebuild)."""
         A = sp.csr_matrix(A)
         b = np.asarray(b, dtype=float)

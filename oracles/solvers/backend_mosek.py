@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from ._base import Backend, LPSolution, ProblemData, QPSolution
+from ._base import Backend, LPSolution, Options, ProblemData, QPSolution
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,7 +38,7 @@ class MosekBackend(Backend):
     def probe(self) -> tuple[bool, str]:
         return licence_status()
 
-    def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
+    def solve(self, data: ProblemData, *, interior: bool = False, options: Options | None = None) -> LPSolution:
         import cvxpy as cp
 
         from . import _cvx
@@ -58,7 +58,7 @@ class MosekBackend(Backend):
         if np.any(np.isfinite(data.ub)):
             i = np.isfinite(data.ub)
             cons.append(x[i] <= data.ub[i])
-        opts = dict(options or {})
+        opts: dict[str, object] = dict(options or {})
         if interior:
             opts.setdefault("mosek_params", {"MSK_IPAR_INTPNT_BASIS": "MSK_BI_NEVER"})
         value = _cvx.solve_problem(cp.Problem(cp.Minimize(obj), cons), self, opts)

@@ -10,10 +10,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import EmptyBodyError
-from ._base import Backend, LPSolution, ProblemData, QPSolution
+from ._base import Backend, LPSolution, Options, OptionValue, ProblemData, QPSolution
 from .backend_clarabel import split_duals, stack_conic
 
-SCS_DEFAULTS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "eps_infeas": 1e-9, "max_iters": 200_000, "verbose": False}
+SCS_DEFAULTS: dict[str, OptionValue] = {
+    "eps_abs": 1e-9,
+    "eps_rel": 1e-9,
+    "eps_infeas": 1e-9,
+    "max_iters": 200_000,
+    "verbose": False,
+}
 
 
 class ScsBackend(Backend):
@@ -25,10 +31,10 @@ class ScsBackend(Backend):
     def probe(self) -> tuple[bool, str]:
         return self.import_probe("scs")
 
-    def cvxpy_options(self) -> dict:
+    def cvxpy_options(self) -> dict[str, OptionValue]:
         return {k: v for k, v in SCS_DEFAULTS.items() if k != "verbose"}
 
-    def solve(self, data: ProblemData, *, interior: bool = False, options: dict | None = None) -> LPSolution:
+    def solve(self, data: ProblemData, *, interior: bool = False, options: Options | None = None) -> LPSolution:
         import scs
 
         A, b, m_eq, m_ub, m_b = stack_conic(data)

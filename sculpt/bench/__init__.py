@@ -67,7 +67,13 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
+
+#: a value parsed from a grid file or trials.jsonl, or bound for a record: JSON (numbers, strings, bools,
+#: None, lists and string-keyed dicts of them), typed no further
+Json: TypeAlias = Any
+#: one line of trials.jsonl: field -> JSON value (``SCHEMA`` lists the fields and their types)
+TrialRecord: TypeAlias = dict[str, Json]
 
 SCHEMA_VERSION = 1
 
@@ -136,40 +142,72 @@ STATUSES = ("ok", "no-model", "refused", "error")
 TIMING_FIELDS = frozenset({"time", "learner_time", "timestamp", "host"})
 
 
-def validate_record(record: Mapping[str, Any]) -> None:
-    """Raise ValueError naming every way ``record`` departs from ``SCHEMA``."""
+def _type_problem(name: str, value: object, types: tuple[type, ...]) -> str | None:
+    """``name=value is not of type [...]`` when ``value`` is not one of ``types`` (a bool is no number)."""
+    if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+        return f"{name}={value!r} is not of type {[t.__name__ for t in types]}"
+    return None
+
+
+def _field_problems(record: Mapping[str, object]) -> list[str]:
+    """Missing and unknown fields, fields of the wrong type, cell fields missing or of the wrong type."""
     problems = []
-    if not isinstance(record, Mapping):
-        raise TypeError(f"record must be a mapping, got {type(record).__name__}")
     missing = set(SCHEMA) - set(record)
     extra = set(record) - set(SCHEMA)
     if missing:
         problems.append(f"missing fields {sorted(missing)}")
     if extra:
         problems.append(f"unknown fields {sorted(extra)}")
-    for name, types in SCHEMA.items():
-        if name in record:
-            v = record[name]
-            if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
-                problems.append(f"{name}={v!r} is not of type {[t.__name__ for t in types]}")
+    problems += [p for n, t in SCHEMA.items() if n in record and (p := _type_problem(n, record[n], t)) is not None]
     cell = record.get("cell")
     if isinstance(cell, Mapping):
         for name, types in CELL_FIELDS.items():
             if name not in cell:
                 problems.append(f"cell lacks {name}")
-            elif (isinstance(cell[name], bool)) or not isinstance(cell[name], types):
-                problems.append(f"cell.{name}={cell[name]!r} is not of type {[t.__name__ for t in types]}")
-    if record.get("status") not in STATUSES:
-        problems.append(f"status {record.get('status')!r} not in {STATUSES}")
+            elif (p := _type_problem(f"cell.{name}", cell[name], types)) is not None:
+                problems.append(p)
+    return problems
+
+
+def _consistency_problems(record: Mapping[str, object]) -> list[str]:
+    """Status, success and error that contradict one another; phases without name/figures/status."""
+    problems = []
+    status = record.get("status")
+    if status not in STATUSES:
+        problems.append(f"status {status!r} not in {STATUSES}")
     if record.get("success") is True:
         te, th = record.get("test_error"), record.get("threshold")
-        if record.get("status") != "ok" or not isinstance(te, numbers.Real) or not te <= th:
+        ok = status == "ok" and isinstance(te, numbers.Real) and isinstance(th, numbers.Real) and te <= th
+        if not ok:
             problems.append("success is true but status is not ok or test_error > threshold")
-    if record.get("status") in ("error", "refused") and not record.get("error"):
-        problems.append(f"status {record.get('status')} without an error message")
-    for p in record.get("phases", []) if isinstance(record.get("phases"), list) else []:
+    if status in ("error", "refused") and not record.get("error"):
+        problems.append(f"status {status} without an error message")
+    phases = record.get("phases")
+    for p in phases if isinstance(phases, list) else []:
         if not isinstance(p, Mapping) or not {"name", "figures", "status"} <= set(p):
             problems.append(f"phase {p!r} lacks name/figures/status")
+    return problems
+
+
+def validate_record(record: Mapping[str, object]) -> None:
+    """Raise ValueError naming every way ``record`` departs from ``SCHEMA``.
+
+    Parameters
+    ----------
+    record : mapping
+        One line of ``trials.jsonl``, as json.loads gives it.
+
+    Raises
+    ------
+    TypeError
+        ``record`` is not a mapping.
+    ValueError
+        Missing or unknown fields, wrong types, a cell lacking a field, or contradictory status fields.
+    """
+    if not isinstance(record, Mapping):
+        raise TypeError(f"record must be a mapping, got {type(record).__name__}")
+    problems = _field_problems(record)
+    problems += _consistency_problems(record)
     if problems:
         raise ValueError(f"record {record.get('key')!r}: " + "; ".join(problems))
 
@@ -179,7 +217,7 @@ def _is_timing(key: str) -> bool:
     return k in TIMING_FIELDS or k.endswith("_time") or k.startswith("time_") or "seconds" in k or k == "elapsed"
 
 
-def strip_timings(value: Any) -> Any:
+def strip_timings(value: object) -> object:
     """A copy of a record without timing fields, at any depth (``time``, ``*_time``, ``time_*``,
     ``*seconds*``, ``elapsed``, ``timestamp``, ``host``): what must agree between schedulers."""
     if isinstance(value, Mapping):
@@ -189,4 +227,14 @@ def strip_timings(value: Any) -> Any:
     return value
 
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "CELL_FIELDS", "STATUSES", "TIMING_FIELDS", "validate_record", "strip_timings"]
+__all__ = [
+    "Json",
+    "TrialRecord",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "CELL_FIELDS",
+    "STATUSES",
+    "TIMING_FIELDS",
+    "validate_record",
+    "strip_timings",
+]

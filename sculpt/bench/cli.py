@@ -15,10 +15,14 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from .._argtypes import positive_int
 from .grid import ALL_METHODS, Grid, builtin_grid, load_grid
+from .methods import registered
+
+#: what ``add_subparsers`` returns (``sculpt.cli`` registers ``bench`` on it)
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 __all__ = ["add_bench_arguments", "add_bench_parser", "build_parser", "run_bench", "main"]
 
@@ -30,10 +34,12 @@ DESCRIPTION = (
 
 
 def _methods(text: str) -> list[str]:
+    """A comma list of registered methods (the learner's routes and the peers, ``sculpt.bench.methods``)."""
     names = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [n for n in names if n not in ALL_METHODS]
+    known = [*ALL_METHODS, *(n for n in registered() if n not in ALL_METHODS)]
+    bad = [n for n in names if n not in known]
     if not names or bad:
-        raise argparse.ArgumentTypeError(f"--methods takes a comma list from {','.join(ALL_METHODS)}; got {text!r}")
+        raise argparse.ArgumentTypeError(f"--methods takes a comma list from {','.join(known)}; got {text!r}")
     return names
 
 
@@ -66,7 +72,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=_methods,
         default=None,
         metavar="LIST",
-        help=f"comma list from {','.join(ALL_METHODS)} (default: the grid's; exact only runs at m=1)",
+        help=f"comma list from {','.join(ALL_METHODS)} or any other registered method, e.g. the routes "
+        "gradient and vp-lm (default: the grid's; exact only runs at m=1)",
     )
     p.add_argument("--seeds", type=positive_int, default=None, metavar="N", help="override: seeds 0..N-1 per cell")
     p.add_argument("--plots", action="store_true", help="also write plots/*.png (needs matplotlib)")
@@ -82,7 +89,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_bench_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Register ``bench`` on an argparse sub-parser collection; sets ``func=run_bench``."""
     p = subparsers.add_parser(
         "bench", help="recovery benchmark over a grid of planted instances", description=DESCRIPTION

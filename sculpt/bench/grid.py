@@ -41,8 +41,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
+from . import Json
 from .methods import registered
 
 __all__ = [
@@ -68,7 +68,7 @@ MAX_CELLS = 100_000  # cells one grid may expand to (the product of a block's li
 MAX_SEEDS = 100_000  # seeds per cell
 
 
-def _fmt(x: Any) -> str:
+def _fmt(x: object) -> str:
     """Canonical short text of a cell value for keys: ints as ints, floats by repr, None as '-'."""
     if x is None:
         return "-"
@@ -77,7 +77,7 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def derive_seed(*parts: Any) -> int:
+def derive_seed(*parts: object) -> int:
     """A 63-bit seed from the canonical text of ``parts``: seed = sha256("|".join(parts)) mod 2⁶³."""
     text = "|".join(_fmt(p) for p in parts)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
@@ -123,7 +123,7 @@ class Cell:
         """What the training / test data depend on (the instance, N and the noise; not the label)."""
         return f"{self.instance_key}:N{self.N}:noise{_fmt(self.noise)}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return asdict(self)
 
 
@@ -134,7 +134,7 @@ class RunSpec:
     cell: Cell
     seed: int
     method: str
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Json] = field(default_factory=dict)
     threshold: float = 1e-12
     test_samples: int = 2000
 
@@ -182,11 +182,11 @@ class Grid:
     cells: list[Cell]
     seeds: dict[str, list[int]]  # cell key -> seeds
     methods: dict[str, list[str]]  # cell key -> methods
-    method_options: dict[str, dict[str, dict[str, Any]]]  # cell key -> method -> options
+    method_options: dict[str, dict[str, dict[str, Json]]]  # cell key -> method -> options
     threshold: dict[str, float]
     test_samples: dict[str, int]
     description: str = ""
-    source: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Json] = field(default_factory=dict)
 
     def runs(self, methods: Iterable[str] | None = None) -> list[RunSpec]:
         """Every (cell, seed, method) run, in grid order; ``methods`` restricts the method set. The exact
@@ -222,11 +222,11 @@ class Grid:
         return g
 
 
-def _as_list(value: Any) -> list[Any]:
+def _as_list(value: Json) -> list[Json]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _seeds(value: Any, where: str) -> list[int]:
+def _seeds(value: Json, where: str) -> list[int]:
     if isinstance(value, bool):
         raise TypeError(f"{where}: seeds must be an int or a list of ints")
     if isinstance(value, int):
@@ -239,7 +239,7 @@ def _seeds(value: Any, where: str) -> list[int]:
     return seeds
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -262,7 +262,7 @@ def _check_cell(c: Cell, where: str) -> None:
             raise ValueError(f"{where}: {name} must be a positive number or absent, got {v!r}")
 
 
-def _expand_block(block: Mapping[str, Any], where: str) -> list[Cell]:
+def _expand_block(block: Mapping[str, Json], where: str) -> list[Cell]:
     unknown = set(block) - set(_CELL_FIELDS) - set(_BLOCK_ONLY)
     if unknown:
         raise ValueError(
@@ -299,7 +299,7 @@ def _expand_block(block: Mapping[str, Any], where: str) -> list[Cell]:
     return cells
 
 
-def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
+def grid_from_dict(spec: Mapping[str, Json], *, name: str | None = None) -> Grid:
     """Build a :class:`Grid` from the parsed grid-file structure (see the module docstring)."""
     if not isinstance(spec, Mapping):
         raise TypeError(f"grid spec must be a mapping, got {type(spec).__name__}")
@@ -354,7 +354,7 @@ def grid_from_dict(spec: Mapping[str, Any], *, name: str | None = None) -> Grid:
     return grid
 
 
-def _methods(value: Any, where: str) -> list[str]:
+def _methods(value: Json, where: str) -> list[str]:
     methods = _as_list(value)
     known = set(ALL_METHODS) | set(registered())
     bad = [m for m in methods if not isinstance(m, str) or m not in known]
@@ -363,7 +363,7 @@ def _methods(value: Any, where: str) -> list[str]:
     return methods
 
 
-def _method_options(value: Any, where: str) -> dict[str, dict[str, Any]]:
+def _method_options(value: Json, where: str) -> dict[str, dict[str, Json]]:
     """``method_options``: a table of method name -> table of keyword options."""
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: method_options must be a table of method -> options, got {value!r}")
@@ -373,7 +373,7 @@ def _method_options(value: Any, where: str) -> dict[str, dict[str, Any]]:
     return {str(m): dict(o) for m, o in value.items()}
 
 
-def _parse(text: str, suffix: str, where: str) -> dict[str, Any]:
+def _parse(text: str, suffix: str, where: str) -> dict[str, Json]:
     """The grid structure from the text of a ``.toml`` (tomllib; tomli on 3.10) or ``.json`` file."""
     from .._checks import MAX_JSON_DEPTH, json_depth
 

@@ -1,35 +1,63 @@
 """The methods a sweep can run, behind one signature: ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult``.
 
-- ``sculpt``: :func:`sculpt.learner.learn` with ``method="sculpt"`` (the Chen & Li pipeline).
-- ``exact``:  :func:`sculpt.learner.learn` with ``method="exact"`` (the m = 1 route only).
-- ``auto``:   :func:`sculpt.learner.learn` with ``method="auto"``.
-- ``lbfgs``:  :func:`sculpt.baselines.gradient_descent` with ``method="lbfgs"`` from a random start.
-- ``lbfgs-growing``: :func:`sculpt.baselines.lbfgs_growing`, L-BFGS on 1,000, 2,000, … examples until exact
-  on held-out data (restarts per size): the strongest gradient peer.
-- ``vp-lm``:  :func:`sculpt.vplm.vp_lm`, the polish's variable-projection Levenberg–Marquardt from random
-  starts (the fastest peer measured on most rows).
-- ``adam``:   :func:`sculpt.torch_adam.torch_adam` (PyTorch, float64, cosine schedule) when torch is
-  installed, else the numpy Adam of ``gradient_descent(method="adam")``.
+One registry, two kinds of entries:
+
+- every learner route (``sculpt.routes.ROUTES``: sculpt, exact, gradient, auto, ...) under its own name, run as
+  ``learn(X, Y, m, method=name, ...)`` with ``options`` as settings; it refuses the cells its ``refusal`` and
+  ``min_examples`` rule out. Routes are looked up in the registry when a sweep asks, so one registered with
+  ``sculpt.routes.register_route`` is a method here too;
+- the benchmark-only peers, ``PEERS``: methods with their own protocol and no learner validation step:
+
+  - ``lbfgs``: :func:`sculpt.baselines.gradient_descent` with ``method="lbfgs"`` from a random start;
+  - ``lbfgs-growing``: :func:`sculpt.baselines.lbfgs_growing`, L-BFGS on 1,000, 2,000, … examples until exact
+    on held-out data (restarts per size): the strongest gradient peer;
+  - ``vp-lm``: :func:`sculpt.vplm.vp_lm`, the same VP-LM from random starts as the route of that name, standalone
+    (its own split, no polish; options are its keywords). It takes the route's place in the sweep;
+  - ``adam``: :func:`sculpt.torch_adam.torch_adam` (PyTorch, float64, cosine schedule) when torch is
+    installed, else the numpy Adam of ``gradient_descent(method="adam")``.
 
 :func:`register` adds a method (tests use it for cheap stand-ins); imports are lazy so a sweep only loads
-what it runs.
+what it runs. ``options`` come from grid files (JSON values), so they are passed on untyped.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from ..result import LearnResult
+from . import Json
 
-__all__ = ["register", "get_method", "registered", "adam_implementation", "warm_up", "refusal"]
+if TYPE_CHECKING:
+    from ..model import MultiHeadAttention
+    from .grid import Cell
 
-Method = Callable[..., LearnResult]
+__all__ = ["register", "get_method", "registered", "adam_implementation", "warm_up", "refusal", "PEERS", "Peer"]
+
+
+class Method(Protocol):
+    """``fn(X, Y, m, *, seed, truth, **options) -> LearnResult``."""
+
+    def __call__(
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        m: int,
+        *,
+        seed: int,
+        truth: MultiHeadAttention | None = None,
+        **options: Json,
+    ) -> LearnResult: ...
+
+
 _REGISTRY: dict[str, Method] = {}
 _WARM_UPS: dict[str, Callable[[], None]] = {}
 _WARMED: set[str] = set()
-_REQUIRES: dict[str, Callable[[Any], str | None]] = {}
+_REQUIRES: dict[str, Callable[[Cell], str | None]] = {}
 
 
 def register(
@@ -37,11 +65,21 @@ def register(
     fn: Method,
     *,
     warm: Callable[[], None] | None = None,
-    requires: Callable[[Any], str | None] | None = None,
+    requires: Callable[[Cell], str | None] | None = None,
 ) -> None:
-    """Make ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult`` runnable under ``name``; ``warm``
-    (optional) does the one-off work of a process (imports, first-call set-up) outside the timed call;
-    ``requires(cell)`` (optional) returns why the method refuses a cell (e.g. too few examples), or None."""
+    """Make ``fn(X, Y, m, *, seed, truth, **options) -> LearnResult`` runnable under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The method's name in grids and records.
+    fn : callable
+        The method.
+    warm : callable, optional
+        The one-off work of a process (imports, first-call set-up), run outside the timed call.
+    requires : callable, optional
+        ``requires(cell)``: why the method refuses a cell (e.g. too few examples), or None.
+    """
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if not callable(fn):
@@ -58,9 +96,16 @@ def register(
         _REQUIRES[name] = requires
 
 
-def refusal(name: str, cell: Any) -> str | None:
+def _is_route(name: str) -> bool:
+    """``name`` runs a learner route: a registered route that no method registered here replaces."""
+    from ..routes import ROUTES
+
+    return name in ROUTES and name not in _REGISTRY
+
+
+def refusal(name: str, cell: Cell) -> str | None:
     """Why method ``name`` does not accept ``cell`` (a sculpt.bench.grid.Cell), or None if it does."""
-    fn = _REQUIRES.get(name)
+    fn = _route_requires(name) if _is_route(name) else _REQUIRES.get(name)
     return None if fn is None else fn(cell)
 
 
@@ -70,7 +115,7 @@ def warm_up(name: str) -> None:
     if name in _WARMED:
         return
     _WARMED.add(name)
-    fn = _WARM_UPS.get(name)
+    fn = _warm_learner if _is_route(name) else _WARM_UPS.get(name)
     if fn is not None:
         try:
             fn()
@@ -79,10 +124,16 @@ def warm_up(name: str) -> None:
 
 
 def registered() -> list[str]:
-    return sorted(_REGISTRY)
+    """Every method a sweep can run: the learner's routes (``sculpt.routes.ROUTES``, looked up when asked, so
+    a route registered later is here too) and the methods registered here."""
+    from ..routes import ROUTES
+
+    return sorted(set(_REGISTRY) | set(ROUTES))
 
 
 def get_method(name: str) -> Method:
+    if _is_route(name):
+        return _route_method(name)
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -94,8 +145,11 @@ def adam_implementation() -> str:
     return "torch" if importlib.util.find_spec("torch") is not None else "numpy"
 
 
-def _learn(route: str) -> Method:
-    def run(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
+# ----------------------------------------------------------------------------------------- learner routes
+def _route_method(route: str) -> Method:
+    def run(
+        X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: MultiHeadAttention | None = None, **options: Json
+    ) -> LearnResult:
         from ..learner import learn
 
         return learn(X, Y, m, method=route, seed=seed, truth=truth, **options)
@@ -104,76 +158,17 @@ def _learn(route: str) -> Method:
     return run
 
 
-def _lbfgs(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
-    from ..baselines import gradient_descent
+def _route_requires(route: str) -> Callable[[Cell], str | None]:
+    """The route's own refusal of the cell's sizes, then its ``min_examples``."""
 
-    return gradient_descent(X, Y, m, method="lbfgs", seed=seed, **options)
+    def check(cell: Cell) -> str | None:
+        from ..routes import get_route
 
-
-def _lbfgs_growing(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
-    """The strongest gradient peer: L-BFGS on 1,000, 2,000, … examples until exact on held-out data."""
-    from ..baselines import lbfgs_growing
-
-    return lbfgs_growing(X, Y, m, seed=seed, **options)
-
-
-def _vp_lm(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
-    from ..vplm import vp_lm
-
-    return vp_lm(X, Y, m, seed=seed, **options)
-
-
-def _warm_vp_lm() -> None:
-    X, Y = _tiny()
-    _vp_lm(X, Y, 1, seed=0, restarts=1)
-
-
-def _adam(X: Any, Y: Any, m: int, *, seed: int, truth: Any = None, **options: Any) -> LearnResult:
-    if adam_implementation() == "torch":
-        from ..torch_adam import torch_adam
-
-        return torch_adam(X, Y, m, seed=seed, **options)
-    from ..baselines import gradient_descent
-
-    numpy_opts = {k: v for k, v in options.items() if k not in _TORCH_ONLY}
-    return gradient_descent(X, Y, m, method="adam", seed=seed, **numpy_opts)
-
-
-# options only the torch Adam understands; dropped when falling back to the numpy Adam
-_TORCH_ONLY = frozenset({"lr_min", "threads"})
-
-
-def _tiny() -> tuple[Any, Any]:
-    from ..data import plant, sample_inputs
-
-    truth = plant(2, 2, 1, seed=0)
-    X = sample_inputs(8, 2, 2, rng=0)
-    return X, truth(X)
-
-
-def _warm_learner() -> None:
-    import importlib
-
-    importlib.import_module("sculpt.learner")
-
-
-def _warm_lbfgs() -> None:
-    X, Y = _tiny()
-    _lbfgs(X, Y, 1, seed=0, max_iter=2)
-
-
-def _warm_adam() -> None:
-    X, Y = _tiny()
-    _adam(X, Y, 1, seed=0, max_iter=2)
-
-
-def _requires(route: str) -> Callable[[Any], str | None]:
-    def check(cell: Any) -> str | None:
-        from ..learner import min_examples
-
-        if route == "exact" and (cell.m != 1 or not 2 <= cell.k < cell.d):
-            return f"the exact route needs m = 1 and 2 <= k < d, got (d, k, m) = ({cell.d}, {cell.k}, {cell.m})"
-        need = min_examples(route, cell.d, cell.k, cell.m)
+        r = get_route(route)
+        why = r.refusal(cell.d, cell.k, cell.m)
+        if why is not None:
+            return why
+        need = r.min_examples(cell.d, cell.k, cell.m)
         if cell.N < need:
             return (
                 f"learn(method={route!r}) needs N >= {need} examples for (d, k, m) = "
@@ -184,10 +179,91 @@ def _requires(route: str) -> Callable[[Any], str | None]:
     return check
 
 
-register("sculpt", _learn("sculpt"), warm=_warm_learner, requires=_requires("sculpt"))
-register("exact", _learn("exact"), warm=_warm_learner, requires=_requires("exact"))
-register("lbfgs", _lbfgs, warm=_warm_lbfgs)
-register("lbfgs-growing", _lbfgs_growing, warm=_warm_lbfgs)
-register("auto", _learn("auto"), warm=_warm_learner)
-register("vp-lm", _vp_lm, warm=_warm_vp_lm)
-register("adam", _adam, warm=_warm_adam)
+def _warm_learner() -> None:
+    importlib.import_module("sculpt.learner")
+
+
+# ----------------------------------------------------------------------------------------- peers
+def _lbfgs(
+    X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: MultiHeadAttention | None = None, **options: Json
+) -> LearnResult:
+    from ..baselines import gradient_descent
+
+    return gradient_descent(X, Y, m, method="lbfgs", seed=seed, **options)
+
+
+def _lbfgs_growing(
+    X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: MultiHeadAttention | None = None, **options: Json
+) -> LearnResult:
+    from ..baselines import lbfgs_growing
+
+    return lbfgs_growing(X, Y, m, seed=seed, **options)
+
+
+def _vp_lm(
+    X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: MultiHeadAttention | None = None, **options: Json
+) -> LearnResult:
+    from ..vplm import vp_lm
+
+    return vp_lm(X, Y, m, seed=seed, **options)
+
+
+# options only the torch Adam understands; dropped when falling back to the numpy Adam
+_TORCH_ONLY = frozenset({"lr_min", "threads"})
+
+
+def _adam(
+    X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: MultiHeadAttention | None = None, **options: Json
+) -> LearnResult:
+    if adam_implementation() == "torch":
+        from ..torch_adam import torch_adam
+
+        return torch_adam(X, Y, m, seed=seed, **options)
+    from ..baselines import gradient_descent
+
+    numpy_opts = {k: v for k, v in options.items() if k not in _TORCH_ONLY}
+    return gradient_descent(X, Y, m, method="adam", seed=seed, **numpy_opts)
+
+
+def _tiny() -> tuple[np.ndarray, np.ndarray]:
+    from ..data import plant, sample_inputs
+
+    truth = plant(2, 2, 1, seed=0)
+    X = sample_inputs(8, 2, 2, rng=0)
+    return X, truth(X)
+
+
+def _warm_lbfgs() -> None:
+    X, Y = _tiny()
+    _lbfgs(X, Y, 1, seed=0, max_iter=2)
+
+
+def _warm_vp_lm() -> None:
+    X, Y = _tiny()
+    _vp_lm(X, Y, 1, seed=0, restarts=1)
+
+
+def _warm_adam() -> None:
+    X, Y = _tiny()
+    _adam(X, Y, 1, seed=0, max_iter=2)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A benchmark-only method: the function and its per-process warm-up."""
+
+    fn: Method
+    warm: Callable[[], None]
+
+
+#: the benchmark-only peers by name, registered here (a method registered under a route's name takes its place)
+PEERS: dict[str, Peer] = {
+    "lbfgs": Peer(_lbfgs, _warm_lbfgs),
+    "lbfgs-growing": Peer(_lbfgs_growing, _warm_lbfgs),
+    "vp-lm": Peer(_vp_lm, _warm_vp_lm),
+    "adam": Peer(_adam, _warm_adam),
+}
+
+
+for _name, _peer in PEERS.items():
+    register(_name, _peer.fn, warm=_peer.warm)

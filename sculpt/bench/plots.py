@@ -12,20 +12,36 @@ from __future__ import annotations
 import importlib.util
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 from .grid import ALL_METHODS
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = ["available", "write_plots", "phase_diagnostics", "DIAGNOSTICS"]
+
+#: a run's record as the sweep writes it (JSON: "cell", "method", "success", "time", "phases", ...)
+Record = Mapping[str, object]
+#: an instance family: (d, k, m, scale, distribution, noise, weak_head, separation)
+Family = tuple[object, ...]
 
 
 def available() -> bool:
+    """Whether matplotlib is installed.
+
+    Returns
+    -------
+    bool
+    """
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def _find(mapping: Any, *needles: str) -> float | None:
+def _find(mapping: object, *needles: str) -> float | None:
     """The first finite number in ``mapping`` whose key contains every needle (case-insensitive)."""
     if not isinstance(mapping, dict):
         return None
@@ -37,14 +53,14 @@ def _find(mapping: Any, *needles: str) -> float | None:
     return None
 
 
-def _phase(record: dict[str, Any], prefix: str) -> dict[str, Any] | None:
-    for p in record.get("phases") or []:
+def _phase(record: Record, prefix: str) -> dict[str, object] | None:
+    for p in cast("list[object]", record.get("phases") or []):
         if isinstance(p, dict) and str(p.get("name", "")).startswith(prefix):
             return p
     return None
 
 
-def _acceptance(record: dict[str, Any]) -> float | None:
+def _acceptance(record: Record) -> float | None:
     p = _phase(record, "2-sculpt") or _phase(record, "3-refine")
     if p is None:
         return None
@@ -56,7 +72,7 @@ def _acceptance(record: dict[str, Any]) -> float | None:
     return acc / seen if seen and acc is not None else None
 
 
-def _span_angle(record: dict[str, Any]) -> float | None:
+def _span_angle(record: Record) -> float | None:
     p = _phase(record, "4-span")
     if p is None:
         return None
@@ -64,7 +80,7 @@ def _span_angle(record: dict[str, Any]) -> float | None:
     return v if v is not None else _find(p.get("figures", {}), "angle", "deg")
 
 
-def _sum_w_error(record: dict[str, Any]) -> float | None:
+def _sum_w_error(record: Record) -> float | None:
     for prefix in ("3-refine", "1-sum-w"):
         p = _phase(record, prefix)
         if p is not None:
@@ -76,14 +92,26 @@ def _sum_w_error(record: dict[str, Any]) -> float | None:
 
 
 #: diagnostic name -> extractor from a record (None when the record lacks it)
-DIAGNOSTICS: dict[str, Callable[[dict[str, Any]], float | None]] = {
+DIAGNOSTICS: dict[str, Callable[[Record], float | None]] = {
     "acceptance rate": _acceptance,
     "span angle (degrees)": _span_angle,
     "ΣW relative error": _sum_w_error,
 }
 
 
-def phase_diagnostics(record: dict[str, Any]) -> dict[str, float | None]:
+def phase_diagnostics(record: Record) -> dict[str, float | None]:
+    """Every diagnostic of ``DIAGNOSTICS`` for one record.
+
+    Parameters
+    ----------
+    record
+        A run's record.
+
+    Returns
+    -------
+    dict of str to float or None
+        Each diagnostic, None where the record lacks it.
+    """
     return {name: fn(record) for name, fn in DIAGNOSTICS.items()}
 
 
@@ -95,12 +123,20 @@ _STYLE = {
 }
 
 
-def _style(method: str, i: int) -> dict[str, Any]:
+def _style(method: str, i: int) -> dict[str, str]:
     colour, marker = _STYLE.get(method, (f"C{4 + i % 6}", "D"))
     return {"color": colour, "marker": marker}
 
 
-def _family(cell: dict[str, Any]) -> tuple[Any, ...]:
+def _cell(record: Record) -> dict[str, object]:
+    return cast("dict[str, object]", record["cell"])
+
+
+def _n(record: Record) -> int:
+    return cast(int, _cell(record)["N"])
+
+
+def _family(cell: Mapping[str, object]) -> Family:
     """The instance family of a cell: everything but N and the regime label (so that e.g. the small-N
     cells and the generic cell of the same (d, k, m) form one success-vs-N curve)."""
     return (
@@ -115,7 +151,7 @@ def _family(cell: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _family_label(fam: tuple[Any, ...]) -> str:
+def _family_label(fam: Family) -> str:
     d, k, m, scale, law, noise, weak, sep = fam
     extra = "".join(
         [
@@ -128,12 +164,12 @@ def _family_label(fam: tuple[Any, ...]) -> str:
     return f"({d},{k},{m}) ‖Θ‖={scale:g}{extra}"
 
 
-def _methods(records: Sequence[dict[str, Any]]) -> list[str]:
-    seen = {r["method"] for r in records}
+def _methods(records: Sequence[Record]) -> list[str]:
+    seen = {str(r["method"]) for r in records}
     return [m for m in ALL_METHODS if m in seen] + sorted(seen - set(ALL_METHODS))
 
 
-def _grid_axes(plt: Any, n: int, size: float = 3.6) -> tuple[Any, list[Any]]:
+def _grid_axes(plt: ModuleType, n: int, size: float = 3.6) -> tuple[Figure, list[Axes]]:
     cols = min(n, 3)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * 0.8 * rows), squeeze=False)
@@ -143,7 +179,7 @@ def _grid_axes(plt: Any, n: int, size: float = 3.6) -> tuple[Any, list[Any]]:
     return fig, flat[:n]
 
 
-def _log_x(ax: Any, ns: Sequence[float]) -> None:
+def _log_x(ax: Axes, ns: Sequence[float]) -> None:
     """Log N axis with at least a decade of room and no minor-tick labels (single-N panels stay readable)."""
     from matplotlib.ticker import NullFormatter
 
@@ -155,9 +191,115 @@ def _log_x(ax: Any, ns: Sequence[float]) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write the figures for ``records`` into ``out_dir`` and return their paths. Raises RuntimeError
-    when matplotlib is not installed."""
+def _save(plt: ModuleType, fig: Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _success_plot(plt: ModuleType, records: Sequence[Record], methods: list[str], out: Path) -> Path | None:
+    """success_vs_N.png: one panel per instance family, families with the most N values first."""
+    families: dict[Family, dict[str, dict[int, list[bool]]]] = {}
+    regimes: dict[Family, list[str]] = {}
+    for r in records:
+        cell = _cell(r)
+        regs = regimes.setdefault(_family(cell), [])
+        if cell["regime"] not in regs:
+            regs.append(str(cell["regime"]))
+        runs = families.setdefault(_family(cell), {})
+        runs.setdefault(str(r["method"]), {}).setdefault(_n(r), []).append(bool(r.get("success")))
+    shown = dict(sorted(families.items(), key=lambda kv: -len({n for per in kv[1].values() for n in per})))
+    if not shown:
+        return None
+    fig, axes = _grid_axes(plt, len(shown))
+    for ax, (fam, per_method) in zip(axes, shown.items()):
+        for i, m in enumerate(methods):
+            if m in per_method:
+                ns = sorted(per_method[m])
+                shift = 1 + 0.03 * (i - (len(methods) - 1) / 2)  # side by side, not on top of each other
+                rates = [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns]
+                st = _style(m, i)
+                ax.plot([n * shift for n in ns], rates, "-", label=m, color=st["color"], marker=st["marker"])
+        _log_x(ax, [n for per in per_method.values() for n in per])
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel("N (examples)")
+        ax.set_ylabel("success rate")
+        ax.set_title(f"{'/'.join(regimes[fam])} {_family_label(fam)}", fontsize=8)
+        ax.legend(fontsize=7)
+    return _save(plt, fig, out / "success_vs_N.png")
+
+
+def _time_plot(plt: ModuleType, records: Sequence[Record], methods: list[str], out: Path) -> Path | None:
+    """time_vs_size.png: median wall time of each cell (completed runs) against d and against m."""
+    cell_times: dict[tuple[str, str], list[float]] = {}
+    cell_of: dict[str, dict[str, object]] = {}
+    for r in records:
+        if r.get("time") is not None and r.get("status") == "ok":
+            cell_times.setdefault((str(r["cell_key"]), str(r["method"])), []).append(cast(float, r["time"]))
+            cell_of[str(r["cell_key"])] = _cell(r)
+    if not cell_times:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, size in zip(axes, ("d", "m")):
+        for i, m in enumerate(methods):
+            pts = [
+                (cast(int, cell_of[ck][size]), statistics.median(ts)) for (ck, mm), ts in cell_times.items() if mm == m
+            ]
+            if pts:
+                jitter = 1 + 0.015 * (i - (len(methods) - 1) / 2)
+                st = _style(m, i)
+                xs, ys = [p[0] * jitter for p in pts], [max(p[1], 1e-4) for p in pts]
+                ax.scatter(xs, ys, label=m, s=18, color=st["color"], marker=st["marker"])
+        ax.set_yscale("log")
+        ax.set_xlabel(size)
+        ax.set_ylabel("median wall time per cell (s)")
+        ax.legend(fontsize=7)
+    return _save(plt, fig, out / "time_vs_size.png")
+
+
+def _phases_plot(plt: ModuleType, records: Sequence[Record], out: Path) -> Path | None:
+    """phases_vs_N.png: each phase diagnostic's median against N, one line per family and method."""
+    diag: dict[str, dict[Family, list[tuple[int, float]]]] = {name: {} for name in DIAGNOSTICS}
+    for r in records:
+        for name, value in phase_diagnostics(r).items():
+            if value is not None:
+                diag[name].setdefault(_family(_cell(r)) + (r["method"],), []).append((_n(r), value))
+    diag = {k: v for k, v in diag.items() if v}
+    if not diag:
+        return None
+    fig, axes = _grid_axes(plt, len(diag), size=4.2)
+    for ax, (name, series) in zip(axes, diag.items()):
+        for fam, pts in series.items():
+            ns = sorted({n for n, _ in pts})
+            med = [statistics.median(v for n2, v in pts if n2 == n) for n in ns]
+            ax.plot(ns, med, "o-", label=_family_label(fam[:-1]) + ("" if fam[-1] == "sculpt" else f" [{fam[-1]}]"))
+        _log_x(ax, [n for pts in series.values() for n, _ in pts])
+        if name == "acceptance rate":
+            ax.set_ylim(0, 1.05)
+        else:
+            ax.set_yscale("log")
+        ax.set_xlabel("N (examples)")
+        ax.set_ylabel(name)
+        ax.legend(fontsize=6)
+    return _save(plt, fig, out / "phases_vs_N.png")
+
+
+def write_plots(records: Sequence[Record], out_dir: str | Path) -> list[Path]:
+    """Write the figures for ``records`` into ``out_dir``.
+
+    Parameters
+    ----------
+    records
+        The sweep's run records.
+    out_dir
+        Folder for the PNG files (created).
+
+    Returns
+    -------
+    list of Path
+        The figures written (a figure without data is skipped). RuntimeError when matplotlib is not installed.
+    """
     if not available():
         raise RuntimeError("plots need matplotlib (pip install 'sculpt[plot]')")
     import matplotlib
@@ -168,96 +310,9 @@ def write_plots(records: Sequence[dict[str, Any]], out_dir: str | Path) -> list[
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     methods = _methods(records)
-    written: list[Path] = []
-
-    families: dict[tuple[Any, ...], dict[str, dict[int, list[bool]]]] = {}
-    regimes: dict[tuple[Any, ...], list[str]] = {}
-    for r in records:
-        regs = regimes.setdefault(_family(r["cell"]), [])
-        if r["cell"]["regime"] not in regs:
-            regs.append(r["cell"]["regime"])
-        runs = families.setdefault(_family(r["cell"]), {})
-        runs.setdefault(r["method"], {}).setdefault(r["cell"]["N"], []).append(bool(r.get("success")))
-    shown = dict(sorted(families.items(), key=lambda kv: -len({n for per in kv[1].values() for n in per})))
-    if shown:
-        fig, axes = _grid_axes(plt, len(shown))
-        for ax, (fam, per_method) in zip(axes, shown.items()):
-            for i, m in enumerate(methods):
-                if m in per_method:
-                    ns = sorted(per_method[m])
-                    shift = 1 + 0.03 * (i - (len(methods) - 1) / 2)  # side by side, not on top of each other
-                    ax.plot(
-                        [n * shift for n in ns],
-                        [sum(per_method[m][n]) / len(per_method[m][n]) for n in ns],
-                        "-",
-                        label=m,
-                        **_style(m, i),
-                    )
-            _log_x(ax, [n for per in per_method.values() for n in per])
-            ax.set_ylim(-0.05, 1.05)
-            ax.set_xlabel("N (examples)")
-            ax.set_ylabel("success rate")
-            ax.set_title(f"{'/'.join(regimes[fam])} {_family_label(fam)}", fontsize=8)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        written.append(out / "success_vs_N.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
-
-    cell_times: dict[tuple[str, str], list[float]] = {}
-    cell_of: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if r.get("time") is not None and r.get("status") == "ok":
-            cell_times.setdefault((r["cell_key"], r["method"]), []).append(r["time"])
-            cell_of[r["cell_key"]] = r["cell"]
-    if cell_times:
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-        for ax, size in zip(axes, ("d", "m")):
-            for i, m in enumerate(methods):
-                pts = [(cell_of[ck][size], statistics.median(ts)) for (ck, mm), ts in cell_times.items() if mm == m]
-                if pts:
-                    jitter = 1 + 0.015 * (i - (len(methods) - 1) / 2)
-                    st = _style(m, i)
-                    ax.scatter(
-                        [p[0] * jitter for p in pts],
-                        [max(p[1], 1e-4) for p in pts],
-                        label=m,
-                        s=18,
-                        color=st["color"],
-                        marker=st["marker"],
-                    )
-            ax.set_yscale("log")
-            ax.set_xlabel(size)
-            ax.set_ylabel("median wall time per cell (s)")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        written.append(out / "time_vs_size.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
-
-    diag: dict[str, dict[tuple[Any, ...], list[tuple[int, float]]]] = {name: {} for name in DIAGNOSTICS}
-    for r in records:
-        for name, value in phase_diagnostics(r).items():
-            if value is not None:
-                diag[name].setdefault(_family(r["cell"]) + (r["method"],), []).append((r["cell"]["N"], value))
-    diag = {k: v for k, v in diag.items() if v}
-    if diag:
-        fig, axes = _grid_axes(plt, len(diag), size=4.2)
-        for ax, (name, series) in zip(axes, diag.items()):
-            for fam, pts in series.items():
-                ns = sorted({n for n, _ in pts})
-                med = [statistics.median(v for n2, v in pts if n2 == n) for n in ns]
-                ax.plot(ns, med, "o-", label=_family_label(fam[:-1]) + ("" if fam[-1] == "sculpt" else f" [{fam[-1]}]"))
-            _log_x(ax, [n for pts in series.values() for n, _ in pts])
-            if name == "acceptance rate":
-                ax.set_ylim(0, 1.05)
-            else:
-                ax.set_yscale("log")
-            ax.set_xlabel("N (examples)")
-            ax.set_ylabel(name)
-            ax.legend(fontsize=6)
-        fig.tight_layout()
-        written.append(out / "phases_vs_N.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
-    return written
+    written = [
+        _success_plot(plt, records, methods, out),
+        _time_plot(plt, records, methods, out),
+        _phases_plot(plt, records, out),
+    ]
+    return [p for p in written if p is not None]

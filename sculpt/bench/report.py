@@ -15,8 +15,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from . import Json, TrialRecord
 from .grid import ALL_METHODS
 
 __all__ = ["MethodStats", "CellSummary", "summarize", "markdown_table", "render_summary", "write_summary"]
@@ -65,7 +65,7 @@ class CellSummary:
     """One cell: its key, the cell fields, seeds seen and the per-method statistics."""
 
     key: str
-    cell: dict[str, Any]
+    cell: dict[str, Json]
     seeds: list[int]
     methods: dict[str, MethodStats] = field(default_factory=dict)
 
@@ -75,10 +75,10 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def summarize(records: Sequence[dict[str, Any]]) -> list[CellSummary]:
+def summarize(records: Sequence[TrialRecord]) -> list[CellSummary]:
     """Group records by cell (in order of first appearance) and method."""
     cells: dict[str, CellSummary] = {}
-    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by: dict[tuple[str, str], list[TrialRecord]] = {}
     for r in records:
         cs = cells.setdefault(r["cell_key"], CellSummary(r["cell_key"], dict(r["cell"]), []))
         if r["seed"] not in cs.seeds:
@@ -123,7 +123,7 @@ def _r(x: float | None) -> str:
     return "—" if x is None else (f"{x:.2f}×" if x < 10 else f"{x:.0f}×")
 
 
-def _regime(cell: dict[str, Any]) -> str:
+def _regime(cell: dict[str, Json]) -> str:
     extra = []
     if cell.get("weak_head") is not None:
         extra.append(f"weak {cell['weak_head']:g}")
@@ -132,7 +132,7 @@ def _regime(cell: dict[str, Any]) -> str:
     return cell["regime"] + (f" ({', '.join(extra)})" if extra else "")
 
 
-def _n(cell: dict[str, Any]) -> str:
+def _n(cell: dict[str, Json]) -> str:
     count = 2 * cell["m"] * cell["d"] / cell["k"]
     return f"{cell['N']} ({cell['N'] / count:.3g}×)"
 
@@ -188,7 +188,7 @@ def parameter_table(cells: Sequence[CellSummary], methods: Sequence[str]) -> str
 
 
 def render_summary(
-    records: Sequence[dict[str, Any]], *, title: str = "Recovery benchmark", context: dict[str, Any] | None = None
+    records: Sequence[TrialRecord], *, title: str = "Recovery benchmark", context: dict[str, Json] | None = None
 ) -> str:
     """The whole summary.md text: context, the main table, parameter errors, regime notes, errors."""
     cells = summarize(records)
@@ -216,10 +216,10 @@ def render_summary(
     notes = [f"- **{r}**: {REGIME_NOTES[r]}" for r in regimes if r in REGIME_NOTES]
     if notes:
         parts += ["## Regimes", ""] + notes + [""]
-    refused: dict[str, set[Any]] = {}
+    refused: dict[str, set[str]] = {}
     for r in records:
         if r.get("status") == "refused":
-            refused.setdefault(r["method"], set()).add(r.get("error"))
+            refused.setdefault(r["method"], set()).add(str(r.get("error")))
     if refused:
         parts += ["## Refused runs (not run; counted as failures)", ""]
         parts += [f"- {m}: {msg}" for m, msgs in refused.items() for msg in sorted(msgs)]
@@ -232,8 +232,14 @@ def render_summary(
     return "\n".join(parts)
 
 
-def write_summary(records: Sequence[dict[str, Any]], path: str | Path, **kw: Any) -> str:
+def write_summary(
+    records: Sequence[TrialRecord],
+    path: str | Path,
+    *,
+    title: str = "Recovery benchmark",
+    context: dict[str, Json] | None = None,
+) -> str:
     """Write :func:`render_summary` to ``path`` and return the text."""
-    text = render_summary(records, **kw)
+    text = render_summary(records, title=title, context=context)
     Path(path).write_text(text, encoding="utf-8")
     return text

@@ -8,7 +8,6 @@ randomness from its key (:class:`sculpt.bench.grid.RunSpec`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -16,15 +15,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from ..toolkit import ProgressBar, dumps
+from ..toolkit import ProgressBar, dumps, single_blas_thread
+from . import TrialRecord
 from .grid import Grid, RunSpec
 from .trials import run_trial
 
 __all__ = ["RecordStore", "Progress", "SweepResult", "run_sweep", "default_workers", "execute"]
-
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def default_workers() -> int:
@@ -38,12 +36,12 @@ class RecordStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def load(self) -> dict[str, dict[str, Any]]:
+    def load(self) -> dict[str, TrialRecord]:
         """Read every complete line; a torn final line (no newline, or not valid JSON) is cut off."""
         if not self.path.exists():
             return {}
         raw = self.path.read_bytes()
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, TrialRecord] = {}
         good_end = 0
         pos = 0
         while pos < len(raw):
@@ -64,7 +62,7 @@ class RecordStore:
                 fh.truncate(good_end)
         return records
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: TrialRecord) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = dumps(record, sort_keys=True) + "\n"
         with self.path.open("a", encoding="utf-8") as fh:
@@ -94,7 +92,7 @@ class Progress:
         self._bar = ProgressBar(self.total, stream=self._stream, enabled=self.enabled, width=self._width)
         self._bar.write(f"bench: {self.total} runs to do{note}")
 
-    def update(self, record: dict[str, Any]) -> None:
+    def update(self, record: TrialRecord) -> None:
         if self._bar is None:
             self.start()
         assert self._bar is not None
@@ -111,29 +109,13 @@ class Progress:
             self._bar.close()
 
 
-@contextlib.contextmanager
-def _single_threaded_children() -> Iterator[None]:
-    """Child processes get one BLAS/OpenMP thread each (unless the caller set the variables)."""
-    saved = {v: os.environ.get(v) for v in _THREAD_VARS}
-    for v in _THREAD_VARS:
-        os.environ.setdefault(v, "1")
-    try:
-        yield
-    finally:
-        for v, old in saved.items():
-            if old is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = old
-
-
 def execute(
     specs: list[RunSpec],
     *,
     scheduler: str = "local",
     workers: int | None = None,
-    fn: Callable[[RunSpec], dict[str, Any]] = run_trial,
-) -> Iterator[dict[str, Any]]:
+    fn: Callable[[RunSpec], TrialRecord] = run_trial,
+) -> Iterator[TrialRecord]:
     """Yield ``fn(spec)`` for every spec as runs finish (any order).
 
     ``scheduler``: "serial" (this process), "local" (a pool of ``workers`` processes; one worker means
@@ -151,7 +133,7 @@ def execute(
     elif scheduler == "local":
         import multiprocessing as mp
 
-        with _single_threaded_children():
+        with single_blas_thread(children=True):
             pool = ProcessPoolExecutor(
                 max_workers=min(workers or default_workers(), len(specs)), mp_context=mp.get_context("spawn")
             )
@@ -166,8 +148,8 @@ def execute(
 
 
 def _execute_dask(
-    specs: list[RunSpec], address: str, fn: Callable[[RunSpec], dict[str, Any]], connect_timeout: str = "20s"
-) -> Iterator[dict[str, Any]]:
+    specs: list[RunSpec], address: str, fn: Callable[[RunSpec], TrialRecord], connect_timeout: str = "20s"
+) -> Iterator[TrialRecord]:
     try:
         from distributed import Client
         from distributed import as_completed as dask_completed
@@ -199,7 +181,7 @@ class SweepResult:
     """What a sweep did: ``records`` of the planned runs (grid order), counts, and the output folder."""
 
     out: Path
-    records: list[dict[str, Any]]
+    records: list[TrialRecord]
     planned: int
     skipped: int
     ran: int
@@ -218,7 +200,7 @@ def run_sweep(
     progress: bool = True,
     retry_errors: bool = False,
     stream: TextIO | None = None,
-    fn: Callable[[RunSpec], dict[str, Any]] = run_trial,
+    fn: Callable[[RunSpec], TrialRecord] = run_trial,
     only: str | None = None,
 ) -> SweepResult:
     """Run every run of ``grid`` (restricted to ``methods``, and to keys containing ``only``) whose key is

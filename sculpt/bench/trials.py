@@ -14,12 +14,12 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 import numpy as np
 
+from ..model import MultiHeadAttention
 from ..toolkit import forward, relative_mse, to_jsonable, versions
-from . import SCHEMA_VERSION
+from . import SCHEMA_VERSION, Json, TrialRecord
 from .grid import Cell, RunSpec
 from .methods import adam_implementation, get_method, refusal, warm_up
 
@@ -40,7 +40,7 @@ __all__ = [
 class Problem:
     """The data of one trial: the planted ``truth``, training ``X``, ``Y`` and noise-free test data."""
 
-    truth: Any
+    truth: MultiHeadAttention
     X: np.ndarray
     Y: np.ndarray
     X_test: np.ndarray
@@ -54,7 +54,7 @@ class Problem:
         return h.hexdigest()[:16]
 
 
-def predict(model: Any, X: np.ndarray) -> np.ndarray:
+def predict(model: object, X: np.ndarray) -> np.ndarray:
     """F̂(X) through the one forward pass (``sculpt.toolkit.forward``) for a model with ``thetas`` and ``ws``;
     other models (registered test methods) are called."""
     thetas, ws = getattr(model, "thetas", None), getattr(model, "ws", None)
@@ -78,12 +78,7 @@ def make_problem(spec: RunSpec) -> Problem:
     from ..data import plant, sample_inputs
 
     c = spec.cell
-    plant_kw: dict[str, Any] = {"scale": c.scale, "seed": spec.instance_seed}
-    if c.weak_head is not None:
-        plant_kw["weak_head"] = c.weak_head
-    if c.separation is not None:
-        plant_kw["separation"] = c.separation
-    truth = plant(c.d, c.k, c.m, **plant_kw)
+    truth = plant(c.d, c.k, c.m, scale=c.scale, seed=spec.instance_seed, weak_head=c.weak_head, separation=c.separation)
     train_rng, noise_rng, test_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(spec.data_seed).spawn(3))
     X = sample_inputs(c.N, c.k, c.d, rng=train_rng, distribution=c.distribution)
     F = predict(truth, X)
@@ -92,13 +87,15 @@ def make_problem(spec: RunSpec) -> Problem:
     return Problem(truth, X, Y, X_test, predict(truth, X_test))
 
 
-def jsonable(value: Any, *, max_array: int = 64) -> Any:
+def jsonable(value: object, *, max_array: int = 64) -> Json:
     """``sculpt.toolkit.to_jsonable`` keeping records small: arrays over ``max_array`` entries become a
     shape and norm note, lists over 4·max_array their length, head and last item; non-finite floats null."""
     return to_jsonable(value, max_array=max_array)
 
 
-def _distance(truth: Any, model: Any) -> tuple[float | None, float | None, list[int] | None]:
+def _distance(
+    truth: MultiHeadAttention, model: MultiHeadAttention
+) -> tuple[float | None, float | None, list[int] | None]:
     """Head-matched parameter errors (theta_error, w_error, permutation) from ``truth.distance(model)``."""
     dist = truth.distance(model)
     get = (lambda k: dist.get(k)) if isinstance(dist, dict) else (lambda k: getattr(dist, k, None))
@@ -106,11 +103,11 @@ def _distance(truth: Any, model: Any) -> tuple[float | None, float | None, list[
     return (jsonable(get("theta_error")), jsonable(get("w_error")), None if perm is None else [int(p) for p in perm])
 
 
-def run_trial(spec: RunSpec) -> dict[str, Any]:
+def run_trial(spec: RunSpec) -> TrialRecord:
     """Run ``spec`` and return its record (the schema is ``sculpt.bench.SCHEMA``). A method that raises
     gives a record with status "error" and the exception text; the sweep goes on."""
     c = spec.cell
-    record: dict[str, Any] = {
+    record: TrialRecord = {
         "schema_version": SCHEMA_VERSION,
         "key": spec.key,
         "trial_key": spec.trial_key,
@@ -203,7 +200,7 @@ def run_trial(spec: RunSpec) -> dict[str, Any]:
     return record
 
 
-def spec_from_record(record: dict[str, Any]) -> RunSpec:
+def spec_from_record(record: TrialRecord) -> RunSpec:
     """The RunSpec that produced ``record``: ``run_trial(spec_from_record(r))`` re-runs one trial alone and
     gives ``r`` again (timings aside)."""
     cell = Cell(**record["cell"])

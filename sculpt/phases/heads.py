@@ -13,22 +13,37 @@ import time
 from dataclasses import dataclass
 from itertools import combinations, product
 from math import comb
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from ..result import PhaseRecord
-from .projections import attention, features, head_errors, least_squares_solve, normal_factor
+from ..settings import HeadsSettings, ProblemSize
+from .projections import CholeskyFactor, attention, features, head_errors, least_squares_solve, normal_factor
 from .span import SpanEstimate
 
-DEFAULT_GRID = {2: 17, 3: 5}  # m = 3: 7 per axis cost 0.36 s of phase 5 against 0.25 s, same Θ error after
+if TYPE_CHECKING:
+    from ..model import MultiHeadAttention
+
+__all__ = ["HeadCandidates", "flat_grid", "candidate_heads"]
 
 
 @dataclass
 class HeadCandidates:
-    """Candidate head sets, best (smallest search-set relative MSE) first: ``thetas`` (n, m, d, d),
-    ``objective`` (n,), flat ``coords`` (n, m, m−1); plus the search's size figures."""
+    """Phase 5's candidate head sets, best (smallest relative VP residual on the search examples) first.
+
+    Attributes
+    ----------
+    thetas : np.ndarray
+        (n, m, d, d), each a candidate set of heads.
+    objective : np.ndarray
+        (n,), relative residual φ/‖Y‖² with the projections eliminated.
+    coords : np.ndarray
+        (n, m, m−1), the heads' coordinates on the flat.
+    grid_points, tuples, evaluations : int
+        The search's size: grid points, m-subsets evaluated, objective evaluations including LM's.
+    """
 
     thetas: np.ndarray
     objective: np.ndarray
@@ -39,8 +54,22 @@ class HeadCandidates:
 
 
 def flat_grid(dim: int, radius: float, per_axis: int) -> np.ndarray:
-    """Points of the regular grid with ``per_axis`` points on [−radius, radius]^dim inside the ball of that
-    radius: (G, dim); the centre alone if no grid point is inside."""
+    """The regular grid with ``per_axis`` points on [−radius, radius]^dim, cut to the ball of that radius.
+
+    Parameters
+    ----------
+    dim : int
+        The flat's dimension, m − 1.
+    radius : float
+        Half the side of the cube and the radius of the ball.
+    per_axis : int
+        Grid points per axis.
+
+    Returns
+    -------
+    np.ndarray
+        (G, dim) points; the centre alone if no grid point is inside the ball.
+    """
     axis = np.linspace(-radius, radius, per_axis)
     pts = np.array(list(product(axis, repeat=dim)), dtype=float).reshape(-1, dim)
     pts = pts[np.linalg.norm(pts, axis=1) <= radius * (1 + 1e-12)]
@@ -75,9 +104,9 @@ class _FlatVP:
     Θ_i = p + U c_i, and Kaufman's Jacobian −(I − Z Z⁺) ∂(Z Ŵ)/∂c, where
     ∂(Z Ŵ)_{ac}/∂c_{il} = Σ_j P_i[a, j] (v_{jc} − ȳ_{ac}) s_{ajl}, s_{ajl} = x_aᵀ U_l x_j, v = X W_i, ȳ = P_i X W_i.
 
-    The analytic Jacobian replaces MINPACK's finite differences (m(m−1) + 1 residuals per Jacobian): phase 5's
-    refine at (8,4,3) on 400 examples 42–45 → 28–35 ms, the same minimiser. The last state is cached, as
-    ``least_squares`` asks for the Jacobian at the point whose residual it has just evaluated."""
+    The analytic Jacobian replaces MINPACK's finite differences (m(m−1) + 1 residuals per Jacobian) and reaches
+    the same minimiser in two thirds of the time. The last state is cached, as ``least_squares`` asks for the
+    Jacobian at the point whose residual it has just evaluated."""
 
     def __init__(self, flat_point: np.ndarray, U: np.ndarray, m: int, X: np.ndarray, Yf: np.ndarray) -> None:
         self.p, self.U, self.m, self.X, self.Yf = flat_point, U, m, X, Yf
@@ -87,10 +116,12 @@ class _FlatVP:
         XU = X.reshape(N * k, d) @ U.T.reshape(r, d, d).transpose(1, 0, 2).reshape(d, r * d)  # (Nk, (l, q))
         self.S = (XU.reshape(N, k * r, d) @ X.transpose(0, 2, 1)).reshape(N, k, r, k)
         self._key: np.ndarray | None = None
-        self._cache: tuple[Any, ...] = ()
+        self._cache: tuple[np.ndarray, np.ndarray, np.ndarray, CholeskyFactor | None, np.ndarray] | None = None
         self._res = np.empty((0, d))
 
-    def _state(self, c: np.ndarray) -> tuple[Any, ...]:
+    def _state(
+        self, c: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, CholeskyFactor | None, np.ndarray, np.ndarray]:
         """(P (m, N, k, k), Zi = P X, Z (Nk, md), Cholesky factor of ZᵀZ or None, Ŵ, residual) at ``c``, cached."""
         if self._key is None or not np.array_equal(self._key, c):
             m, d = self.m, self.X.shape[2]
@@ -103,7 +134,8 @@ class _FlatVP:
             self._cache = (P, Zi, Z, fac, W)
             self._res = self.Yf - Z @ W
             self._key = np.array(c, copy=True)
-        return self._cache + (self._res,)
+        assert self._cache is not None
+        return (*self._cache, self._res)
 
     def residual(self, c: np.ndarray) -> np.ndarray:
         """r(c) = vec(Y − Z Ŵ) (rows (n, a), columns c), Ŵ the least-squares projections at c."""
@@ -127,111 +159,148 @@ class _FlatVP:
         return -Df.reshape(N * k * d, m * r)
 
 
+def _tuples(G: int, m: int, max_tuples: int, rng: np.random.Generator) -> np.ndarray:
+    """The m-subsets of G grid points, sorted: all of them, or ``max_tuples`` random ones (duplicates removed)."""
+    if comb(G, m) <= max_tuples:
+        return np.array(list(combinations(range(G), m)), dtype=np.intp)
+    # m distinct grid points per tuple: the m smallest of G random keys (vectorised over tuples)
+    keys = rng.random((max_tuples, G))
+    tuples = np.sort(np.argpartition(keys, m - 1, axis=1)[:, :m], axis=1).astype(np.intp)
+    return np.unique(tuples, axis=0)
+
+
+def _refine(vp: _FlatVP, starts: np.ndarray, max_nfev: int, yy: float) -> tuple[list[np.ndarray], list[float], int]:
+    """LM on the flat coordinates from each start (n, m, m−1): (coordinates, relative objectives, evaluations)."""
+    refined, robj, nfev = [], [], 0
+    for c0 in starts:
+        sol = least_squares(vp.residual, c0.ravel(), jac=vp.jacobian, method="lm", max_nfev=max_nfev, x_scale=1.0)
+        nfev += int(sol.nfev)
+        refined.append(sol.x.reshape(c0.shape))
+        robj.append(2.0 * float(sol.cost) / yy)
+    return refined, robj, nfev
+
+
+def _single_head(p: np.ndarray, X: np.ndarray, Yf: np.ndarray, yy: float, rec: PhaseRecord) -> HeadCandidates:
+    """m = 1: the flat is a point, the one candidate."""
+    d = X.shape[2]
+    th = p.reshape(1, 1, d, d)
+    Z = features(th[0], X)
+    W = least_squares_solve(Z, Yf)
+    obj = np.array([float(np.sum((Yf - Z @ W) ** 2)) / yy])
+    rec.figures.update(
+        {"grid_points": 1, "tuples": 1, "evaluations": 1, "best_objective": float(obj[0]), "examples": int(X.shape[0])}
+    )
+    return HeadCandidates(th, obj, np.zeros((1, 1, 0)), 1, 1, 1)
+
+
+def _net(
+    span: SpanEstimate,
+    X: np.ndarray,
+    Yf: np.ndarray,
+    m: int,
+    s: HeadsSettings,
+    rng: np.random.Generator,
+    rec: PhaseRecord,
+) -> HeadCandidates:
+    """m >= 2: the grid's m-subsets by their VP objective, LM from the ``n_refine`` best; the refined subsets and
+    the raw grid winners together, best first."""
+    flat, d, r = span.flat, X.shape[2], m - 1
+    p, U = flat.point, flat.basis
+    yy = float(np.sum(Yf * Yf))
+    R = float(span.radius if s.radius is None else s.radius)
+    assert s.grid is not None and s.n_refine is not None  # resolved
+    pts = flat_grid(r, R, s.grid)
+    G = pts.shape[0]
+    Zg = (attention((p + pts @ U.T).reshape(G, d, d), X) @ X).reshape(G, -1, d)  # (G, Nk, d)
+    tuples = _tuples(G, m, s.max_tuples, rng)
+    obj = _subset_objectives(Zg, Yf, tuples)
+    order = np.argsort(obj)
+    starts = tuples[order[: max(1, s.n_refine)]]
+    lm_starts = pts[starts[: s.n_refine]]
+    if s.n_refine == 0:
+        rec.figures["refine_skipped"] = "n_refine = 0: the grid's best subset goes to phase 6 as it is"
+    refined: list[np.ndarray] = []
+    robj: list[float] = []
+    nfev = 0
+    if lm_starts.shape[0]:
+        # the logits' derivatives along U are shared by every start
+        refined, robj, nfev = _refine(_FlatVP(p, U, m, X, Yf), lm_starts, s.max_nfev, yy)
+    # keep the raw grid winners too: phase 6 validates them all
+    coords = np.concatenate([np.array(refined).reshape(-1, m, r), pts[starts]])
+    objective = np.concatenate([np.array(robj, dtype=float), obj[order[: starts.shape[0]]]])
+    o = np.argsort(objective)
+    coords, objective = coords[o], objective[o]
+    thetas = (p + coords.reshape(-1, r) @ U.T).reshape(-1, m, d, d)
+    n_tuples = comb(G, m)
+    rec.figures.update(
+        {
+            "grid_points": int(G),
+            "per_axis": s.grid,
+            "radius": R,
+            "tuples": int(tuples.shape[0]),
+            "tuples_total": int(n_tuples),
+            "subsampled": bool(n_tuples > s.max_tuples),
+            "refined": int(lm_starts.shape[0]),
+            "lm_evaluations": nfev,
+            "examples": int(X.shape[0]),
+            "best_grid_objective": float(obj[order[0]]),
+            "best_objective": float(objective[0]),
+        }
+    )
+    return HeadCandidates(thetas, objective, coords, G, int(tuples.shape[0]), int(tuples.shape[0]) + nfev)
+
+
 def candidate_heads(
     span: SpanEstimate,
     X: np.ndarray,
     Y: np.ndarray,
     m: int,
+    settings: HeadsSettings | None = None,
     *,
-    grid: int | None = None,
-    radius: float | None = None,
-    n_refine: int = 1,
-    max_nfev: int = 10,
-    max_tuples: int = 20000,
-    max_examples: int = 200,
     rng: np.random.Generator | int | None = None,
-    truth: Any = None,
+    truth: MultiHeadAttention | None = None,
 ) -> tuple[HeadCandidates, PhaseRecord]:
-    """Net over m-subsets of grid points on ``span.flat``, VP least squares for W, LM on the best
-    ``n_refine`` subsets. Uses at most ``max_examples`` examples of (X, Y); subsets beyond ``max_tuples``
-    are subsampled (reported)."""
+    """Phase 5: a net over m-subsets of grid points on ``span.flat``, VP least squares for W, LM on the best
+    ``settings.n_refine`` subsets.
+
+    Parameters
+    ----------
+    span : SpanEstimate
+        Phase 4's flat aff{Θ_i} (dimension m − 1) and its radius.
+    X, Y : np.ndarray
+        Training examples, (N, k, d); at most ``settings.max_examples`` of them are used, drawn at random.
+    m : int
+        Number of heads.
+    settings : HeadsSettings, optional
+        Grid, radius, refine and size limits (defaults: ``learn``'s; "auto" fields resolved for m).
+    rng : np.random.Generator or int, optional
+        The examples' subset and, beyond ``settings.max_tuples`` subsets, their subsample.
+    truth : MultiHeadAttention, optional
+        The true layer, for the record's ``truth`` figures.
+
+    Returns
+    -------
+    candidates : HeadCandidates
+        Every refined subset and the raw grid winners, best first.
+    record : PhaseRecord
+        "5-heads", with the search's size figures.
+    """
     t0 = time.perf_counter()
-    rng = np.random.default_rng(rng)
+    gen = np.random.default_rng(rng)
     N, k, d = X.shape
+    s = (settings or HeadsSettings()).resolve(ProblemSize.of(X, m))
     rec = PhaseRecord("5-heads")
     flat = span.flat
     if flat.dim != m - 1:
         raise ValueError(f"the flat has dimension {flat.dim}, expected m − 1 = {m - 1}")
-    if N > max_examples:
-        idx = rng.choice(N, size=max_examples, replace=False)
+    if N > s.max_examples:
+        idx = gen.choice(N, size=s.max_examples, replace=False)
         X, Y = X[idx], Y[idx]
     Yf = Y.reshape(-1, d)
-    yy = float(np.sum(Yf * Yf))
-    p = flat.point
     if m == 1:
-        th = p.reshape(1, 1, d, d)
-        Z = features(th[0], X)
-        W = least_squares_solve(Z, Yf)
-        obj = np.array([float(np.sum((Yf - Z @ W) ** 2)) / yy])
-        cands = HeadCandidates(th, obj, np.zeros((1, 1, 0)), 1, 1, 1)
-        rec.figures.update(
-            {
-                "grid_points": 1,
-                "tuples": 1,
-                "evaluations": 1,
-                "best_objective": float(obj[0]),
-                "examples": int(X.shape[0]),
-            }
-        )
+        cands = _single_head(flat.point, X, Yf, float(np.sum(Yf * Yf)), rec)
     else:
-        r = m - 1
-        U = flat.basis
-        R = float(span.radius if radius is None else radius)
-        per_axis = int(grid if grid is not None else DEFAULT_GRID.get(m, 5))
-        pts = flat_grid(r, R, per_axis)
-        G = pts.shape[0]
-        thetas_g = (p + pts @ U.T).reshape(G, d, d)
-        Zg = (attention(thetas_g, X) @ X).reshape(G, -1, d)  # (G, Nk, d)
-        n_tuples = comb(G, m)
-        if n_tuples <= max_tuples:
-            tuples = np.array(list(combinations(range(G), m)), dtype=np.intp)
-        else:
-            # m distinct grid points per tuple: the m smallest of G random keys (vectorised; the per-tuple
-            # rng.choice loop took 0.57 s for 20,000 tuples at m = 4)
-            keys = rng.random((max_tuples, G))
-            tuples = np.sort(np.argpartition(keys, m - 1, axis=1)[:, :m], axis=1).astype(np.intp)
-            tuples = np.unique(tuples, axis=0)
-        obj = _subset_objectives(Zg, Yf, tuples)
-        order = np.argsort(obj)
-        starts = tuples[order[: max(1, n_refine)]]
-        refined, robj, nfev = [], [], 0
-        lm_starts = starts[:n_refine]
-        if n_refine == 0:
-            rec.figures["refine_skipped"] = "n_refine = 0: the grid's best subset goes to phase 6 as it is"
-        if lm_starts.shape[0]:
-            vp = _FlatVP(p, U, m, X, Yf)  # the logits' derivatives along U are shared by every start
-            for t in lm_starts:
-                sol = least_squares(
-                    vp.residual, pts[t].ravel(), jac=vp.jacobian, method="lm", max_nfev=max_nfev, x_scale=1.0
-                )
-                nfev += int(sol.nfev)
-                refined.append(sol.x.reshape(m, r))
-                robj.append(2.0 * float(sol.cost) / yy)
-        coords = np.array(refined).reshape(-1, m, r)
-        objective = np.array(robj, dtype=float)
-        # keep the raw grid winners too: phase 6 validates them all
-        raw = pts[starts]
-        coords = np.concatenate([coords, raw])
-        objective = np.concatenate([objective, obj[order[: starts.shape[0]]]])
-        o = np.argsort(objective)
-        coords, objective = coords[o], objective[o]
-        thetas = (p + coords.reshape(-1, r) @ U.T).reshape(-1, m, d, d)
-        cands = HeadCandidates(thetas, objective, coords, G, int(tuples.shape[0]), int(tuples.shape[0]) + nfev)
-        rec.figures.update(
-            {
-                "grid_points": int(G),
-                "per_axis": per_axis,
-                "radius": R,
-                "tuples": int(tuples.shape[0]),
-                "tuples_total": int(n_tuples),
-                "subsampled": bool(n_tuples > max_tuples),
-                "refined": int(lm_starts.shape[0]),
-                "lm_evaluations": nfev,
-                "examples": int(X.shape[0]),
-                "best_grid_objective": float(obj[order[0]]),
-                "best_objective": float(objective[0]),
-            }
-        )
+        cands = _net(span, X, Yf, m, s, gen, rec)
     if truth is not None:
         rec.truth.update({f"best_{key}": v for key, v in head_errors(cands.thetas[0], None, truth).items()})
         T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)

@@ -5,53 +5,54 @@ Kaufman's Jacobian (I − P_Z) ∂(Z W)/∂Θ, where for head i
 ∂y_{ac}/∂Θ_{pq} = x_{ap} Σ_j P_{aj} (v_{jc} − ȳ_{ac}) x_{jq}, v = X W_i, ȳ = P X W_i.
 The normal equations are accumulated over chunks of examples, so memory stays bounded; once Gauss–Newton
 converges quadratically the next steps reuse the last factorisation with a fresh Jᵀr (chord steps); far from the
-fit, JᵀJ is formed and factorised in single precision (``F32_ABOVE``). It runs on
-a small subset first and grows the subset (×4) only while the held-out validation error is not yet tiny.
+fit, JᵀJ is formed and factorised in single precision (``PolishSettings.f32_above``). It runs on a small subset
+first and grows the subset (×``growth``) only while the held-out validation error is not yet at tol. Its tuned
+constants are ``sculpt.settings.PolishSettings``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..result import PhaseRecord
-from .projections import attention, head_errors, relative_mse, solve_projections
+from ..settings import PolishSettings, ProblemSize
+from .projections import CholeskyFactor, attention, head_errors, layer_relative_mse, solve_projections
 
-# LM iterations after which a subset still fitted above ``stuck`` is given up: starts in the right basin fit
-# their subset to ~1e-30 in 6-15 iterations (generic layers, (8,4,2) to (32,8,2)) and 15-24 for heads 3 %
-# apart at m = 4, below 1e-3 well before; a stuck start at d = 32 spent 60 iterations, 37 s, at 0.53
-STUCK_AFTER = 25
-# Chord steps: once a full step cuts the cost by CHORD_START or more, Gauss–Newton is converging quadratically and
-# the next steps reuse that step's factorised JᵀJ, computing only Jᵀr (a chord step costs 1/4 of a full one at
-# (8,4,3), 1/13 at (16,4,2), 1/20 at (32,8,2)), for as long as each cuts the cost by CHORD_RATIO; the first that
-# does not is dropped and a full step is taken. Measured (LM from Θ 5–20 % off, 64 examples, 2–6 seeds):
-# (16,4,2) 0.167 → 0.119 s, (32,8,2) 3.0 → 2.1 s, (8,4,1) and (8,4,3) unchanged; starting chords at a cut of
-# 1e-2 instead slowed (8,4,3) by a third (chords from a point too far out converge only linearly)
-CHORD_RATIO = 1e-2
-# A chord trial that fails at a relative MSE at or below this ends LM: float64 fits bottom out at 5e-31–1e-30
-# relative MSE here, so the full step that would follow gains a factor of 1–2 (one whole build at (16,4,2))
-ROUNDING_LEVEL = 1e-26
-# Single precision for the far steps: while the relative MSE is above F32_ABOVE, JᵀJ's three large products and its
-# Cholesky factor are float32 (2× BLAS throughput; JᵀJ agrees with float64 to 3e-7 at (16,4,2)); Jᵀr and the
-# triangular solves with it stay float64. A single-precision step that finds no real descent hands the point to
-# float64 (with the damping it came in with), and no chord reuses a float32 factor. Measured (5 seeds, best of 3,
-# same iterations ±2): polish (16,4,2) 106 → 77 ms, (16,4,3) 241 → 176 ms, heads 3 % apart at m = 4 314 → 228 ms;
-# VP-LM on the torch row 2.9 → 1.6 s and 1.4 → 1.2 s; at 1e-7 instead the (16,4,2) polish took 91 ms
-F32_ABOVE = 1e-10
-CHORD_START = 1e-6
-# validation examples the start is screened on before the full validation error is computed
-SCREEN_EXAMPLES = 128
+if TYPE_CHECKING:
+    from ..model import MultiHeadAttention
+
+__all__ = ["PolishResult", "lm_vp", "polish"]
+
+#: ``_state``'s outcome: attention P (m, N, k, k), features Zi = P X (m, N, k, d), an orthonormal basis Q of
+#: range Z, the eliminated projections W (m, d, d) and the residual Y − Z W (Nk, d)
+_VPState = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass
 class PolishResult:
-    """Polished ``thetas``/``ws`` (m, d, d); relative MSE on the last fitting subset (``train_error``) and
-    on the validation split; LM ``iterations``; ``examples`` in the last subset; ``converged``."""
+    """The polish's fit.
+
+    Attributes
+    ----------
+    thetas, ws : np.ndarray
+        Polished heads and projections, (m, d, d).
+    train_error : float
+        Relative MSE on the last fitting subset (NaN when the start validated without LM).
+    validation_error : float
+        Relative MSE on the validation split.
+    iterations : int
+        LM iterations over every stage.
+    examples : int
+        Examples in the fitting subset of the returned fit.
+    converged : bool
+        validation_error <= tol.
+    """
 
     thetas: np.ndarray
     ws: np.ndarray
@@ -62,7 +63,7 @@ class PolishResult:
     converged: bool
 
 
-def _state(thetas: np.ndarray, X: np.ndarray, Yf: np.ndarray):
+def _state(thetas: np.ndarray, X: np.ndarray, Yf: np.ndarray) -> _VPState:
     """Attention P (m,N,k,k), features Zi (m,N,k,d), orthonormal Q of Z, W (m,d,d), residual (Nk, d)."""
     m, d = thetas.shape[0], X.shape[2]
     P = attention(thetas, X)
@@ -123,7 +124,7 @@ def _normal_equations(
     ws: np.ndarray,
     res: np.ndarray,
     chunk: int,
-    dtype: type[np.floating[Any]] = np.float64,
+    dtype: type[np.float32] | type[np.float64] = np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """JᵀJ and Jᵀr of the Kaufman VP Jacobian, accumulated over chunks of examples; ``dtype`` is the precision
     of JᵀJ's three large products (Jᵀr is always float64).
@@ -131,7 +132,7 @@ def _normal_equations(
     The Jacobian never exists: its row (token a, output c) for head i is x_a ⊗ G_i[a, c] (G from the module
     docstring), so JᵀJ = Σ_a (x_a x_aᵀ) ⊗ (Σ_c G[a, c] G[a, c]ᵀ) is one product of (x_a x_aᵀ) against
     H_a = Σ_c G[a, c] G[a, c]ᵀ, at k·m²·d⁴ flops per example instead of k·m²·d⁵ with the dense Jacobian
-    (measured 46 → 6 ms per call at (16,4,2) on 64 examples, and 1 GB → 70 MB per chunk at d = 32). The
+    (6 against 46 ms per call at (16,4,2) on 64 examples; 70 MB against 1 GB per chunk at d = 32). The
     projection term Σ_c (Qᵀ J_c)ᵀ(Qᵀ J_c) is built the same way from (Q ⊗ x) against G."""
     m, d = thetas.shape[0], X.shape[2]
     N, k = X.shape[0], X.shape[1]
@@ -163,94 +164,227 @@ def _normal_equations(
     return S, g.reshape(npar)
 
 
+@dataclass
+class _Point:
+    """A point of LM: the heads, their ``_state`` and relative cost ‖Y − Z W‖²/‖Y‖²."""
+
+    th: np.ndarray
+    state: _VPState
+    cost: float
+
+
+def _trial(th: np.ndarray, X: np.ndarray, Yf: np.ndarray, yy: float) -> _Point:
+    state = _state(th, X, Yf)
+    return _Point(th, state, float(np.sum(state[4] ** 2)) / yy)
+
+
+def _chord_step(
+    at: _Point, factor: CholeskyFactor, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings
+) -> tuple[_Point, str]:
+    """A step with the last full step's factorised JᵀJ and a fresh Jᵀr: ("kept", new point) when it leaves at
+    most ``chord_ratio`` of the cost; ("end", best point) when it does not but the cost is at rounding level (a
+    full step there would only chase rounding); else ("dropped", ``at``)."""
+    P, Zi, _, ws, res = at.state
+    m, d = at.th.shape[0], X.shape[2]
+    new = _trial(at.th + cho_solve(factor, _gradient(X, P, Zi, ws, res, s.chunk)).reshape(m, d, d), X, Yf, yy)
+    if np.isfinite(new.cost) and new.cost <= s.chord_ratio * at.cost:
+        return new, "kept"
+    if at.cost <= s.rounding_level:
+        return (new if np.isfinite(new.cost) and new.cost < at.cost else at), "end"
+    return at, "dropped"
+
+
+def _full_step(
+    at: _Point, lam: float, single: bool, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings
+) -> tuple[_Point, float, float, CholeskyFactor | None]:
+    """One Marquardt-scaled LM step from the normal equations (float32 JᵀJ when ``single``), raising the damping
+    λ (×8; ×10 when the damped matrix has no Cholesky factor) for up to 12 trials until the cost falls.
+
+    Returns (point, λ, relative cost drop (0: no descent, point unchanged), factor for chord steps: the damped
+    float64 JᵀJ's when the step left at most ``chord_start`` of the cost, else None)."""
+    m, d = at.th.shape[0], X.shape[2]
+    P, Zi, Q, ws, res = at.state
+    S, g = _normal_equations(at.th, X, P, Zi, Q, ws, res, s.chunk, np.float32 if single else np.float64)
+    # a float32 JᵀJ can round a diagonal entry of the projected matrix below zero: the scaling uses |diag|
+    dS = np.abs(np.diag(S)).astype(np.float64)
+    for _ in range(12):
+        A = S.copy()
+        A[np.diag_indices_from(A)] += lam * dS + 1e-14 * dS.max()  # Marquardt scaling
+        try:
+            fac = cho_factor(A)
+        except np.linalg.LinAlgError:
+            lam *= 10.0
+            continue
+        # the factor may be float32; the solve with Jᵀr is float64 against it
+        step = cho_solve((fac[0].astype(np.float64, copy=False), fac[1]), g)
+        new = _trial(at.th + step.reshape(m, d, d), X, Yf, yy)
+        if np.isfinite(new.cost) and new.cost < at.cost:
+            rel_drop = (at.cost - new.cost) / at.cost
+            factor = fac if new.cost <= s.chord_start * at.cost and not single else None
+            return new, max(lam / s.damping_down, 1e-12), rel_drop, factor
+        lam *= 8.0
+    return at, lam, 0.0, None
+
+
 def lm_vp(
     thetas: np.ndarray,
     X: np.ndarray,
     Y: np.ndarray,
+    settings: PolishSettings | None = None,
     *,
-    max_iter: int = 50,
-    tol: float = 1e-30,
-    chunk: int = 256,
     give_up: tuple[int, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """Variable-projection Levenberg–Marquardt from ``thetas`` on (X, Y): (thetas, ws, rel MSE, iterations).
+    """Variable-projection Levenberg–Marquardt from ``thetas`` on (X, Y).
 
-    Stops when the relative MSE falls below ``tol``, the step stalls, after ``max_iter`` iterations, or, with
-    ``give_up = (i, f)``, after i iterations still above f (a local minimum)."""
-    m, d = thetas.shape[0], X.shape[2]
+    It stops when the relative MSE falls below ``settings.fit_tol``, when no step descends, after
+    ``settings.max_iter`` iterations, or with ``give_up = (i, f)`` after i iterations still above f (a local
+    minimum).
+
+    Parameters
+    ----------
+    thetas : np.ndarray
+        The start, (m, d, d).
+    X, Y : np.ndarray
+        The examples fitted, (N, k, d).
+    settings : PolishSettings, optional
+        Iterations, stopping level, chunking, chord and single-precision thresholds (defaults: ``learn``'s).
+    give_up : (int, float), optional
+        Iterations after which a fit still above that relative MSE is abandoned.
+
+    Returns
+    -------
+    thetas, ws : np.ndarray
+        The fitted heads and their eliminated projections, (m, d, d).
+    cost : float
+        The relative MSE ‖Y − F(X)‖²/‖Y‖² on (X, Y).
+    iterations : int
+        LM iterations taken.
+    """
+    s = settings or PolishSettings()  # no size-dependent field is read here
+    d = X.shape[2]
     Yf = Y.reshape(-1, d)
     yy = max(float(np.sum(Yf * Yf)), 1e-300)
     th = np.array(thetas, dtype=float)
-    P, Zi, Q, ws, res = _state(th, X, Yf)
-    cost = float(np.sum(res * res)) / yy
-    lam = 1e-3
-    it = 0
-    factor = None  # the last full step's factorised damped JᵀJ, while it still buys fast (chord) steps
+    state = _state(th, X, Yf)
+    at = _Point(th, state, float(np.sum(state[4] * state[4])) / yy)
+    lam, it = 1e-3, 0
+    factor: CholeskyFactor | None = None  # the last full step's factorised damped JᵀJ, while chords pay
     single_failed = False
-    while it < max_iter and cost > tol:
+    while it < s.max_iter and at.cost > s.fit_tol:
         it += 1
         if factor is not None:
-            th_new = th + cho_solve(factor, _gradient(X, P, Zi, ws, res, chunk)).reshape(m, d, d)
-            state = _state(th_new, X, Yf)
-            new_cost = float(np.sum(state[4] ** 2)) / yy
-            if np.isfinite(new_cost) and new_cost <= CHORD_RATIO * cost:
-                th, (P, Zi, Q, ws, res), cost = th_new, state, new_cost
+            at, outcome = _chord_step(at, factor, X, Yf, yy, s)
+            if outcome == "kept":
                 continue
-            if cost <= ROUNDING_LEVEL:  # a full step here would only chase rounding (it gained 1–2× when tried)
-                if np.isfinite(new_cost) and new_cost < cost:
-                    th, (P, Zi, Q, ws, res), cost = th_new, state, new_cost
+            if outcome == "end":
                 break
             factor = None  # the trial is dropped; this iteration takes a full step instead
-        single = cost > F32_ABOVE and not single_failed
-        S, g = _normal_equations(th, X, P, Zi, Q, ws, res, chunk, np.float32 if single else np.float64)
-        # a float32 JᵀJ can round a diagonal entry of the projected matrix below zero: the scaling uses |diag|
-        dS = np.abs(np.diag(S)).astype(np.float64)
-        lam_in, improved, rel_drop = lam, False, 0.0
-        for _ in range(12):
-            A = S.copy()
-            A[np.diag_indices_from(A)] += lam * dS + 1e-14 * dS.max()  # Marquardt scaling
-            try:
-                fac = cho_factor(A)
-            except np.linalg.LinAlgError:
-                lam *= 10.0
-                continue
-            # the factor may be float32; the solve with Jᵀr is float64 against it
-            step = cho_solve((fac[0].astype(np.float64, copy=False), fac[1]), g)
-            th_new = th + step.reshape(m, d, d)
-            state = _state(th_new, X, Yf)
-            new_cost = float(np.sum(state[4] ** 2)) / yy
-            if np.isfinite(new_cost) and new_cost < cost:
-                rel_drop = (cost - new_cost) / cost
-                factor = fac if new_cost <= CHORD_START * cost and not single else None
-                th, (P, Zi, Q, ws, res), cost = th_new, state, new_cost
-                # ÷30 after an accepted step: (16,4,2) from Θ error 0.08 takes 5 iterations instead of 6 (÷5),
-                # polish median 0.19 → 0.16 s over 5 seeds; m = 3–4, weak and near-identical heads: iterations ±2
-                lam = max(lam / 30.0, 1e-12)
-                improved = True
-                break
-            lam *= 8.0
-        if single and (not improved or rel_drop < 1e-9):
+        single = at.cost > s.f32_above and not single_failed
+        at, lam_out, rel_drop, factor = _full_step(at, lam, single, X, Yf, yy, s)
+        if single and rel_drop < 1e-9:
             # JᵀJ in single precision found no (or no real) descent: this point gets a float64 build, with the
             # damping it came in with (the failed trials raised λ by up to 8¹²)
-            single_failed, lam = True, lam_in
+            single_failed = True
             continue
-        if not improved or rel_drop < 1e-9:  # no descent left (a noisy or non-attention fit has stalled)
+        lam = lam_out
+        if rel_drop < 1e-9:  # no descent left (a noisy or non-attention fit has stalled)
             break
-        if give_up is not None and it >= give_up[0] and cost > give_up[1]:
+        if give_up is not None and it >= give_up[0] and at.cost > give_up[1]:
             break
-    return th, ws, cost, it
+    return at.th, at.state[3], at.cost, it
 
 
-def _validates_at_start(th: np.ndarray, ws: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray, tol: float) -> float:
-    """The validation relative MSE of (th, ws), or inf when a prefix of the validation set already rules out
+def _validates_at_start(
+    th: np.ndarray, ws: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray, tol: float, screen: int
+) -> float:
+    """The validation relative MSE of (th, ws), or inf when its first ``screen`` examples already rule out
     ≤ ``tol``: the prefix's squared error over ‖Y_val‖² bounds the full relative MSE from below, so the full
     forward pass runs only for a start that might validate (at (16,4,2): 0.13 against 3.1 ms on 2,000 examples)."""
-    pre = min(X_val.shape[0], SCREEN_EXAMPLES)
+    pre = min(X_val.shape[0], screen)
     yy = float(np.sum(Y_val * Y_val))
     y_pre = float(np.sum(Y_val[:pre] * Y_val[:pre]))
-    if pre < X_val.shape[0] and relative_mse(th, ws, X_val[:pre], Y_val[:pre]) * y_pre > tol * yy:
+    if pre < X_val.shape[0] and layer_relative_mse(th, ws, X_val[:pre], Y_val[:pre]) * y_pre > tol * yy:
         return float("inf")
-    return relative_mse(th, ws, X_val, Y_val)
+    return layer_relative_mse(th, ws, X_val, Y_val)
+
+
+class _Best(NamedTuple):
+    """The best fit on validation so far and the size of the subset it was fitted on."""
+
+    thetas: np.ndarray
+    ws: np.ndarray
+    train_error: float
+    validation_error: float
+    examples: int
+
+
+@dataclass
+class _Stages:
+    """The polish's progress: each stage's figures, the best fit so far, LM iterations, a stuck stop."""
+
+    stages: list[dict[str, object]] = field(default_factory=list)
+    best: _Best | None = None
+    iterations: int = 0
+    stuck: bool = False
+
+
+def _grow(
+    run: _Stages,
+    th: np.ndarray,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    perm: np.ndarray,
+    n_use: int,
+    s: PolishSettings,
+    tol: float,
+    callback: Callable[[str], None] | None,
+) -> None:
+    """LM stages on the subsets perm[:n_use], n_use growing ×``s.growth``, until the validation error is ≤ tol,
+    the subset is the largest allowed, or a stage ends stuck above ``s.stuck`` on its own subset."""
+    X, Y, X_val, Y_val = data
+    N = X.shape[0]
+    while True:
+        Xs, Ys = X[perm[:n_use]], Y[perm[:n_use]]
+        th, ws, cost, it = lm_vp(th, Xs, Ys, s, give_up=(s.stuck_after, s.stuck))
+        run.iterations += it
+        verr = layer_relative_mse(th, ws, X_val, Y_val)
+        run.stages.append({"examples": int(n_use), "iterations": it, "train_error": cost, "validation_error": verr})
+        if callback is not None:
+            callback(f"polish: {n_use} examples, {it} LM iterations, validation rel MSE {verr:.2e}")
+        if run.best is None or verr < run.best.validation_error:
+            run.best = _Best(th.copy(), ws.copy(), cost, verr, n_use)
+        if verr <= tol or n_use >= min(N, s.max_examples):
+            return
+        if cost > s.stuck:
+            run.stages[-1]["note"] = (
+                f"stuck: LM ended at training relative MSE {cost:.2e} > {s.stuck:.0e} on its own subset, a local "
+                "minimum that more examples do not move; the polish stops"
+            )
+            run.stuck = True
+            return
+        n_use = min(N, s.max_examples, n_use * s.growth)
+
+
+def _record(run: _Stages, tol: float, truth: MultiHeadAttention | None) -> tuple[PolishResult, PhaseRecord]:
+    """The polish's result (its best stage) and record."""
+    assert run.best is not None  # a stage always runs unless the start validated
+    th, ws, cost, verr, n_use = run.best
+    res = PolishResult(th, ws, cost, verr, run.iterations, int(n_use), bool(verr <= tol))
+    figures = {
+        "stages": run.stages,
+        "iterations": run.iterations,
+        "examples": int(n_use),
+        "train_error": cost,
+        "validation_error": verr,
+        "tol": tol,
+    }
+    rec = PhaseRecord("polish", figures=figures)
+    if truth is not None:
+        rec.truth.update(head_errors(th, ws, truth))
+    if not res.converged:
+        rec.message = f"validation relative MSE {verr:.3e} > tol {tol:.1e} after {run.iterations} LM iterations"
+        if run.stuck:
+            rec.message += " (stuck in a local minimum)"
+    return res, rec
 
 
 def polish(
@@ -259,91 +393,66 @@ def polish(
     Y: np.ndarray,
     X_val: np.ndarray,
     Y_val: np.ndarray,
+    settings: PolishSettings | None = None,
     *,
-    first_examples: int | None = None,
-    max_examples: int = 4096,
-    growth: int = 4,
-    max_iter: int = 60,
-    stuck: float = 1e-2,
-    tol: float = 1e-12,
+    tol: float,
     rng: np.random.Generator | int | None = None,
-    truth: Any = None,
+    truth: MultiHeadAttention | None = None,
     callback: Callable[[str], None] | None = None,
 ) -> tuple[PolishResult, PhaseRecord]:
     """LM-VP polish of ``thetas`` on a growing random subset of (X, Y) until the validation relative MSE is
-    ≤ ``tol`` (converged) or the subset reaches ``max_examples`` (or all of X) with no further gain.
+    ≤ ``tol`` (converged) or the subset reaches ``settings.max_examples`` (or all of X) with no further gain.
 
-    The first subset has ``first_examples`` examples (default max(64, 4·2md²/(kd))). A stage whose LM ends
-    with the subset's own relative MSE above ``stuck`` has found a local minimum, not an overfit: more examples
-    do not move it (measured at (16,4,3): 0.070 → 0.088 → 0.093 → 0.094 on 96 → 4,096 examples, 34 s), so the
-    polish stops there and says so; a start in the right basin fits its subset to ~1e-30 in 6-15 iterations.
-    Every stuck stage measured ended at 0.06-0.53; 1e-2 leaves room for label noise up to ~10 % of the signal's
-    amplitude, whose fits level off at the noise instead (those still grow the subset)."""
+    A start that already validates gets no LM (the argmax route's heads arrive at 1e-17-ish, where LM on
+    peaked data costs a minute). A stage whose LM ends with the subset's own relative MSE above
+    ``settings.stuck`` has found a local minimum, not an overfit: more examples do not move it, so the polish
+    stops there and says so.
+
+    Parameters
+    ----------
+    thetas : np.ndarray
+        The start, (m, d, d) (phase 6's winner, or a route's model).
+    X, Y : np.ndarray
+        Training examples, (N, k, d); the subsets are drawn from them in a random order.
+    X_val, Y_val : np.ndarray
+        Validation examples.
+    settings : PolishSettings, optional
+        Subset sizes, growth, LM limits (defaults: ``learn``'s; "auto" fields are resolved for X's size).
+    tol : float
+        Validation relative MSE counted as converged.
+    rng : np.random.Generator or int, optional
+        The subsets' order.
+    truth : MultiHeadAttention, optional
+        The true layer, for the record's ``truth`` figures.
+    callback : callable, optional
+        Called with a line of progress after each stage.
+
+    Returns
+    -------
+    fit : PolishResult
+        The stage with the smallest validation error.
+    record : PhaseRecord
+        "polish", with every stage's figures.
+    """
     t0 = time.perf_counter()
-    rng = np.random.default_rng(rng)
+    gen = np.random.default_rng(rng)
     th = np.array(thetas, dtype=float)
-    m, d = th.shape[0], th.shape[1]
-    N, k = X.shape[0], X.shape[1]
-    if first_examples is None:
-        first_examples = max(64, int(np.ceil(4 * 2 * m * d * d / (k * d))))
-    perm = rng.permutation(N)
-    n_use = min(N, first_examples, max_examples)
-    stages, total_it, stuck_stop = [], 0, False
-    best = None
-    # a start that already validates needs no LM: the argmax route's heads arrive at validation relative MSE
-    # 1e-17-ish, and LM on peaked data then cost 61 s (d = 16, 64 → 4,096 examples) or 349 s (1,024 at once)
+    s = (settings or PolishSettings()).resolve(ProblemSize.of(X, th.shape[0]))
+    assert s.first_examples is not None  # resolved
+    N = X.shape[0]
+    perm = gen.permutation(N)
+    n_use = min(N, s.first_examples, s.max_examples)
+    run = _Stages()
     ws0 = solve_projections(th, X[perm[:n_use]], Y[perm[:n_use]])[0]
-    verr0 = _validates_at_start(th, ws0, X_val, Y_val, tol)
+    verr0 = _validates_at_start(th, ws0, X_val, Y_val, tol, s.screen_examples)
     if verr0 <= tol:
-        stages.append(
-            {
-                "examples": int(n_use),
-                "iterations": 0,
-                "train_error": None,
-                "validation_error": verr0,
-                "note": "the start already validates: no LM",
-            }
+        note = "the start already validates: no LM"
+        run.stages.append(
+            {"examples": int(n_use), "iterations": 0, "train_error": None, "validation_error": verr0, "note": note}
         )
-        best = (th.copy(), ws0, float("nan"), verr0, n_use)
-    while best is None or best[3] > tol:
-        Xs, Ys = X[perm[:n_use]], Y[perm[:n_use]]
-        th, ws, cost, it = lm_vp(th, Xs, Ys, max_iter=max_iter, give_up=(STUCK_AFTER, stuck))
-        total_it += it
-        verr = relative_mse(th, ws, X_val, Y_val)
-        stages.append({"examples": int(n_use), "iterations": it, "train_error": cost, "validation_error": verr})
-        if callback is not None:
-            callback(f"polish: {n_use} examples, {it} LM iterations, validation rel MSE {verr:.2e}")
-        if best is None or verr < best[3]:
-            best = (th.copy(), ws.copy(), cost, verr, n_use)
-        if verr <= tol or n_use >= min(N, max_examples):
-            break
-        if cost > stuck:
-            stages[-1]["note"] = (
-                f"stuck: LM ended at training relative MSE {cost:.2e} > {stuck:.0e} on its own subset, a local "
-                "minimum that more examples do not move; the polish stops"
-            )
-            stuck_stop = True
-            break
-        n_use = min(N, max_examples, n_use * growth)
-    assert best is not None
-    th, ws, cost, verr, n_use = best
-    res = PolishResult(th, ws, cost, verr, total_it, int(n_use), bool(verr <= tol))
-    rec = PhaseRecord(
-        "polish",
-        figures={
-            "stages": stages,
-            "iterations": total_it,
-            "examples": int(n_use),
-            "train_error": cost,
-            "validation_error": verr,
-            "tol": tol,
-        },
-    )
-    if truth is not None:
-        rec.truth.update(head_errors(th, ws, truth))
-    if not res.converged:
-        rec.message = f"validation relative MSE {verr:.3e} > tol {tol:.1e} after {total_it} LM iterations"
-        if stuck_stop:
-            rec.message += " (stuck in a local minimum)"
+        run.best = _Best(th.copy(), ws0, float("nan"), verr0, n_use)
+    else:
+        _grow(run, th, (X, Y, X_val, Y_val), perm, n_use, s, tol, callback)
+    res, rec = _record(run, tol, truth)
     rec.time = time.perf_counter() - t0
     return res, rec

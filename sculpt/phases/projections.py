@@ -10,38 +10,70 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import permutations
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ..result import PhaseRecord
-from ..toolkit.forward_pass import attention, features  # re-exported: the one kernel
+from ..toolkit.forward_pass import attention, features, layer_relative_mse  # re-exported: the one kernel
 from ..toolkit.forward_pass import forward as _forward
-from ..toolkit.forward_pass import layer_relative_mse as relative_mse
 from ..toolkit.forward_pass import relative_mse as _relative_mse
+
+if TYPE_CHECKING:
+    from ..model import MultiHeadAttention
 
 __all__ = [
     "attention",
     "features",
     "predict",
-    "relative_mse",
+    "layer_relative_mse",
+    "CholeskyFactor",
     "least_squares_solve",
     "normal_factor",
     "solve_projections",
+    "HeadErrors",
     "head_errors",
     "ProjectionFit",
     "fit_projections",
 ]
 
+#: scipy's ``cho_factor`` form: (the triangular factor, whether it is the lower one)
+CholeskyFactor = tuple[np.ndarray, bool]
+
 
 def predict(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i for X (N, k, d): ``sculpt.toolkit.forward_pass`` (chunked over N)."""
+    """F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i for X (N, k, d): ``sculpt.toolkit.forward_pass`` (chunked over N).
+
+    Parameters
+    ----------
+    thetas, ws : np.ndarray
+        The heads Θ_i and projections W_i, each (m, d, d).
+    X : np.ndarray
+        Inputs (N, k, d).
+
+    Returns
+    -------
+    np.ndarray
+        F(X), (N, k, d).
+    """
     return _forward(thetas, ws, X)
 
 
-def normal_factor(Z: np.ndarray) -> Any:
-    """The Cholesky factor of ZᵀZ + 1e-13·(tr ZᵀZ / n)·I (scipy's ``cho_factor`` form), or None when it fails."""
+def normal_factor(Z: np.ndarray) -> CholeskyFactor | None:
+    """The Cholesky factor of ZᵀZ + 1e-13·(tr ZᵀZ / n)·I, or None when it fails.
+
+    Parameters
+    ----------
+    Z : np.ndarray
+        A design matrix (rows, n).
+
+    Returns
+    -------
+    CholeskyFactor or None
+        scipy's ``cho_factor`` form, for ``least_squares_solve`` (the tiny ridge keeps merged heads solvable).
+    """
     G = Z.T @ Z
     G[np.diag_indices_from(G)] += 1e-13 * max(float(np.trace(G)) / G.shape[0], 1e-300)
     try:
@@ -50,11 +82,25 @@ def normal_factor(Z: np.ndarray) -> Any:
         return None
 
 
-def least_squares_solve(Z: np.ndarray, B: np.ndarray, factor: Any = None) -> np.ndarray:
-    """argmin_W ‖Z W − B‖ via the Cholesky factor of ZᵀZ (tiny relative ridge; ``factor`` from
-    ``normal_factor(Z)`` when the caller has it); lstsq if that fails.
+def least_squares_solve(Z: np.ndarray, B: np.ndarray, factor: CholeskyFactor | None = None) -> np.ndarray:
+    """argmin_W ‖Z W − B‖ through the normal equations; lstsq when ZᵀZ has no Cholesky factor.
 
-    Normal equations are ample for ranking candidates and seeding the polish, and much cheaper than an SVD."""
+    Normal equations are ample for ranking candidates and seeding the polish, and much cheaper than an SVD.
+
+    Parameters
+    ----------
+    Z : np.ndarray
+        The design (rows, n).
+    B : np.ndarray
+        Right-hand sides (rows, c).
+    factor : CholeskyFactor, optional
+        ``normal_factor(Z)`` when the caller has it already (computed here otherwise).
+
+    Returns
+    -------
+    np.ndarray
+        W, (n, c).
+    """
     fac = normal_factor(Z) if factor is None else factor
     if fac is None:
         return np.linalg.lstsq(Z, B, rcond=None)[0]
@@ -62,7 +108,22 @@ def least_squares_solve(Z: np.ndarray, B: np.ndarray, factor: Any = None) -> np.
 
 
 def solve_projections(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float]:
-    """W_i = argmin Σ_n ‖Y_n − Σ_i A_i(X_n) X_n W_i‖²; returns (ws (m, d, d), training relative MSE)."""
+    """The projections for fixed heads: W = argmin Σ_n ‖Y_n − Σ_i A_i(X_n) X_n W_i‖².
+
+    Parameters
+    ----------
+    thetas : np.ndarray
+        The heads Θ_i, (m, d, d).
+    X, Y : np.ndarray
+        Training inputs and outputs, (N, k, d).
+
+    Returns
+    -------
+    ws : np.ndarray
+        The W_i, (m, d, d).
+    train_error : float
+        The training relative MSE with them.
+    """
     m, d = thetas.shape[0], X.shape[2]
     Z = features(thetas, X)
     Yf = Y.reshape(-1, d)
@@ -70,10 +131,33 @@ def solve_projections(thetas: np.ndarray, X: np.ndarray, Y: np.ndarray) -> tuple
     return Wst.reshape(m, d, d), _relative_mse(Z @ Wst, Yf)
 
 
-def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: Any) -> dict[str, Any]:
-    """Head-matched relative errors against the true model (best permutation by Θ distance)."""
-    from itertools import permutations
+class HeadErrors(TypedDict, total=False):
+    """``head_errors``' figures: the largest relative Θ_i and W_i errors after matching the heads, and the
+    matching (``permutation[i]`` is the estimated head matched to true head i; None when m differs)."""
 
+    theta_error: float
+    w_error: float
+    permutation: list[int] | None
+
+
+def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: MultiHeadAttention) -> HeadErrors:
+    """Relative errors against the true model, heads matched by the permutation nearest in Θ.
+
+    Parameters
+    ----------
+    thetas : np.ndarray
+        Estimated heads, (m, d, d).
+    ws : np.ndarray or None
+        Estimated projections, (m, d, d); None: no ``w_error``.
+    truth : MultiHeadAttention
+        The true layer.
+
+    Returns
+    -------
+    HeadErrors
+        max_i ‖Θ_π(i) − Θ*_i‖/‖Θ*_i‖ (``theta_error``), the same for W (``w_error``) and π (``permutation``);
+        NaN errors when the head counts differ.
+    """
     T = np.asarray(truth.thetas, dtype=float)
     Wt = np.asarray(truth.ws, dtype=float)
     m = T.shape[0]
@@ -87,7 +171,7 @@ def head_errors(thetas: np.ndarray, ws: np.ndarray | None, truth: Any) -> dict[s
     assert best is not None  # permutations() yields at least one ordering, even for m = 0
     perm = best[1]
     th_err = max(float(np.linalg.norm(thetas[perm[i]] - T[i]) / max(np.linalg.norm(T[i]), 1e-300)) for i in range(m))
-    out: dict[str, Any] = {"theta_error": th_err, "permutation": perm}
+    out: HeadErrors = {"theta_error": th_err, "permutation": perm}
     if ws is not None:
         out["w_error"] = max(
             float(np.linalg.norm(ws[perm[i]] - Wt[i]) / max(np.linalg.norm(Wt[i]), 1e-300)) for i in range(m)
@@ -115,10 +199,29 @@ def fit_projections(
     X_val: np.ndarray,
     Y_val: np.ndarray,
     *,
-    truth: Any = None,
+    truth: MultiHeadAttention | None = None,
 ) -> tuple[ProjectionFit, PhaseRecord]:
-    """For each candidate (m, d, d) stack of Θ_i: W by least squares on (X, Y); keep the smallest
-    validation relative MSE on (X_val, Y_val)."""
+    """Phase 6: for each candidate set of heads the projections by least squares on (X, Y); the candidate with
+    the smallest validation relative MSE wins.
+
+    Parameters
+    ----------
+    candidates : sequence of np.ndarray
+        Candidate heads, each (m, d, d) (phase 5's ``HeadCandidates.thetas``).
+    X, Y : np.ndarray
+        Training examples the projections are fitted on, (N, k, d).
+    X_val, Y_val : np.ndarray
+        Validation examples the candidates are compared on.
+    truth : MultiHeadAttention, optional
+        The true layer, for the record's ``truth`` figures.
+
+    Returns
+    -------
+    fit : ProjectionFit
+        The winner and every candidate's validation error.
+    record : PhaseRecord
+        "6-projections"; status "failed" when no candidate has a finite validation error.
+    """
     t0 = time.perf_counter()
     cands = [np.asarray(c, dtype=float) for c in candidates]
     if not cands:
@@ -126,7 +229,7 @@ def fit_projections(
     fits = []
     for th in cands:
         ws, tr = solve_projections(th, X, Y)
-        fits.append((th, ws, tr, relative_mse(th, ws, X_val, Y_val)))
+        fits.append((th, ws, tr, layer_relative_mse(th, ws, X_val, Y_val)))
     verr = np.array([f[3] for f in fits])
     verr_safe = np.where(np.isfinite(verr), verr, np.inf)
     i = int(np.argmin(verr_safe))

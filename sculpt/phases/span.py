@@ -2,30 +2,52 @@
 
 The equality-type rows F vec(Θ) ≈ g of the agreeing rows hold (nearly) for every head, so the lifted heads
 (vec Θ_i, 1) lie in the near-null space of diag(w)·[F, −g]: its m smallest right singular vectors give
-span{Θ_i} and the (m−1)-dimensional flat aff{Θ_i} in one SVD (engine: ``oracles.flats.fit_flat``); the
+span{Θ_i} and the (m−1)-dimensional flat aff{Θ_i} in one SVD (engine: ``oracles.fit_flat``); the
 singular-value gap estimates m. The rows are every equality of K*'s agreeing rows up to a residual of
 ``span_tau`` (not only the slabs K* keeps), weighted by the inverse of their log-ratio's error; a row that
 holds only at some point between the heads errs by about |⟨Θ_1 − Θ_2, row⟩|, so refits down-weight the rows
-along the flat's own directions (docs/method.md, "The span from every agreeing row"). LP widths of K* along
-the flat's directions versus directions normal to it cross-check the fit.
+along the flat's own directions (docs/method.md, "The span from every agreeing row").
+
+``adaptive_span`` is the phase: ``extract_span`` on K*'s rows, then, while the flat is not pinned, on the rows
+of more training examples read block by block under the final Σ̂W with K*'s own agreement rule
+(``scan_span_rows``; docs/method.md, "Phase 4 reads more examples"). LP extents of K* along the flat's
+directions versus directions normal to it (``oracles.extents``) cross-check the fit when asked.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from oracles.affine_subspace import AffineSubspace
-from oracles.errors import OracleError
-from oracles.flats import fit_flat
-from oracles.solvers import LPModel
+from oracles import AffineSubspace, FlatFit, OracleError, extents, fit_flat, flat_slice
 
+from .._checks import check_data, check_sum_w
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
+from ..settings import ProblemSize, SpanSettings
 from ._rank import row_rank
+from ._simplex import agreement_blind_dims, simplex_lstsq, token_gram_ok
+from .sculpting import EqualityRows, SculptedBody, SpanRule, span_equality_rows
+
+if TYPE_CHECKING:
+    from ..model import MultiHeadAttention
+
+__all__ = [
+    "SpanEstimate",
+    "ScanPool",
+    "adaptive_span",
+    "extract_span",
+    "scan_span_rows",
+    "principal_angle_deg",
+]
+
+#: the LP extents a fit measured, as (low, high) pairs: ``in_flat`` in the flat's coordinates, ``along`` the
+#: flat's directions and ``normal`` random directions normal to the span (both relative to the flat's point)
+Widths = dict[str, list[tuple[float, float]]]
 
 
 @dataclass
@@ -33,7 +55,7 @@ class SpanEstimate:
     """Estimated geometry of the heads: ``flat`` ≈ aff{Θ_i} (dim m−1, in vec(Θ) coordinates), ``span``
     (d², m) orthonormal basis ≈ span{Θ_i}, ``m_estimate`` from the singular-value gap, the smallest
     ``singular_values`` (ascending), ``gap`` = σ_m/σ_{m+1}, ``radius``: suggested search radius along the
-    flat (flat coordinates), ``widths``: LP widths of the body along flat / normal directions."""
+    flat (flat coordinates), ``widths``: LP extents of the body (``Widths``)."""
 
     flat: AffineSubspace
     span: np.ndarray
@@ -41,11 +63,22 @@ class SpanEstimate:
     singular_values: np.ndarray
     gap: float
     radius: float
-    widths: dict[str, Any] = field(default_factory=dict)
+    widths: Widths = field(default_factory=dict)
 
 
 def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
-    """Largest principal angle (degrees) between the column spans of A and B (orthonormalised here)."""
+    """Largest principal angle between two subspaces.
+
+    Parameters
+    ----------
+    A, B : numpy.ndarray, shape (n, r)
+        Bases of the subspaces, as columns (orthonormalised here).
+
+    Returns
+    -------
+    float
+        The angle in degrees; 90 when the dimensions differ.
+    """
     Qa = np.linalg.qr(A)[0]
     Qb = np.linalg.qr(B)[0]
     s = np.linalg.svd(Qa.T @ Qb, compute_uv=False)
@@ -54,195 +87,512 @@ def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
     return float(np.degrees(np.arccos(np.clip(s.min(), 0.0, 1.0))))
 
 
-def _extent(model: Any, u: np.ndarray) -> tuple[float, float]:
-    """(min, max) of ⟨u, x⟩ over the body from a kept engine LP model (±inf when unbounded or failed)."""
-    try:
-        hi = model.maximize(u)[0]
-    except OracleError:
-        hi = np.inf
-    try:
-        lo = -model.maximize(-u)[0]
-    except OracleError:
-        lo = -np.inf
-    return float(lo), float(hi)
+# --- one fit -------------------------------------------------------------------------------------------------
 
 
 def extract_span(
-    body: Any,
+    body: SculptedBody,
     m: int,
+    settings: SpanSettings | None = None,
     *,
+    extra_rows: EqualityRows | None = None,
     solver: str | None = None,
-    width_probes: int = 0,
-    radius: float | None = None,
-    max_m: int | None = None,
-    rng: np.random.Generator | None = None,
-    truth: Any = None,
-    hull_reweight: int = 2,
-    hull_c: float = 1.0,
-    in_flat_extent: bool = False,
-    extra_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    rng: np.random.Generator | int | None = None,
+    truth: MultiHeadAttention | None = None,
 ) -> tuple[SpanEstimate, PhaseRecord]:
-    """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows: ``body.span_F/span_g/
-    span_weights`` when the body has them (every agreeing row up to ``span_tau``, slab mode), else (F, g,
-    weights), plus ``extra_rows`` = (F, g, w) when given (rows from more examples, ``scan_span_rows``).
-    ``hull_reweight`` refits weight row i by w_i/(‖F_i U‖ + ``hull_c``·median), U the flat's directions.
+    """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows.
 
-    ``in_flat_extent`` measures the body's extent inside the flat (LPs in flat coordinates; a diagnostic no
-    later phase reads, 25 ms of a 0.5 s run at (16,4,2), so off by default); ``width_probes``
-    random directions normal to the span are width-probed over the whole body next to the flat's own
-    directions (default 0: those LPs cost seconds); ``radius`` overrides the search radius for phase 5.
+    The rows are ``body.span_F/span_g/span_weights`` when the body has them (every agreeing row up to
+    ``span_tau``, slab mode), else its slabs (F, g, weights), plus ``extra_rows`` when given. ``hull_reweight``
+    refits weight row i by w_i/(‖F_i U‖ + ``hull_c``·median), U the flat's directions.
+
+    Parameters
+    ----------
+    body : SculptedBody
+        K* (phase 3's, or phase 2's when it sculpts K* at once).
+    m : int
+        Number of heads.
+    settings : SpanSettings, optional
+        ``width_probes`` random directions normal to the span are LP-probed over the whole body next to the
+        flat's own directions (LPs over K* cost seconds: off by default); ``in_flat_extent`` measures the
+        body's extent inside the flat (a diagnostic no later phase reads); ``radius`` overrides phase 5's
+        search radius; ``max_m``, ``hull_reweight``, ``hull_c`` as described there.
+    extra_rows : EqualityRows, optional
+        Rows from more examples (``scan_span_rows``), fitted with the body's.
+    solver : str, optional
+        LP backend of the extents (None: the engine's default).
+    rng : numpy.random.Generator or int, optional
+        Draws the ``width_probes`` directions.
+    truth : MultiHeadAttention, optional
+        The true layer: the record's ``truth`` gets the span angle and the heads' distance to the flat.
+
+    Returns
+    -------
+    SpanEstimate
+        The flat, the span, the m estimate and phase 5's search radius.
+    PhaseRecord
+        "4-span".
+
+    Raises
+    ------
+    PhaseFailed
+        The rows are missing, too few or of too low a rank to pin an (m−1)-dimensional flat.
+    ValueError
+        m is not a positive integer, or ``extra_rows`` are malformed.
     """
     t0 = time.perf_counter()
     rec = PhaseRecord("4-span")
     if int(m) != m or m < 1:
         raise ValueError(f"m must be a positive integer, got {m}")
-    rng = np.random.default_rng(rng)
-    use_span_rows = getattr(body, "span_F", None) is not None and np.shape(body.span_F)[0] > 0
-    F = np.asarray(body.span_F if use_span_rows else body.F, dtype=float)
-    g = np.asarray(body.span_g if use_span_rows else body.g, dtype=float).reshape(-1)
-    n = F.shape[1]
-    wsrc = body.span_weights if use_span_rows else getattr(body, "weights", None)
-    w = np.asarray(wsrc, dtype=float).reshape(-1) if wsrc is not None and np.size(wsrc) else np.ones(g.shape[0])
-    n_extra = 0
-    if extra_rows is not None and np.shape(extra_rows[0])[0]:
-        Fx, gx, wx = (np.asarray(a, dtype=float) for a in extra_rows)
-        if Fx.ndim != 2 or Fx.shape[1] != F.shape[1] or gx.shape != wx.shape or gx.shape[0] != Fx.shape[0]:
-            raise ValueError(
-                f"extra_rows must be (F (R, {F.shape[1]}), g (R,), w (R,)), got shapes "
-                f"{Fx.shape}, {gx.shape}, {wx.shape}"
-            )
-        F, g, w, n_extra = np.vstack([F, Fx]), np.concatenate([g, gx]), np.concatenate([w, wx]), Fx.shape[0]
-    if F.ndim != 2 or F.shape[0] == 0:
-        raise PhaseFailed(
-            "4-span", "the sculpted body has no equality-type rows (F is empty): phase 4 needs them to fit the flat"
-        )
-    if F.shape[0] < n - (m - 1):
-        raise PhaseFailed(
-            "4-span",
-            f"the sculpted body has {F.shape[0]} equality rows, fewer than the {n - (m - 1)} "
-            f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples",
-        )
-    rank = -1
-    F_k = np.asarray(getattr(body, "F", np.empty((0, n))), dtype=float)
-    if use_span_rows and F_k.ndim == 2 and F_k.shape[0] >= n - (m - 1):
-        # K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do
-        # not change a rank: when they already have the rank needed, so do the span rows (0.05 s saved at d = 16)
-        rank = int(body.slab_rank()) if hasattr(body, "slab_rank") else row_rank(F_k, n - (m - 1))
-    if rank < n - (m - 1):
-        rank = row_rank(F * w[:, None], n - (m - 1))
-    if rank < n - (m - 1):
-        raise PhaseFailed(
-            "4-span",
-            f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
-            f"{n - (m - 1)} needed to pin an {m - 1}-dimensional flat in R^{n}: the agreeing rows "
-            "are too few or too alike (sculpt more examples or loosen the agreement test)",
-        )
-    max_dim = max(m - 1, (max_m or m + 3) - 1)
-    # only the few smallest eigenpairs of the Gram matrix are needed (0.26 → 0.15 s per fit at d = 32)
-    few = max_dim + 3
-    fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max_dim, smallest=few)
-    # hull reweighting: a row's log-ratio comes from rows where the heads only nearly agree, so its error is
-    # about |⟨Θ_1 − Θ_2, row⟩| (it holds at some point between the heads, not at all of them); rows nearly
-    # normal to the flat's directions U are the trustworthy ones: weight w/(‖F_i U‖ + c·median). Measured at
-    # (8,4,2)/(16,4,2): head distance to the flat 0.16/0.11 → 0.09/0.07 relative (true directions: 0.06/0.05)
-    for _ in range(int(hull_reweight) if m > 1 else 0):
-        a = np.linalg.norm(F @ fit.flat.basis, axis=1)
-        fit = fit_flat(
-            F, g, dim=m - 1, weights=w / (a + hull_c * float(np.median(a)) + 1e-300), max_dim=max_dim, smallest=few
-        )
+    s = settings or SpanSettings()
+    gen = np.random.default_rng(rng)
+    rows, from_span = _body_rows(body)
+    F, g, w, n_extra = _with_extra(rows, extra_rows)
+    rank = _checked_rank(body, F, w, m, from_span)
+    fit = _fit(F, g, w, m, s)
     flat = fit.flat
     m_est = fit.dim_estimate + 1
-    nsv = min(fit.singular_values.size, m + 3)
-    rec.figures.update(
-        {
-            "equality_rows": int(F.shape[0]),
-            "equality_rows_scanned": int(n_extra),
-            "equality_rows_from": "span rows (every agreeing row up to span_tau)" if use_span_rows else "K*'s slabs",
-            "equality_rank": rank,
-            "m_given": int(m),
-            "m_estimate": int(m_est),
-            "singular_values": [float(s) for s in fit.singular_values[:nsv]],
-            "sv_gap": float(fit.gap),
-            "flat_residual": float(fit.residual),
-            "flat_point_norm": float(np.linalg.norm(flat.point)),
-        }
-    )
+    rec.figures.update(_fit_figures(F, n_extra, from_span, rank, m, fit))
     if m_est != m:
         rec.message = f"the singular-value gap suggests m = {m_est}, not the given m = {m}; using m = {m}"
-
-    # cross-checks through the engine. (i) ``in_flat_extent``: the body's extent inside the estimated flat, LPs
-    # over K* ∩ flat in the m−1 flat coordinates (Polytope(A U, b − A p)); empty when the flat misses K*.
-    # (ii) Optional full-body LP widths along the flat's directions versus random directions normal to the span (``width_probes`` > 0): the thin-body check;
-    # 2 LPs per direction over all of K* (3.5–5.8 s for 4 LPs at 5.6k rows, d = 8), so off by default.
-    widths: dict[str, Any] = {"in_flat": [], "along": [], "normal": []}
-    # the polytope only for the LPs and the truth figures (a SculptedBody builds it on first read)
-    poly = getattr(body, "polytope", None) if (in_flat_extent or width_probes > 0 or truth is not None) else None
-    if in_flat_extent and poly is not None and flat.dim > 0:
-        A_loc = poly.A @ flat.basis
-        b_loc = poly.b - poly.A @ flat.point
-        keep = np.linalg.norm(A_loc, axis=1) > 1e-12
-        infeasible = bool(np.any(b_loc[~keep] < -1e-9))
-        if infeasible:
-            rec.figures["flat_misses_body"] = True
-        else:
-            try:
-                # m − 1 variables over thousands of rows: the dual simplex (a few ms per LP) instead of the
-                # interior-point default (0.13 s per LP at (8,4,4), 0.76 s of phase 4)
-                local = LPModel(A_loc[keep], b_loc[keep], solver=solver, algorithm="simplex")
-                for j in range(flat.dim):
-                    widths["in_flat"].append(_extent(local, np.eye(flat.dim)[j]))
-            except (OracleError, ValueError) as exc:
-                rec.figures["in_flat_error"] = f"{type(exc).__name__}: {exc}"
-        rec.figures["extent_in_flat"] = [list(e) for e in widths["in_flat"]]
-        if widths["in_flat"] and not all(np.isfinite(e).all() for e in widths["in_flat"]):
-            rec.figures["flat_misses_body"] = True
-    if poly is not None and width_probes > 0:
-        model = LPModel(poly, solver=solver)
-        for j in range(flat.dim):
-            u = flat.basis[:, j]
-            lo, hi = _extent(model, u)
-            c = float(u @ flat.point)
-            widths["along"].append((lo - c, hi - c))
-        P = np.eye(n) - fit.span @ fit.span.T
-        for _ in range(int(width_probes)):
-            u = P @ rng.standard_normal(n)
-            u /= np.linalg.norm(u)
-            lo, hi = _extent(model, u)
-            widths["normal"].append((lo - float(u @ flat.point), hi - float(u @ flat.point)))
-        rec.figures["width_along"] = [hi - lo for lo, hi in widths["along"]]
-        rec.figures["width_normal"] = [hi - lo for lo, hi in widths["normal"]]
-    # search radius for phase 5: the heads' offsets from the flat's min-norm point are at most their norms,
-    # so 2·max(‖p‖, 1); capped at 1.25 × the full-body extent along the flat when that was measured. The
-    # in-flat extent is NOT used: the true heads lie slightly outside K* and the flat is slightly off, so
-    # the slice K* ∩ flat was empty in 3 of 7 measured runs and narrower than the heads' spread in the rest.
-    if radius is None:
-        radius = 2.0 * max(float(np.linalg.norm(flat.point)), 1.0)
-        ext = [max(abs(lo), abs(hi)) for lo, hi in widths["along"] if np.isfinite(lo) and np.isfinite(hi)]
-        if ext and len(ext) == flat.dim:
-            radius = float(min(radius, max(1.25 * max(ext), 0.5)))
+    widths: Widths = {"in_flat": [], "along": [], "normal": []}
+    if s.in_flat_extent and flat.dim > 0:
+        _extent_in_flat(body, flat, widths, rec, solver)
+    if s.width_probes > 0:
+        _probe_widths(body, fit, s.width_probes, widths, rec, gen, solver)
+    radius = s.radius if s.radius is not None else _search_radius(flat, widths["along"])
     rec.figures["radius"] = float(radius)
-
     est = SpanEstimate(
         flat=flat,
         span=fit.span,
         m_estimate=m_est,
-        singular_values=fit.singular_values[:nsv],
+        singular_values=fit.singular_values[: min(fit.singular_values.size, m + 3)],
         gap=float(fit.gap),
         radius=float(radius),
         widths=widths,
     )
     if truth is not None:
-        T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)
-        rec.truth["span_angle_deg"] = principal_angle_deg(est.span, T.T)
-        dist = flat.distance(T)
-        rec.truth["hull_distance"] = [float(x) for x in np.atleast_1d(dist)]
-        rec.truth["hull_distance_rel"] = [float(x) for x in np.atleast_1d(dist) / np.linalg.norm(T, axis=1)]
-        if poly is not None:
-            viol = []
-            for t in T:
-                a, e = poly.violations(t)
-                viol.append(float(max(a.max(initial=-np.inf), e.max(initial=-np.inf))))
-            rec.truth["body_max_violation"] = max(viol)
-            rec.truth["heads_in_body"] = bool(max(viol) <= 1e-9)
+        rec.truth.update(_truth_figures(est, body, truth))
     rec.time = time.perf_counter() - t0
     return est, rec
+
+
+def _body_rows(body: SculptedBody) -> tuple[EqualityRows, bool]:
+    """The body's rows for the fit, and whether they are its span rows (else its slab rows)."""
+    if body.span_F is not None and body.span_g is not None and body.span_weights is not None and body.span_F.shape[0]:
+        F, g, w = body.span_F, body.span_g, body.span_weights
+        from_span = True
+    else:
+        F, g, w = body.F, body.g, body.weights
+        from_span = False
+    F_ = np.asarray(F, dtype=float)
+    g_ = np.asarray(g, dtype=float).reshape(-1)
+    w_ = np.asarray(w, dtype=float).reshape(-1) if np.size(w) else np.ones(g_.shape[0])
+    return EqualityRows(F_, g_, w_), from_span
+
+
+def _with_extra(rows: EqualityRows, extra: EqualityRows | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(F, g, w) with the extra rows appended, and how many were appended."""
+    F, g, w = rows
+    if extra is None or not np.shape(extra[0])[0]:
+        return F, g, w, 0
+    Fx, gx, wx = (np.asarray(a, dtype=float) for a in extra)
+    if Fx.ndim != 2 or Fx.shape[1] != F.shape[1] or gx.shape != wx.shape or gx.shape[0] != Fx.shape[0]:
+        raise ValueError(
+            f"extra_rows must be (F (R, {F.shape[1]}), g (R,), w (R,)), got shapes {Fx.shape}, {gx.shape}, {wx.shape}"
+        )
+    return np.vstack([F, Fx]), np.concatenate([g, gx]), np.concatenate([w, wx]), int(Fx.shape[0])
+
+
+def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from_span: bool) -> int:
+    """rank of the rows, at least the d² − (m − 1) needed to pin an (m−1)-dimensional flat, else PhaseFailed.
+
+    K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do not
+    change a rank: when the slab rows have the rank needed, so do the span rows (their rank is computed once per
+    body, 0.05 s saved per fit at d = 16)."""
+    n = F.shape[1]
+    need = n - (m - 1)
+    if F.ndim != 2 or F.shape[0] == 0:
+        raise PhaseFailed(
+            "4-span", "the sculpted body has no equality-type rows (F is empty): phase 4 needs them to fit the flat"
+        )
+    if F.shape[0] < need:
+        raise PhaseFailed(
+            "4-span",
+            f"the sculpted body has {F.shape[0]} equality rows, fewer than the {need} "
+            f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples",
+        )
+    rank = -1
+    if from_span and body.F.ndim == 2 and body.F.shape[0] >= need:
+        rank = int(body.slab_rank())
+    if rank < need:
+        rank = row_rank(F * w[:, None], need)
+    if rank < need:
+        raise PhaseFailed(
+            "4-span",
+            f"the sculpted body's {F.shape[0]} equality rows have rank {rank}, below the "
+            f"{need} needed to pin an {m - 1}-dimensional flat in R^{n}: the agreeing rows "
+            "are too few or too alike (sculpt more examples or loosen the agreement test)",
+        )
+    return rank
+
+
+def _fit(F: np.ndarray, g: np.ndarray, w: np.ndarray, m: int, s: SpanSettings) -> FlatFit:
+    """The weighted homogeneous fit, then ``hull_reweight`` refits. A row's log-ratio comes from rows where the
+    heads only nearly agree, so its error is about |⟨Θ_1 − Θ_2, row⟩| (it holds at some point between the heads,
+    not at all of them); rows nearly normal to the flat's directions U are the trustworthy ones: weight
+    w/(‖F_i U‖ + c·median). At (8,4,2)/(16,4,2) the heads' relative distance to the flat is 0.09/0.07 after the
+    refits, 0.16/0.11 without (0.06/0.05 from the true directions). Only the few smallest eigenpairs of the
+    Gram matrix are computed (0.15 s per fit at d = 32, 0.26 s for all)."""
+    max_dim = max(m - 1, (s.max_m or m + 3) - 1)
+    few = max_dim + 3
+    fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max_dim, smallest=few)
+    for _ in range(int(s.hull_reweight) if m > 1 else 0):
+        a = np.linalg.norm(F @ fit.flat.basis, axis=1)
+        fit = fit_flat(
+            F, g, dim=m - 1, weights=w / (a + s.hull_c * float(np.median(a)) + 1e-300), max_dim=max_dim, smallest=few
+        )
+    return fit
+
+
+def _fit_figures(F: np.ndarray, n_extra: int, from_span: bool, rank: int, m: int, fit: FlatFit) -> dict[str, object]:
+    """The record's figures on the rows fitted and the fit (the m + 3 smallest singular values)."""
+    return {
+        "equality_rows": int(F.shape[0]),
+        "equality_rows_scanned": int(n_extra),
+        "equality_rows_from": "span rows (every agreeing row up to span_tau)" if from_span else "K*'s slabs",
+        "equality_rank": rank,
+        "m_given": int(m),
+        "m_estimate": int(fit.dim_estimate + 1),
+        "singular_values": [float(v) for v in fit.singular_values[: min(fit.singular_values.size, m + 3)]],
+        "sv_gap": float(fit.gap),
+        "flat_residual": float(fit.residual),
+        "flat_point_norm": float(np.linalg.norm(fit.flat.point)),
+    }
+
+
+def _extent_in_flat(
+    body: SculptedBody, flat: AffineSubspace, widths: Widths, rec: PhaseRecord, solver: str | None
+) -> None:
+    """The body's extent inside the estimated flat: LPs over K* ∩ flat in the m−1 flat coordinates
+    (``oracles.flat_slice``; the dual simplex: a few ms per LP with m − 1 variables over thousands of rows,
+    where the interior point took 0.13 s per LP at (8,4,4)). Empty when the flat misses K*."""
+    local = flat_slice(body.polytope, flat)
+    if local is None:
+        rec.figures["flat_misses_body"] = True
+    else:
+        try:
+            lo, hi = extents(local, np.eye(flat.dim), solver=solver, algorithm="simplex")
+            widths["in_flat"].extend((float(a), float(b)) for a, b in zip(lo, hi))
+        except (OracleError, ValueError) as exc:
+            rec.figures["in_flat_error"] = f"{type(exc).__name__}: {exc}"
+    rec.figures["extent_in_flat"] = [list(e) for e in widths["in_flat"]]
+    if widths["in_flat"] and not all(np.isfinite(e).all() for e in widths["in_flat"]):
+        rec.figures["flat_misses_body"] = True
+
+
+def _probe_widths(
+    body: SculptedBody,
+    fit: FlatFit,
+    probes: int,
+    widths: Widths,
+    rec: PhaseRecord,
+    rng: np.random.Generator,
+    solver: str | None,
+) -> None:
+    """Full-body LP extents along the flat's directions and along ``probes`` random unit directions normal to
+    the span (the thin-body check; 2 LPs per direction over all of K*: 3.5–5.8 s for 4 LPs at 5.6k rows,
+    d = 8), relative to the flat's point."""
+    flat = fit.flat
+    n = flat.ambient_dim
+    P = np.eye(n) - fit.span @ fit.span.T
+    dirs = [flat.basis[:, j] for j in range(flat.dim)]
+    for _ in range(int(probes)):
+        u = P @ rng.standard_normal(n)
+        dirs.append(u / np.linalg.norm(u))
+    lo, hi = extents(body.polytope, np.vstack(dirs), solver=solver)
+    for j, u in enumerate(dirs):
+        c = float(u @ flat.point)
+        widths["along" if j < flat.dim else "normal"].append((float(lo[j]) - c, float(hi[j]) - c))
+    rec.figures["width_along"] = [h - lo_ for lo_, h in widths["along"]]
+    rec.figures["width_normal"] = [h - lo_ for lo_, h in widths["normal"]]
+
+
+def _search_radius(flat: AffineSubspace, along: list[tuple[float, float]]) -> float:
+    """Phase 5's search radius: the heads' offsets from the flat's min-norm point are at most their norms, so
+    2·max(‖p‖, 1); capped at 1.25 × the full-body extent along the flat when that was measured. The in-flat
+    extent is not used: the true heads lie slightly outside K* and the flat is slightly off, so the slice
+    K* ∩ flat was empty in 3 of 7 measured runs and narrower than the heads' spread in the rest."""
+    radius = 2.0 * max(float(np.linalg.norm(flat.point)), 1.0)
+    ext = [max(abs(lo), abs(hi)) for lo, hi in along if np.isfinite(lo) and np.isfinite(hi)]
+    if ext and len(ext) == flat.dim:
+        radius = float(min(radius, max(1.25 * max(ext), 0.5)))
+    return radius
+
+
+def _truth_figures(est: SpanEstimate, body: SculptedBody, truth: MultiHeadAttention) -> dict[str, object]:
+    """The span's angle to span{Θ_i}, the heads' distance to the flat, and whether they lie in the body."""
+    T = np.asarray(truth.thetas, dtype=float).reshape(len(truth.thetas), -1)
+    dist = np.atleast_1d(est.flat.distance(T))
+    out: dict[str, object] = {
+        "span_angle_deg": principal_angle_deg(est.span, T.T),
+        "hull_distance": [float(x) for x in dist],
+        "hull_distance_rel": [float(x) for x in dist / np.linalg.norm(T, axis=1)],
+    }
+    poly = body.polytope
+    viol = []
+    for t in T:
+        a, e = poly.violations(t)
+        viol.append(float(max(a.max(initial=-np.inf), e.max(initial=-np.inf))))
+    out["body_max_violation"] = max(viol)
+    out["heads_in_body"] = bool(max(viol) <= 1e-9)
+    return out
+
+
+# --- more rows from more examples ----------------------------------------------------------------------------
+
+
+def scan_span_rows(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W_sum: np.ndarray,
+    rule: SpanRule,
+    settings: SpanSettings | None = None,
+    *,
+    initial: EqualityRows | None = None,
+) -> EqualityRows:
+    """Phase 4's equality rows from examples read ``settings.scan_block`` at a time.
+
+    The agreement test of ``rule`` (q̂ >= −q_tol, independent tokens, residual <= rel_max) under ``W_sum``, then
+    every equality of the rows that pass (``span_equality_rows``). Past ``settings.scan_max_entries`` (rows × d²)
+    only the highest-weight rows are kept, so memory does not grow with N: one block, up to twice the kept rows
+    between poolings, and the pooled copy (about three times ``scan_max_entries`` floats at the peak).
+
+    Parameters
+    ----------
+    X, Y : numpy.ndarray, shape (N, k, d)
+        The examples to read.
+    W_sum : numpy.ndarray, shape (d, d)
+        The final ΣŴ.
+    rule : SpanRule
+        K*'s own agreement rule (``SculptedBody.span_rule``).
+    settings : SpanSettings, optional
+        ``scan_block`` and ``scan_max_entries``.
+    initial : EqualityRows, optional
+        Rows from an earlier scan: they join the reservoir, so a growing scan reads each example once.
+
+    Returns
+    -------
+    EqualityRows
+        The kept rows (F, g, w).
+
+    Raises
+    ------
+    ValueError
+        Malformed data, or ``scan_max_entries`` below one row (d²).
+    """
+    s = settings or SpanSettings()
+    X, Y = check_data(X, Y)
+    N, k, d = X.shape
+    W_sum = check_sum_w(W_sum, d)
+    if not (np.isfinite(s.scan_max_entries) and s.scan_max_entries >= d * d):
+        raise ValueError(
+            f"scan_max_entries must be finite and at least d² = {d * d} (one row), got {s.scan_max_entries!r}"
+        )
+    cap = max(1, int(s.scan_max_entries // (d * d)))
+    parts: list[EqualityRows] = []
+    if initial is not None and np.shape(initial[0])[0]:
+        parts.append(EqualityRows(*(np.asarray(a, float) for a in initial)))
+    held = sum(p.w.size for p in parts)
+    block = int(s.scan_block)
+    for start in range(0, N, block):
+        Xb, Yb = X[start : start + block], Y[start : start + block]
+        fit = simplex_lstsq(Xb, Yb, W_sum)
+        q, rel = fit.q.reshape(-1, k), fit.rel.reshape(-1)
+        ok = ((rel <= rule.rel_max) & (q.min(1) >= -rule.q_tol)).reshape(-1, k)
+        ex = np.flatnonzero(ok.any(1))  # the token-independence test only where some row passed
+        ok[ex] &= token_gram_ok(Xb[ex])[:, None]
+        parts.append(span_equality_rows(Xb, q, rel, ok.reshape(-1), rule.q_min, rule.rel_floor))
+        held += parts[-1].w.size
+        if held > 2 * cap:
+            parts = [_pooled(parts, cap, d * d)]
+            held = parts[0].w.size
+    return _pooled(parts, cap, d * d)
+
+
+def _pooled(parts: list[EqualityRows], limit: int, p: int) -> EqualityRows:
+    """The parts stacked, keeping only the ``limit`` highest-weight rows (in their order) beyond that many."""
+    F = np.vstack([part.F for part in parts]) if parts else np.empty((0, p))
+    g = np.concatenate([part.g for part in parts]) if parts else np.empty(0)
+    w = np.concatenate([part.w for part in parts]) if parts else np.empty(0)
+    if w.size > limit:
+        keep = np.sort(np.argpartition(-w, limit - 1)[:limit])
+        F, g, w = F[keep], g[keep], w[keep]
+    return EqualityRows(F, g, w)
+
+
+# --- the phase: fit, then read more examples while the flat is not pinned ------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanPool:
+    """The training examples phase 4 may read beyond phases 1–3's subset: ``X[order]``, ``Y[order]`` in that
+    order (``order``: the examples outside the subset, shuffled); ``n_read`` examples (the subset) are read
+    already."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    order: np.ndarray
+    n_read: int
+
+
+@dataclass
+class _Growth:
+    """One growth of the scan (a figure of the record's ``scan`` list)."""
+
+    examples: int
+    rows_scanned: int
+    why: str
+    sv_gap: float
+    m_estimate: int
+    span_moved_deg: float
+
+
+Fit = Callable[[EqualityRows | None], tuple[SpanEstimate, PhaseRecord]]
+
+
+def adaptive_span(
+    body: SculptedBody,
+    m: int,
+    settings: SpanSettings | None = None,
+    *,
+    pool: ScanPool,
+    sum_w: np.ndarray | None,
+    solver: str | None = None,
+    rng: np.random.Generator | int | None = None,
+    truth: MultiHeadAttention | None = None,
+) -> tuple[SpanEstimate, PhaseRecord]:
+    """Phase 4: ``extract_span`` on K*'s rows, then on rows from more examples while the flat is not pinned.
+
+    While σ_m/σ_{m+1} is above ``scan_gap``, the scan reads ``scan_growth`` times the examples read so far (up
+    to ``scan_examples`` in all) from ``pool`` with K*'s agreement rule under ``sum_w`` and refits, until the
+    span settles (it moved less than ``scan_settle_deg`` in the last growth: with ×4 growth the error is then
+    about half that) or, from the second growth on, the gap stops falling (less than ``scan_min_gain`` per
+    doubling of the examples: a bias more examples do not remove). The record says why the scan stopped and
+    whether the agreement test is blind to part of the heads' disagreements (m(k−1) > d).
+
+    Parameters
+    ----------
+    body : SculptedBody
+        K*.
+    m : int
+        Number of heads.
+    settings : SpanSettings, optional
+        Phase 4's settings (``learn`` passes ``span``, resolved).
+    pool : ScanPool
+        The examples the scan may read.
+    sum_w : numpy.ndarray or None
+        The final ΣŴ (None: no scan).
+    solver, rng, truth
+        As in ``extract_span``.
+
+    Returns
+    -------
+    SpanEstimate
+        The last fit.
+    PhaseRecord
+        "4-span": the last fit's record with ``examples`` read, ``scan`` (one entry per growth) and
+        ``scan_stopped``.
+
+    Raises
+    ------
+    PhaseFailed
+        From ``extract_span``.
+    """
+    t0 = time.perf_counter()
+    N, k, d = pool.X.shape
+    s = (settings or SpanSettings()).resolve(ProblemSize(d, k, m, N))
+
+    def fit(extra: EqualityRows | None) -> tuple[SpanEstimate, PhaseRecord]:
+        return extract_span(body, m, s, extra_rows=extra, solver=solver, rng=rng, truth=truth)
+
+    est, rec, growth, read, stop = _scan(fit, body.span_rule, pool, sum_w, m, s)
+    rec.figures["examples"] = int(pool.n_read + read)
+    if growth:
+        rec.figures["scan_stopped"] = stop or (
+            "read every training example" if read >= pool.order.size else f"read scan_examples = {s.scan_examples}"
+        )
+    blind = agreement_blind_dims(m, k, d)
+    rec.figures["agreement_blind_dims"] = blind
+    if blind:
+        note = (
+            f"m(k−1) = {m * (k - 1)} > d = {d}: a {blind}-dimensional family of disagreements among the heads "
+            "leaves an output row fitted exactly by one shared pattern, so the agreement test cannot certify "
+            "agreement and the span is loose; the polish does the rest (docs/method.md#agreement-blind)"
+        )
+        rec.message = f"{rec.message}; {note}" if rec.message else note
+    if growth:
+        rec.figures["scan"] = [asdict(g) for g in growth]
+        rec.time = time.perf_counter() - t0
+    return est, rec
+
+
+def _scan(
+    fit: Fit, rule: SpanRule | None, pool: ScanPool, sum_w: np.ndarray | None, m: int, s: SpanSettings
+) -> tuple[SpanEstimate, PhaseRecord, list[_Growth], int, str]:
+    """The fit, refitted after each growth of the examples read. Returns the last fit and record, the growths,
+    the examples read beyond the subset, and why the scan stopped ("" when the budget or the pool ended it)."""
+    est, rec = fit(None)
+    budget = min(pool.order.size, max(0, int(s.scan_examples or 0) - pool.n_read))
+    growth: list[_Growth] = []
+    read = 0
+    extra: EqualityRows | None = None
+    stop = ""
+    while m > 1 and read < budget and rule is not None and sum_w is not None and not stop:
+        stop = _pinned(est, s)
+        if stop:
+            break
+        was = pool.n_read + read
+        before, read = read, min(budget, max(was * int(s.scan_growth) - pool.n_read, read + 1))
+        idx = pool.order[before:read]  # only the new examples: the earlier scans' rows join the reservoir
+        extra = scan_span_rows(pool.X[idx], pool.Y[idx], sum_w, rule, s, initial=extra)
+        gap_was, span_was = float(est.gap), est.span
+        est, rec = fit(extra)
+        growth.append(
+            _Growth(
+                examples=int(pool.n_read + read),
+                rows_scanned=int(extra.F.shape[0]),
+                why=f"σ_m/σ_(m+1) = {gap_was:.3g} > scan_gap {s.scan_gap:.3g}",
+                sv_gap=float(est.gap),
+                m_estimate=int(est.m_estimate),
+                span_moved_deg=principal_angle_deg(span_was, est.span),
+            )
+        )
+        if read >= budget:  # the budget ended the scan (the record says so), not a stop rule
+            break
+        stop = _settled(growth, gap_was, float(est.gap), (pool.n_read + read) / was, s)
+    return est, rec, growth, read, stop
+
+
+def _pinned(est: SpanEstimate, s: SpanSettings) -> str:
+    """Why the flat needs no more examples ("" while σ_m/σ_{m+1} is above scan_gap)."""
+    if not np.isfinite(est.gap):
+        return "σ_m/σ_(m+1) is undefined (σ_(m+1) = 0): the fit has no scale to judge the flat by"
+    if est.gap <= s.scan_gap:
+        return f"σ_m/σ_(m+1) = {est.gap:.3g} <= scan_gap {s.scan_gap:.3g}: the flat is pinned"
+    return ""
+
+
+def _settled(growth: list[_Growth], gap_was: float, gap: float, ratio: float, s: SpanSettings) -> str:
+    """Why more examples would not help ("" when they may): the span moved less than scan_settle_deg, or, from
+    the second growth on (the gap of the phases' own subset is noisy), the gap fell by less than scan_min_gain
+    per doubling of the examples read (``ratio``: examples read now / before the growth)."""
+    moved = growth[-1].span_moved_deg
+    if s.scan_settle_deg > 0 and moved < s.scan_settle_deg:
+        return f"the span moved {moved:.2g}° < scan_settle_deg {s.scan_settle_deg:g}°"
+    if s.scan_min_gain > 0 and len(growth) > 1 and (gap_was - gap) / gap_was < s.scan_min_gain * np.log2(ratio):
+        return (
+            f"σ_m/σ_(m+1) fell {gap_was:.3g} → {gap:.3g}, less than scan_min_gain "
+            f"{s.scan_min_gain:g} of it per doubling of the examples: a bias more examples do not remove"
+        )
+    return ""

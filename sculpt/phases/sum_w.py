@@ -14,29 +14,69 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._checks import check_data
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
+from ..settings import ProblemSize, SumWSettings
 from ._simplex import affine_weights, simplex_lstsq, token_gram_ok
 
-__all__ = ["estimate_sum_w", "crude_sum_w", "single_token_residuals", "agreement_refit", "DEFAULT_FRACTIONS"]
+if TYPE_CHECKING:
+    from ..model import MultiHeadAttention
 
-DEFAULT_FRACTIONS: tuple[float, ...] = (0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.005, 0.005)
+__all__ = ["estimate_sum_w", "crude_sum_w", "single_token_residuals", "trimmed_rounds", "agreement_refit"]
+
+#: a refit's Gauss–Newton steps stop once the step is below this, relative to ‖W‖ (converged to rounding)
+STEP_TOL = 1e-7
+#: Tikhonov ridge of the Gauss–Newton normal equations, relative to their mean diagonal (keeps them solvable
+#: when the rows leave some direction of W unseen)
+GN_RIDGE = 1e-9
+#: the share of best-fitted rows whose single-token residual tells nearly uniform heads apart (the record's
+#: ``single_token_residual_q005``)
+SINGLE_TOKEN_QUANTILE = 0.005
+
+#: one trimmed round's figures
+Step = dict[str, float | str]
 
 
 def crude_sum_w(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Ŵ⁰ = (1/kN) Σ_n s_n t_nᵀ, s = Σ_a x_a, t = Σ_b y_b."""
+    """The crude moment estimate of Σ_i W_i: Ŵ⁰ = (1/kN) Σ_n s_n t_nᵀ, s = Σ_a x_a, t = Σ_b y_b.
+
+    Parameters
+    ----------
+    X, Y : np.ndarray, shape (N, k, d)
+        Inputs and outputs.
+
+    Returns
+    -------
+    np.ndarray, shape (d, d)
+        Ŵ⁰ (unbiased when every Θ_i = 0).
+    """
     N, k, _ = X.shape
-    return X.sum(1).T @ Y.sum(1) / (k * N)
+    return np.asarray(X.sum(1).T @ Y.sum(1) / (k * N))
 
 
 def single_token_residuals(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For every row (n, a): the best token j = argmin_j ‖y_a − x_jᵀ W‖ and its relative residual.
-    Returns (j (N, k) int, rel (N, k))."""
+    """For every output row (n, a): the single token that fits it best under W and how well.
+
+    Parameters
+    ----------
+    X, Y : np.ndarray, shape (N, k, d)
+        Inputs and outputs.
+    W : np.ndarray, shape (d, d)
+        An estimate of Σ_i W_i.
+
+    Returns
+    -------
+    j : np.ndarray of int, shape (N, k)
+        j = argmin_j ‖y_a − x_jᵀ W‖.
+    rel : np.ndarray, shape (N, k)
+        ‖y_a − x_jᵀ W‖ / ‖y_a‖ at that j.
+    """
     P = X @ W  # (N, k, d)
     yy = np.einsum("nad,nad->na", Y, Y)
     pp = np.einsum("njd,njd->nj", P, P)
@@ -59,12 +99,33 @@ def trimmed_rounds(
     *,
     min_rows: int,
     truth_sum: np.ndarray | None = None,
-) -> tuple[np.ndarray, list[dict]]:
-    """Trimmed single-token least squares: for each fraction f, keep the f·N·k rows with the smallest
-    relative single-token residual under the current Ŵ and refit Ŵ = argmin Σ ‖y_a − x_jᵀ Ŵ‖²."""
+) -> tuple[np.ndarray, list[Step]]:
+    """Trimmed single-token least squares: for each fraction f, keep the max(min_rows, f·N·k) rows with the
+    smallest relative single-token residual under the current Ŵ and refit Ŵ = argmin Σ ‖y_a − x_jᵀ Ŵ‖².
+
+    Parameters
+    ----------
+    X, Y : np.ndarray, shape (N, k, d)
+        Inputs and outputs.
+    W : np.ndarray, shape (d, d)
+        The starting estimate.
+    fractions : sequence of float in (0, 1]
+        The kept fraction of each round, in order.
+    min_rows : int
+        Rows a round keeps at least.
+    truth_sum : np.ndarray, shape (d, d), optional
+        The true Σ_i W_i: each round's error goes to its figures.
+
+    Returns
+    -------
+    W : np.ndarray, shape (d, d)
+        Ŵ after the last round (a round whose kept tokens are singular leaves Ŵ as it is).
+    steps : list of dict
+        One figures dict per round.
+    """
     N, k, d = X.shape
     Yf = Y.reshape(-1, d)
-    steps: list[dict] = []
+    steps: list[Step] = []
     for f in fractions:
         j, rel = single_token_residuals(X, Y, W)
         r = rel.reshape(-1)
@@ -76,7 +137,7 @@ def trimmed_rounds(
             steps.append({"fraction": float(f), "rows": keep, "status": "singular design, step skipped"})
             continue
         W = np.linalg.lstsq(Z, Yf[idx], rcond=None)[0]
-        step = {
+        step: Step = {
             "fraction": float(f),
             "rows": keep,
             "cond": float(sv[0] / sv[-1]),
@@ -87,11 +148,6 @@ def trimmed_rounds(
             step["err_sum_w"] = _rel_err(W, truth_sum)
         steps.append(step)
     return W, steps
-
-
-#: agreement residual RMS, relative to the RMS of Y, below which the rows are fitted exactly by one pattern
-#: (one head: 7e-13 after the first refit at (8,4,1); two generic heads: >= 0.17)
-EXACT_AGREEMENT = 1e-9
 
 
 def _complement_projectors(T: np.ndarray) -> np.ndarray:
@@ -110,32 +166,75 @@ def _complement_projectors(T: np.ndarray) -> np.ndarray:
     return P
 
 
+def _gauss_newton_step(
+    Xr: np.ndarray, B: np.ndarray, qq: np.ndarray, r: np.ndarray, basis: np.ndarray | None
+) -> np.ndarray:
+    """The Gauss–Newton step ΔW (d, d) of the variable-projection objective at B = Xr W, whose rows have the
+    affine weights qq and residuals r (Kaufman's Jacobian; ``basis`` (s, d) restricts ΔW to basisᵀ C)."""
+    R, _, d = B.shape
+    T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1)  # (R, d, k−1): the directions q can absorb
+    Pp = _complement_projectors(T)  # (R, d, d)
+    z = np.einsum("rj,rjd->rd", qq, Xr)  # (R, d)
+    # ∂r_e/∂W[p, f] = −P⊥[e, f] z_p, so (P⊥ symmetric and idempotent) JᵀJ = Σ_rows (z zᵀ) ⊗ P⊥ and
+    # Jᵀr = −Σ_rows z ⊗ P⊥r: one (R, s²)ᵀ(R, d²) product instead of the dense (R d, s d) Jacobian
+    # (d² fewer flops per row)
+    zb = z if basis is None else z @ basis.T  # (R, s)
+    nb = zb.shape[1]
+    Pr = np.einsum("ref,rf->re", Pp, r)
+    ZZ = (zb[:, :, None] * zb[:, None, :]).reshape(R, nb * nb)
+    H = (ZZ.T @ Pp.reshape(R, d * d)).reshape(nb, nb, d, d).transpose(0, 2, 1, 3).reshape(nb * d, nb * d)
+    rhs_w = (zb.T @ Pr).reshape(-1)
+    step = np.linalg.solve(H + GN_RIDGE * np.trace(H) / H.shape[0] * np.eye(H.shape[0]), rhs_w)
+    dW = step.reshape(-1, d)
+    return basis.T @ dW if basis is not None else dW
+
+
 def agreement_refit(
     X: np.ndarray,
     Y: np.ndarray,
     W: np.ndarray,
     *,
-    n_rows: int = 2000,
-    q_tol: float = 0.01,
-    max_iter: int = 6,
-    tol: float = 1e-7,
-    stall: float = 0.05,
+    n_rows: int,
+    q_tol: float,
+    max_iter: int,
+    stall: float,
+    stop_rms: float,
     basis: np.ndarray | None = None,
-    ridge: float = 1e-9,
-    stop_rms: float = 0.0,
-) -> tuple[np.ndarray, dict]:
+) -> tuple[np.ndarray, dict[str, object]]:
     """Variable-projection Gauss–Newton on the agreeing rows: min_W Σ_rows min_{Σq=1} ‖y_a − qᵀ X W‖².
 
     Rows are fixed up front: the ``n_rows`` rows with the smallest simplex-regression residual under the
     current W and q̂ >= −q_tol (rows where all heads share a pattern; for m = 1 every row). Each step uses
     Kaufman's Jacobian: with q̂ the inner minimiser, B = X W and P⊥ the projector onto the complement of
-    the directions {B_j − B_1} that q can absorb, r_a moves by −P⊥ ΔWᵀ(Xᵀq̂_a). ``basis`` (r, d)
-    restricts the update to ΔW = basisᵀ C. Stops when the step is below ``tol`` (relative) or the residual
-    RMS improves by less than the fraction ``stall``, or is already <= ``stop_rms``. With m >= 2 heads the first
-    step leaves the RMS 2–4 % lower and a second gains no accuracy (Σ̂W 7.9e-3 against 8.0e-3 off at (16,4,2),
-    3.4e-2 against 3.5e-2 at (8,4,3), peaked 9.4e-5 against 9.3e-5), so ``stall`` = 0.05 stops there; one head
-    gains orders of magnitude per step. Returns (W, {"rows", "rms_per_iter", "rms_final"}), the
-    last the residual RMS under the returned W.
+    the directions {B_j − B_1} that q can absorb, r_a moves by −P⊥ ΔWᵀ(Xᵀq̂_a).
+
+    Parameters
+    ----------
+    X, Y : np.ndarray, shape (N, k, d)
+        Inputs and outputs (checked by the caller).
+    W : np.ndarray, shape (d, d)
+        The starting estimate of Σ_i W_i.
+    n_rows : int
+        Agreeing rows the refit uses.
+    q_tol : float
+        A row needs q̂ >= −q_tol.
+    max_iter : int
+        Gauss–Newton steps at most.
+    stall : float
+        Stop when a step lowers the residual RMS by less than this fraction (m >= 2: the heads' disagreement
+        floor, reached after one step); one head gains orders of magnitude per step.
+    stop_rms : float
+        Stop when the residual RMS is already at most this (fitted to rounding).
+    basis : np.ndarray, shape (s, d), optional
+        Restricts the update to ΔW = basisᵀ C.
+
+    Returns
+    -------
+    W : np.ndarray, shape (d, d)
+        The refitted estimate (the input when fewer than d rows agree).
+    info : dict
+        "rows" used, "rms_per_iter" (the residual RMS before each step) and "rms_final" (under the returned
+        W; absent when fewer than d rows agree).
     """
     N, k, d = X.shape
     fit = simplex_lstsq(X, Y, W)
@@ -143,7 +242,8 @@ def agreement_refit(
     rel = fit.rel.reshape(-1)
     ok = np.flatnonzero((q.min(1) >= -q_tol) & np.repeat(token_gram_ok(X), k))
     rows = ok[np.argsort(rel[ok], kind="stable")[:n_rows]]
-    info: dict = {"rows": int(rows.size), "rms_per_iter": []}
+    hist: list[float] = []
+    info: dict[str, object] = {"rows": int(rows.size), "rms_per_iter": hist}
     if rows.size < d:
         return W, info
     n_, a_ = np.divmod(rows, k)
@@ -160,7 +260,6 @@ def agreement_refit(
     for _ in range(max_iter):
         B, qq, r, rms = inner(W)
         stepped = False
-        hist = info["rms_per_iter"]
         if rms <= stop_rms:  # fitted to rounding (one head): a step would only confirm it
             hist.append(rms)
             break
@@ -168,128 +267,159 @@ def agreement_refit(
             hist.append(rms)  # stalled (m >= 2: the heads' disagreement floor); keep the current W
             break
         hist.append(rms)
-        T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1)  # (R, d, k−1)
-        Pp = _complement_projectors(T)  # (R, d, d)
-        z = np.einsum("rj,rjd->rd", qq, Xr)  # (R, d)
-        # ∂r_e/∂W[p, f] = −P⊥[e, f] z_p, so (P⊥ symmetric and idempotent) JᵀJ = Σ_rows (z zᵀ) ⊗ P⊥ and
-        # Jᵀr = −Σ_rows z ⊗ P⊥r: one (R, s²)ᵀ(R, d²) product instead of the dense (R d, s d) Jacobian
-        # (d² fewer flops per row; phase 1 at (16,4,2) 0.18 → see docs/method.md "Speed changes")
-        zb = z if basis is None else z @ basis.T  # (R, s)
-        nb = zb.shape[1]
-        Pr = np.einsum("ref,rf->re", Pp, r)
-        ZZ = (zb[:, :, None] * zb[:, None, :]).reshape(rows.size, nb * nb)
-        H = (ZZ.T @ Pp.reshape(rows.size, d * d)).reshape(nb, nb, d, d).transpose(0, 2, 1, 3).reshape(nb * d, nb * d)
-        rhs_w = (zb.T @ Pr).reshape(-1)
-        step = np.linalg.solve(H + ridge * np.trace(H) / H.shape[0] * np.eye(H.shape[0]), rhs_w)
-        dW = step.reshape(-1, d)
-        dW = basis.T @ dW if basis is not None else dW
+        dW = _gauss_newton_step(Xr, B, qq, r, basis)
         W = W + dW
         stepped = True
-        if np.linalg.norm(dW) <= tol * max(float(np.linalg.norm(W)), 1e-300):
+        if np.linalg.norm(dW) <= STEP_TOL * max(float(np.linalg.norm(W)), 1e-300):
             break
-    info["rms_final"] = inner(W)[3] if stepped else info["rms_per_iter"][-1]
+    info["rms_final"] = inner(W)[3] if stepped else hist[-1]
     return W, info
 
 
-def estimate_sum_w(
-    X: Any,
-    Y: Any,
-    *,
-    truth: Any = None,
-    improve: bool = True,
-    fractions: Sequence[float] = DEFAULT_FRACTIONS,
-    min_rows: int | None = None,
-    vp_rounds: int = 2,
-    vp_rows: int = 2000,
-    max_cond: float = 1e3,
-    max_single_residual: float | None = 0.3,
-) -> tuple[np.ndarray, PhaseRecord]:
-    """Phase 1: crude Ŵ⁰ = (1/kN) Σ s tᵀ, then (``improve``) trimmed single-token least squares rounds
-    with kept fractions ``fractions``, then ``vp_rounds`` rounds of ``agreement_refit`` on the ``vp_rows``
-    best agreeing rows (re-selected each round). Returns (Σ̂W (d, d), PhaseRecord "1-sum-w").
+def _refits(
+    X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSettings, S: np.ndarray | None
+) -> tuple[np.ndarray, list[dict[str, object]], bool]:
+    """Phase 1's ``vp_rounds`` agreement refits, each re-selecting its rows under the last W. Returns (W, one
+    info dict per refit, whether one pattern fits every selected row to rounding: then the refits stop, since
+    another would re-select rows under the same W)."""
+    stop_rms = s.exact_agreement * float(np.sqrt(np.mean(Y**2)))
+    steps: list[dict[str, object]] = []
+    for _ in range(s.vp_rounds):
+        W, info = agreement_refit(
+            X, Y, W, n_rows=s.vp_rows, q_tol=s.vp_q_tol, max_iter=s.vp_max_iter, stall=s.vp_stall, stop_rms=stop_rms
+        )
+        if S is not None:
+            info["err_sum_w"] = _rel_err(W, S)
+        steps.append(info)
+        rms_final = info.get("rms_final")  # absent when fewer than d rows agree
+        if isinstance(rms_final, float) and rms_final <= stop_rms:
+            return W, steps, True
+    return W, steps, False
 
-    A degenerate instance is ``sculpt.errors.PhaseFailed``: the later phases divide by Σ W_i, so an estimate with condition
-    number above ``max_cond`` stops here. Measured: <= 10 for planted layers; 52–6e7 when W_2 = −W_1 (the
-    estimate is then noise, so the check catches most but not all singular layers; above 100 the record's
-    message warns)."""
+
+def _improve(
+    X: np.ndarray, Y: np.ndarray, W0: np.ndarray, s: SumWSettings, rec: PhaseRecord, S: np.ndarray | None
+) -> np.ndarray:
+    """The trimmed single-token rounds from the crude Ŵ⁰, then the agreement refits; their figures (and truth
+    figures when the true Σ W_i is ``S``) go to ``rec``."""
+    assert s.min_rows is not None  # resolved
+    W, steps = trimmed_rounds(X, Y, W0, s.fractions, min_rows=s.min_rows, truth_sum=S)
+    rec.figures["trimmed_steps"] = steps
+    rec.figures["estimator"] = "trimmed single-token least squares (deviation; docs/method.md)"
+    if S is not None:
+        rec.truth["err_trimmed"] = _rel_err(W, S)
+        rec.truth["err_per_step"] = [step.get("err_sum_w") for step in steps]
+    W, vp_steps, exact = _refits(X, Y, W, s, S)
+    if exact:
+        rec.figures["exact_agreement"] = True
+    rec.figures["agreement_refit"] = vp_steps
+    if s.vp_rounds:
+        rec.figures["estimator"] += " + agreement variable-projection refit"
+    if S is not None:
+        rec.truth["err_improved"] = _rel_err(W, S)
+        rec.truth["err_per_vp_round"] = [v.get("err_sum_w") for v in vp_steps]
+    return W
+
+
+def _check_conditioning(X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSettings, rec: PhaseRecord) -> None:
+    """cond(Σ̂W) into the record (a warning above ``warn_cond``); PhaseFailed above ``max_cond``, naming nearly
+    uniform heads as the likely cause when no row is fitted by a single token.
+
+    The estimator rests on rows one token explains; with nearly uniform attention in every head there are none
+    (torch.nn.MultiheadAttention's own initialisation, ‖Θ_i‖_F ≈ 0.5: the best 0.5 % of rows are fitted to
+    0.7–2.9 relative, against <= 0.09 for every planted family at scale 2.5), and the estimate is then wrong
+    (61 % off, cond 2e3–6e5 against a true 97–876). A singular Σ W_i (W_2 = −W_1) leaves no single-token row
+    either, so the failure names both causes."""
+    sv = np.linalg.svd(W, compute_uv=False)
+    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
+    rec.figures["cond"] = cond
+    if "trimmed_steps" in rec.figures:  # the improved estimator ran: its single-token fit is meaningful
+        q = float(np.quantile(single_token_residuals(X, Y, W)[1], SINGLE_TOKEN_QUANTILE))
+        rec.figures["single_token_residual_q005"] = q
+    if cond > s.warn_cond:
+        rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}); Σ W_i may be singular"
+    if cond <= s.max_cond:
+        return
+    q005 = rec.figures.get("single_token_residual_q005", 0.0)
+    if s.max_single_residual is not None and q005 > s.max_single_residual:
+        raise PhaseFailed(
+            "1-sum-w",
+            f"degenerate instance or nearly uniform attention: the estimated Σ W_i has "
+            f"condition number {cond:.3g} > max_cond = {s.max_cond:g} and no output row is explained "
+            f"by a single token (the best 0.5 % are fitted to {q005:.2g} relative residual > "
+            f"{s.max_single_residual:g}); either Σ W_i is singular, or attention is nearly uniform "
+            "in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own initialisation), which "
+            "the single-token estimator cannot tell apart (method='gradient' needs no Σ W)",
+        )
+    raise PhaseFailed(
+        "1-sum-w",
+        f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
+        f"{s.max_cond:g}; the sculpting phases need Σ W_i invertible and well-conditioned "
+        "(method='gradient' does not)",
+    )
+
+
+def estimate_sum_w(
+    X: ArrayLike,
+    Y: ArrayLike,
+    settings: SumWSettings | None = None,
+    *,
+    truth: MultiHeadAttention | None = None,
+) -> tuple[np.ndarray, PhaseRecord]:
+    """Phase 1: Σ̂W, an estimate of Σ_i W_i from single-token rows (module docstring).
+
+    The crude Ŵ⁰ = (1/kN) Σ_n s_n t_nᵀ; then (``improve``) trimmed single-token least squares rounds keeping
+    the ``fractions`` of rows, then ``vp_rounds`` agreement refits on the ``vp_rows`` best agreeing rows.
+
+    Parameters
+    ----------
+    X, Y : array_like, shape (N, k, d)
+        Inputs and the layer's outputs.
+    settings : SumWSettings, optional
+        Phase 1's settings (default: ``SumWSettings()``, what ``learn`` uses); "auto" fields are resolved here.
+    truth : MultiHeadAttention, optional
+        The true layer: errors against its Σ_i W_i go to the record's ``truth``.
+
+    Returns
+    -------
+    W_sum : np.ndarray, shape (d, d)
+        Σ̂W.
+    record : PhaseRecord
+        "1-sum-w"; ``figures["exact_agreement"]`` is True when one pattern fits every agreeing row to rounding
+        (one head: phase 3 then has nothing to refine).
+
+    Raises
+    ------
+    ValueError
+        Malformed data, or ``min_rows`` or ``vp_rows`` below d.
+    PhaseFailed
+        cond(Σ̂W) > ``max_cond``: a degenerate instance (the later phases divide by Σ W_i; <= 10 for planted
+        layers, 52–6e7 when W_2 = −W_1), or nearly uniform attention.
+    """
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)
     N, k, d = X.shape
-    fr = [float(f) for f in fractions]
-    if any(not (0.0 < f <= 1.0) for f in fr):
-        raise ValueError(f"fractions must lie in (0, 1], got {list(fractions)}")
-    min_rows = 3 * d if min_rows is None else int(min_rows)
-    if min_rows < d:
-        raise ValueError(f"min_rows must be >= d = {d}, got {min_rows}")
-    if int(vp_rounds) < 0 or int(vp_rows) < d:
-        raise ValueError(f"vp_rounds must be >= 0 and vp_rows >= d = {d}, got {vp_rounds}, {vp_rows}")
+    s = (settings or SumWSettings()).resolve(ProblemSize.of(X, m=1))  # phase 1 does not depend on m
+    assert s.min_rows is not None  # resolved
+    if s.min_rows < d:
+        raise ValueError(f"min_rows must be >= d = {d}, got {s.min_rows}")
+    if s.vp_rows < d:
+        raise ValueError(f"vp_rows must be >= d = {d}, got {s.vp_rows}")
     rec = PhaseRecord("1-sum-w")
     S = None if truth is None else truth.ws.sum(0)
     W0 = crude_sum_w(X, Y)
     rec.figures.update(n_examples=N, crude_norm=float(np.linalg.norm(W0)))
     if S is not None:
         rec.truth["err_crude"] = _rel_err(W0, S)
-    W = W0
-    if improve and N * k >= min_rows:
-        W, steps = trimmed_rounds(X, Y, W0, fr, min_rows=min_rows, truth_sum=S)
-        rec.figures["trimmed_steps"] = steps
-        rec.figures["estimator"] = "trimmed single-token least squares (deviation; docs/method.md)"
-        if S is not None:
-            rec.truth["err_trimmed"] = _rel_err(W, S)
-            rec.truth["err_per_step"] = [s.get("err_sum_w") for s in steps]
-        vp_steps = []
-        y_rms = float(np.sqrt(np.mean(Y**2)))
-        for _ in range(int(vp_rounds)):
-            W, info = agreement_refit(X, Y, W, n_rows=vp_rows, stop_rms=EXACT_AGREEMENT * y_rms)
-            if S is not None:
-                info["err_sum_w"] = _rel_err(W, S)
-            vp_steps.append(info)
-            if info.get("rms_final", np.inf) <= EXACT_AGREEMENT * y_rms:
-                # one pattern explains every selected row to rounding (one head, or heads that agree): another
-                # round would re-select rows under the same W (m = 1: a third of phase 1's time)
-                rec.figures["exact_agreement"] = True
-                break
-        rec.figures["agreement_refit"] = vp_steps
-        if vp_rounds:
-            rec.figures["estimator"] += " + agreement variable-projection refit"
-        if S is not None:
-            rec.truth["err_improved"] = _rel_err(W, S)
-            rec.truth["err_per_vp_round"] = [v.get("err_sum_w") for v in vp_steps]
+    if s.improve and N * k >= s.min_rows:
+        W = _improve(X, Y, W0, s, rec, S)
     else:
+        W = W0
         rec.figures["estimator"] = "crude (1/kN) Σ s tᵀ"
-        if improve:
-            rec.message = f"too few rows ({N * k}) for the trimmed refit (need {min_rows}); crude estimate kept"
+        if s.improve:
+            rec.message = f"too few rows ({N * k}) for the trimmed refit (need {s.min_rows}); crude estimate kept"
     if S is not None:
         rec.truth["err_sum_w"] = _rel_err(W, S)
-    sv = np.linalg.svd(W, compute_uv=False)
-    cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
-    rec.figures["cond"] = cond
-    if improve and N * k >= min_rows:
-        # the estimator rests on rows one token explains; with nearly uniform attention in every head there
-        # are none (torch.nn.MultiheadAttention's own initialisation, ‖Θ_i‖_F ≈ 0.5: the best 0.5 % of rows
-        # are fitted to 0.7–2.9 relative, against <= 0.09 for every planted family measured at scale 2.5), and
-        # the estimate is then wrong (61 % off, cond 2e3–6e5 against a true 97–876): the cond check below then
-        # names that cause next to a singular Σ W_i (W_2 = −W_1 also leaves no single-token row)
-        rec.figures["single_token_residual_q005"] = float(np.quantile(single_token_residuals(X, Y, W)[1], 0.005))
-    if cond > 100.0:
-        rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}); Σ W_i may be singular"
-    q005 = rec.figures.get("single_token_residual_q005", 0.0)
-    if not cond <= float(max_cond) and max_single_residual is not None and q005 > float(max_single_residual):
-        raise PhaseFailed(
-            "1-sum-w",
-            f"degenerate instance or nearly uniform attention: the estimated Σ W_i has "
-            f"condition number {cond:.3g} > max_cond = {float(max_cond):g} and no output row is explained "
-            f"by a single token (the best 0.5 % are fitted to {q005:.2g} relative residual > "
-            f"{float(max_single_residual):g}); either Σ W_i is singular, or attention is nearly uniform "
-            "in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own initialisation), which "
-            "the single-token estimator cannot tell apart (method='gradient' needs no Σ W)",
-        )
-    if not cond <= float(max_cond):
-        raise PhaseFailed(
-            "1-sum-w",
-            f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
-            f"{float(max_cond):g}; the sculpting phases need Σ W_i invertible and well-conditioned "
-            "(method='gradient' does not)",
-        )
+    _check_conditioning(X, Y, W, s, rec)
     rec.time = time.perf_counter() - t0
     return W, rec

@@ -16,7 +16,18 @@ PACKAGES: tuple[str, ...] = ("sculpt", "numpy", "scipy", "cvxpy", "clarabel", "h
 
 
 def package_version(name: str) -> str:
-    """The installed version of distribution ``name``, or "absent"."""
+    """The installed version of a distribution (read from its metadata, nothing is imported).
+
+    Parameters
+    ----------
+    name
+        The distribution's name.
+
+    Returns
+    -------
+    str
+        Its version, or "absent".
+    """
     try:
         return md.version(name)
     except md.PackageNotFoundError:
@@ -43,7 +54,15 @@ def _git_commit() -> str | None:
 
 
 def versions() -> dict[str, str]:
-    """{python, machine, cpus, one entry per name in PACKAGES (version or "absent"), git (checkout only)}."""
+    """What ran: Python, the machine, the core count, every distribution in ``PACKAGES`` and the git commit of a
+    source checkout.
+
+    Returns
+    -------
+    dict of str to str
+        {python, machine, cpus, one entry per name in PACKAGES (version or "absent"), git (checkout only)}, a
+        copy of the cached answer.
+    """
     return dict(_versions())
 
 

@@ -14,9 +14,9 @@ query a and head i flattened on axis 2), the softmax runs over axis 1,
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "chunk_size",
@@ -36,22 +36,54 @@ _NO_SHIFT_BOUND = 300.0  # softmax skips the max shift when all |logits| <= this
 
 
 def chunk_size(k: int, d: int, m: int) -> int:
-    """Sequences per chunk: n = max(1, 2^15 // (k m max(k, d))), so (n, k, k m) and (n, k m, d) hold ~2^15 floats."""
+    """Sequences per chunk, n = max(1, 2^15 // (k m max(k, d))): (n, k, k m) and (n, k m, d) hold ~2^15 floats.
+
+    Parameters
+    ----------
+    k, d, m
+        Tokens, token dimension, heads.
+
+    Returns
+    -------
+    int
+        n >= 1.
+    """
     return max(1, _CHUNK_ELEMENTS // (k * m * max(k, d)))
 
 
 def concat_thetas(thetas: np.ndarray) -> np.ndarray:
-    """[Θ_1 | … | Θ_m] as a (d, m d) matrix: column block i is Θ_i, so x Θ_cat = [xΘ_1, …, xΘ_m]."""
+    """[Θ_1 | … | Θ_m]: column block i is Θ_i, so x Θ_cat = [xΘ_1, …, xΘ_m].
+
+    Parameters
+    ----------
+    thetas
+        (m, d, d).
+
+    Returns
+    -------
+    numpy.ndarray
+        (d, m d), contiguous.
+    """
     m, d, _ = thetas.shape
     return np.ascontiguousarray(thetas.transpose(1, 0, 2).reshape(d, m * d))
 
 
 def softmax_axis1(logits: np.ndarray) -> np.ndarray:
-    """In place: logits[:, b, c] ← exp(L[:, b, c]) / Σ_b' exp(L[:, b', c]) for a (n, k, c) array.
+    """In place: logits[:, b, c] ← exp(L[:, b, c]) / Σ_b' exp(L[:, b', c]).
 
     When every logit lies in [−300, 300] exp cannot overflow and the largest term of a row cannot underflow,
     so exp(L)/Σexp(L) is exact to rounding without the max shift (one pass fewer); otherwise the max over
     axis 1 is subtracted first.
+
+    Parameters
+    ----------
+    logits
+        (n, k, c), overwritten.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``logits``, now the softmax over axis 1.
     """
     if logits.size == 0:
         return logits
@@ -82,8 +114,21 @@ def forward_chunk(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk: P[n, b, a m + i] = softmax_b(x_aᵀ Θ_i x_b), A[n, a m + i] = Σ_b P x_b, F[n, a] = Σ_i A W_i.
 
-    ``theta_cat`` = concat_thetas(thetas) (d, m d), ``w_cat`` = ws.reshape(m d, d), X (n, k, d).
-    Returns ``P`` (n, k, k m) with keys on axis 1, ``A`` (n, k m, d) and ``F`` (n, k, d).
+    Parameters
+    ----------
+    theta_cat
+        ``concat_thetas(thetas)``, (d, m d).
+    w_cat
+        ``ws.reshape(m d, d)``.
+    X
+        (n, k, d).
+    m
+        Heads.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        P (n, k, k m) with keys on axis 1, A (n, k m, d) and F (n, k, d).
     """
     n, k, d = X.shape
     P = _patterns_chunk(theta_cat, X, m)
@@ -93,9 +138,20 @@ def forward_chunk(
 
 
 def forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """F(X)[n] = Σ_i softmax(X_n Θ_i X_nᵀ) X_n W_i for thetas, ws (m, d, d) and X (N, k, d); returns (N, k, d).
+    """F(X)[n] = Σ_i softmax(X_n Θ_i X_nᵀ) X_n W_i, chunked over N (``chunk_size``): memory beyond the output is
+    O(2^15) floats whatever N is.
 
-    Chunked over N (``chunk_size``): memory beyond the output is O(2^15) floats whatever N is.
+    Parameters
+    ----------
+    thetas, ws
+        (m, d, d) each.
+    X
+        (N, k, d).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, k, d).
     """
     thetas = np.asarray(thetas, dtype=np.float64)
     ws = np.asarray(ws, dtype=np.float64)
@@ -111,7 +167,20 @@ def forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndarray:
 
 
 def attention_patterns(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b) for thetas (m, d, d), X (N, k, d); returns (N, m, k, k)."""
+    """p[n, i, a, b] = softmax_b(x_aᵀ Θ_i x_b).
+
+    Parameters
+    ----------
+    thetas
+        (m, d, d).
+    X
+        (N, k, d).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, m, k, k).
+    """
     thetas = np.asarray(thetas, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     m, d, _ = thetas.shape
@@ -127,10 +196,20 @@ def attention_patterns(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
 
 
 def attention(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """p[..., n, a, b] = softmax_b(x_aᵀ Θ x_b) for a stack of Θ (..., d, d) and X (N, k, d): (..., N, k, k).
+    """p[..., n, a, b] = softmax_b(x_aᵀ Θ x_b) for a stack of Θ: the head-major twin of ``attention_patterns``
+    (same kernel, chunked over N), for callers that stack a grid of candidate Θ on the leading axes.
 
-    Head-major twin of ``attention_patterns`` (same kernel, chunked over N), for callers that stack a
-    grid of candidate Θ on the leading axes.
+    Parameters
+    ----------
+    thetas
+        (..., d, d).
+    X
+        (N, k, d).
+
+    Returns
+    -------
+    numpy.ndarray
+        (..., N, k, k).
     """
     th = np.asarray(thetas, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
@@ -150,7 +229,20 @@ def attention(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
 
 
 def features(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Z[(n, a), i d + j] = (Σ_b p^{(i)}_{ab} x_b)_j: the (N k, m d) design with F(X) = Z [W_1; …; W_m]."""
+    """Z[(n, a), i d + j] = (Σ_b p^{(i)}_{ab} x_b)_j: the design with F(X) = Z [W_1; …; W_m].
+
+    Parameters
+    ----------
+    thetas
+        (m, d, d).
+    X
+        (N, k, d).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N k, m d).
+    """
     thetas = np.asarray(thetas, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     m, d, _ = thetas.shape
@@ -164,23 +256,34 @@ def features(thetas: np.ndarray, X: np.ndarray) -> np.ndarray:
     return out.reshape(N * k, m * d)  # row (n, a), column block i: A[n, a m + i]
 
 
-def relative_mse(Y_hat: Any, Y: Any) -> float:
-    """‖Y − Ŷ‖² / ‖Y‖² summed over every entry (0/0 = 0, x/0 = inf; a non-finite Ŷ gives inf)."""
-    Y_hat = np.asarray(Y_hat, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    if Y_hat.shape != Y.shape:
-        raise ValueError(f"prediction and target shapes differ: {Y_hat.shape} vs {Y.shape}")
-    if not np.all(np.isfinite(Y_hat)):
+def relative_mse(Y_hat: ArrayLike, Y: ArrayLike) -> float:
+    """‖Y − Ŷ‖² / ‖Y‖² summed over every entry (0/0 = 0, x/0 = inf; a non-finite Ŷ gives inf).
+
+    Parameters
+    ----------
+    Y_hat, Y
+        Prediction and target of the same shape (ValueError otherwise).
+
+    Returns
+    -------
+    float
+        The relative MSE.
+    """
+    P = np.asarray(Y_hat, dtype=np.float64)
+    T = np.asarray(Y, dtype=np.float64)
+    if P.shape != T.shape:
+        raise ValueError(f"prediction and target shapes differ: {P.shape} vs {T.shape}")
+    if not np.all(np.isfinite(P)):
         return math.inf
-    R = Y - Y_hat
-    num, den = float(np.vdot(R, R)), float(np.vdot(Y, Y))
+    R = T - P
+    num, den = float(np.vdot(R, R)), float(np.vdot(T, T))
     if not (math.isfinite(num) and math.isfinite(den)):
         # entries near 1e150 and above: the ratio is scale-free, so divide both by one power of two (exact)
-        top = max(float(np.max(np.abs(R), initial=0.0)), float(np.max(np.abs(Y), initial=0.0)))
+        top = max(float(np.max(np.abs(R), initial=0.0)), float(np.max(np.abs(T), initial=0.0)))
         if not math.isfinite(top):
             return math.inf
         e = int(np.frexp(top)[1])
-        Rs, Ys = np.ldexp(R, -e), np.ldexp(Y, -e)
+        Rs, Ys = np.ldexp(R, -e), np.ldexp(T, -e)
         num, den = float(np.vdot(Rs, Rs)), float(np.vdot(Ys, Ys))
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
@@ -188,5 +291,18 @@ def relative_mse(Y_hat: Any, Y: Any) -> float:
 
 
 def layer_relative_mse(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.ndarray) -> float:
-    """‖Y − F(X)‖² / ‖Y‖² for the layer (thetas, ws) over the whole batch (``relative_mse`` of ``forward``)."""
+    """‖Y − F(X)‖² / ‖Y‖² for the layer (thetas, ws) over the whole batch (``relative_mse`` of ``forward``).
+
+    Parameters
+    ----------
+    thetas, ws
+        (m, d, d) each.
+    X, Y
+        (N, k, d) each.
+
+    Returns
+    -------
+    float
+        The relative MSE.
+    """
     return relative_mse(forward(thetas, ws, X), Y)

@@ -13,21 +13,36 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
 
-__all__ = ["to_jsonable", "dumps", "write_json"]
+__all__ = ["to_jsonable", "dumps", "write_json", "JSON"]
+
+#: a value made of JSON types only
+JSON: TypeAlias = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
 
 
-def to_jsonable(value: Any, *, max_array: int | None = None) -> Any:
-    """A JSON-ready copy of ``value``: x ↦ x for str/bool/int/None, float x ↦ x if finite else None.
+def to_jsonable(value: object, *, max_array: int | None = None) -> JSON:
+    """A JSON-ready copy of ``value``: numpy scalars to Python numbers, arrays to nested lists, tuples and sets
+    to lists, non-finite floats to None, paths to strings, objects with ``to_dict()`` through it, dataclasses
+    field by field, anything else to ``str``.
 
-    With ``max_array`` set, arrays with more than ``max_array`` entries become {"array_shape", "norm"} and
-    lists longer than 4·max_array become {"list_length", "head" (first 8), "last"} (keeps records small).
+    Parameters
+    ----------
+    value
+        The value (of whatever type).
+    max_array
+        When set, arrays with more entries become {"array_shape", "norm"} and lists longer than 4·max_array
+        become {"list_length", "head" (first 8), "last"} (keeps records small).
+
+    Returns
+    -------
+    JSON
+        Plain JSON types only.
     """
 
-    def conv(v: Any) -> Any:
+    def conv(v: object) -> JSON:
         if v is None or isinstance(v, str):
             return v
         if isinstance(v, (bool, np.bool_)):
@@ -63,22 +78,50 @@ def to_jsonable(value: Any, *, max_array: int | None = None) -> Any:
     return conv(value)
 
 
-def dumps(value: Any, *, indent: int | None = None, sort_keys: bool = False, max_array: int | None = None) -> str:
-    """json.dumps(to_jsonable(value), allow_nan=False): strict JSON text (non-finite numbers are null)."""
+def dumps(value: object, *, indent: int | None = None, sort_keys: bool = False, max_array: int | None = None) -> str:
+    """Strict JSON text: ``json.dumps(to_jsonable(value), allow_nan=False)`` (non-finite numbers are null).
+
+    Parameters
+    ----------
+    value
+        The value (of whatever type).
+    indent, sort_keys
+        As for ``json.dumps``.
+    max_array
+        As for ``to_jsonable``.
+
+    Returns
+    -------
+    str
+        The JSON text.
+    """
     return json.dumps(to_jsonable(value, max_array=max_array), indent=indent, sort_keys=sort_keys, allow_nan=False)
 
 
 def write_json(
     path: str | os.PathLike[str],
-    value: Any,
+    value: object,
     *,
     indent: int | None = 2,
     sort_keys: bool = False,
     max_array: int | None = None,
 ) -> Path:
-    """Write ``dumps(value)`` plus a newline to ``path`` (UTF-8, parent folders created); returns the path.
+    """Write ``dumps(value)`` plus a newline to ``path`` (UTF-8, parent folders created). The text is built
+    before the file is opened, so a value that cannot be serialised leaves no file.
 
-    The text is built before the file is opened, so a value that cannot be serialised leaves no file.
+    Parameters
+    ----------
+    path
+        The file.
+    value
+        The value (of whatever type).
+    indent, sort_keys, max_array
+        As for ``dumps``.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
     """
     out = Path(path)
     text = dumps(value, indent=indent, sort_keys=sort_keys, max_array=max_array) + "\n"

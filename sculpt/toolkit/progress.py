@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["ProgressBar", "Progress", "tqdm_available"]
 
@@ -18,7 +21,12 @@ log = logging.getLogger("sculpt")
 
 
 def tqdm_available() -> bool:
-    """True when tqdm can be imported."""
+    """Whether tqdm can be imported.
+
+    Returns
+    -------
+    bool
+    """
     try:
         import tqdm  # noqa: F401
     except ImportError:
@@ -56,7 +64,7 @@ class ProgressBar:
         self.stream: TextIO = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.perf_counter()
-        self._tqdm: Any = None
+        self._tqdm: tqdm[None] | None = None
         if use_tqdm is None:
             use_tqdm = self.tty and tqdm_available()
         if self.enabled and use_tqdm:

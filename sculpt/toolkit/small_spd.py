@@ -26,9 +26,20 @@ def _stack(A: np.ndarray) -> np.ndarray:
 
 
 def batched_cholesky(A: np.ndarray, *, rcond: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Lower Cholesky factors of the stack A (N, n, n) (only its lower triangle is read), in the layout
-    (n, n, N), and ok (N,): whether every pivot was positive and finite and min L_jj² >= ``rcond``·max L_jj²
-    (a cheap conditioning test). A = L Lᵀ where ok."""
+    """Lower Cholesky factors of a stack of SPD matrices; A = L Lᵀ where ok.
+
+    Parameters
+    ----------
+    A
+        (N, n, n); only the lower triangle is read.
+    rcond
+        ok also needs min L_jj² >= rcond·max L_jj² (a cheap conditioning test).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        L in the layout (n, n, N), and ok (N,): every pivot positive and finite (and the rcond test).
+    """
     A = _stack(A)
     N, n, _ = A.shape
     a = np.ascontiguousarray(np.moveaxis(A, 0, -1))  # (n, n, N)
@@ -51,8 +62,23 @@ def batched_cholesky(A: np.ndarray, *, rcond: float = 0.0) -> tuple[np.ndarray, 
 
 
 def batched_cholesky_solve(A: np.ndarray, B: np.ndarray, *, rcond: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """X (N, n, r) with A[t] X[t] = B[t] for the SPD stack A (N, n, n), and ok (N,) as in ``batched_cholesky``,
-    also False where X is not finite (X is meaningless where ok is False)."""
+    """X with A[t] X[t] = B[t] for a stack of SPD matrices.
+
+    Parameters
+    ----------
+    A
+        (N, n, n), SPD.
+    B
+        (N, n, r).
+    rcond
+        As for ``batched_cholesky``.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        X (N, n, r), meaningless where ok is False, and ok (N,) as in ``batched_cholesky``, also False where X
+        is not finite.
+    """
     A = _stack(A)
     B = np.asarray(B, dtype=np.float64)
     if B.ndim != 3 or B.shape[:2] != A.shape[:2]:
@@ -74,7 +100,20 @@ def batched_cholesky_solve(A: np.ndarray, B: np.ndarray, *, rcond: float = 0.0) 
 
 
 def batched_positive_definite(A: np.ndarray, shift: float = 0.0) -> np.ndarray:
-    """(N,) mask: the smallest eigenvalue of each symmetric A[t] exceeds ``shift`` (A − shift·I has a
-    Cholesky factor); the same test as ``eigvalsh(A)[:, 0] > shift`` up to rounding at the boundary."""
+    """Whether the smallest eigenvalue of each symmetric A[t] exceeds ``shift`` (A − shift·I has a Cholesky
+    factor): the test ``eigvalsh(A)[:, 0] > shift`` up to rounding at the boundary.
+
+    Parameters
+    ----------
+    A
+        (N, n, n), symmetric.
+    shift
+        The eigenvalue bound.
+
+    Returns
+    -------
+    numpy.ndarray
+        (N,) mask.
+    """
     A = _stack(A)
     return batched_cholesky(A - shift * np.eye(A.shape[1]))[1]

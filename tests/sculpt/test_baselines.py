@@ -127,10 +127,10 @@ def test_bad_inputs(change, exc):
         gradient_descent(kwargs.pop("X"), kwargs.pop("Y"), kwargs.pop("m"), **kwargs)
 
 
-def test_grow_lbfgs_work_budget_bounds_the_protocol_deterministically():
+def test_lbfgs_growing_work_budget_bounds_the_protocol_deterministically():
     """max_work caps Σ examples × iterations × work_unit over every run (each run's iteration cap is what is
     left of it), the protocol stops saying so, and the same seed gives the same stages."""
-    from sculpt.baselines import grow_lbfgs, work_unit
+    from sculpt.baselines import GrowingFit, lbfgs_growing, work_unit
 
     hard = plant(8, 4, 2, seed=3, weak_head=0.01)  # L-BFGS needs thousands of iterations here
     X = sample_inputs(3000, 4, 8, rng=4)
@@ -139,9 +139,9 @@ def test_grow_lbfgs_work_budget_bounds_the_protocol_deterministically():
     assert unit == 2 * 4 * 8 * (4 + 8)
     budget = 300 * 200 * unit + 123.0  # 200 iterations on 300 examples, and a remainder below one iteration
 
-    def run() -> object:
-        return grow_lbfgs(X[500:], Y[500:], X[:500], Y[:500], 2, np.random.default_rng(7), first=300,
-                          restarts=2, max_iter=5000, max_work=budget)
+    def run() -> GrowingFit:
+        return GrowingFit.of(lbfgs_growing(X[500:], Y[500:], 2, seed=np.random.default_rng(7),
+                                           validation=(X[:500], Y[:500]), first=300, restarts=2, max_work=budget))
 
     a, b = run(), run()
     spent = sum(s["work"] for s in a.stages)
@@ -151,6 +151,50 @@ def test_grow_lbfgs_work_budget_bounds_the_protocol_deterministically():
     assert [(s["examples"], s["iterations"]) for s in a.stages] == [(s["examples"], s["iterations"]) for s in b.stages]
     assert np.array_equal(a.model.thetas, b.model.thetas)
     # without a budget the same protocol runs past it
-    free = grow_lbfgs(X[500:], Y[500:], X[:500], Y[:500], 2, np.random.default_rng(7), first=300,
-                      restarts=1, max_iter=400, max_examples=300)
+    free = GrowingFit.of(lbfgs_growing(X[500:], Y[500:], 2, seed=np.random.default_rng(7),
+                                       validation=(X[:500], Y[:500]), first=300, restarts=1, max_iter=400,
+                                       max_examples=300))
     assert sum(s["examples"] * s["iterations"] for s in free.stages) * unit > budget
+
+
+def test_settings_are_the_defaults_and_keywords_override_them(planted_842):
+    """gradient_descent's numeric defaults are GradientSettings' fields: passing the settings object or the
+    same values as keywords gives the same fit, and a keyword overrides the settings' field."""
+    from sculpt.settings import GradientSettings
+
+    truth, X, Y = planted_842
+    s = GradientSettings(max_iter=25, history=7)
+    a = gradient_descent(X[:200], Y[:200], 2, s, seed=4)
+    b = gradient_descent(X[:200], Y[:200], 2, seed=4, max_iter=25, history=7)
+    assert np.array_equal(a.model.thetas, b.model.thetas) and a.iterations == b.iterations == 25
+    assert a.info["history"] == 7 and a.info["max_iter"] == 25
+    c = gradient_descent(X[:200], Y[:200], 2, s, seed=4, max_iter=10)
+    assert c.iterations == 10 and c.info["history"] == 7
+    adam = gradient_descent(X[:100], Y[:100], 2, method="adam", seed=0, max_iter=3)
+    assert adam.info["lr"] == GradientSettings().adam_lr and adam.info["batch_size"] == GradientSettings().adam_batch_size
+    assert gradient_descent(X[:100], Y[:100], 2, seed=0, restarts=1).info["max_iter"] == 5000  # resolved auto
+
+
+def test_lbfgs_growing_holds_out_a_split_and_reads_its_defaults_from_settings(planted_842):
+    """The user-facing call holds out min(2000, N/10) examples and grows the subset from
+    GradientSettings.growing_first; with ``validation`` it fits all of (X, Y) and validates on the split given."""
+    from sculpt.baselines import GrowingFit, lbfgs_growing
+    from sculpt.settings import GradientSettings
+
+    truth, X, Y = planted_842
+    res = lbfgs_growing(X, Y, 2, seed=0)
+    s = GradientSettings()
+    assert res.method == "lbfgs-growing" and res.converged and res.validation_error <= 1e-12
+    assert res.info["validation_examples"] == 200 and res.info["first"] == s.growing_first
+    assert res.info["growth"] == s.growth and res.info["restarts"] == s.growing_restarts
+    assert res.info["stages"][0]["examples"] == s.growing_first
+    assert res.samples_used == res.info["examples"] + 200
+    fit = GrowingFit.of(lbfgs_growing(X[:1500], Y[:1500], 2, s.merged(growth=3), seed=1,
+                                      validation=(X[1500:], Y[1500:]), first=400, max_iter=40))
+    assert [st["examples"] for st in fit.stages][:1] == [400] and fit.examples in (400, 1200, 1500)
+    assert all(st["iterations"] <= 40 for st in fit.stages)
+    assert fit.converged == (fit.validation_error <= 1e-12)
+    with pytest.raises(ValueError, match="growth"):
+        lbfgs_growing(X[:100], Y[:100], 2, growth=1)
+    with pytest.raises(ValueError, match="validation"):
+        lbfgs_growing(X[:100], Y[:100], 2, validation=(X[:10, :3], Y[:10, :3]))

@@ -12,6 +12,7 @@ from strategies import attention_layers, gaussian_like, inputs, well_conditioned
 
 from sculpt import MultiHeadAttention, plant, sample_inputs
 from sculpt.exact import _streaming_lstsq, exact_equation_counts, exact_sample_size, exact_single_head
+from sculpt.settings import ExactSettings, ProblemSize
 
 
 def _check_recovered(res, truth: MultiHeadAttention, k: int, distribution: str, rng: np.random.Generator) -> None:
@@ -132,9 +133,9 @@ def test_bad_input(shape: tuple[int, int, int], m: int, match: str) -> None:
 def test_bad_options() -> None:
     X = np.random.default_rng(0).standard_normal((10, 4, 8))
     with pytest.raises(ValueError, match="weighting"):
-        exact_single_head(X, X, weighting="log")
+        exact_single_head(X, X, ExactSettings(weighting="log"))
     with pytest.raises(ValueError, match="rank_tol"):
-        exact_single_head(X, X, rank_tol=0.0)
+        exact_single_head(X, X, ExactSettings().merged(rank_tol=0.0))
     with pytest.raises(ValueError, match="shape"):
         exact_single_head(X, X[:, :3])
     with pytest.raises(ValueError, match="k < d"):
@@ -172,14 +173,34 @@ def test_examples_beyond_the_system_cap_check_the_solution() -> None:
     truth, other = plant(d, k, 1, seed=8), plant(d, k, 1, seed=9)
     X = sample_inputs(60, k, d, rng=np.random.default_rng(8), distribution="gaussian")
     Y = np.concatenate([truth(X[:40]), other(X[40:])])
-    res = exact_single_head(X, Y, max_examples=30)
+    res = exact_single_head(X, Y, ExactSettings(max_examples=30))
     assert res.phase("exact-w").figures["examples_used"] == 30
     assert not res.converged and res.train_error > 1e-6
-    clean = exact_single_head(X, truth(X), max_examples=30, truth=truth)
+    clean = exact_single_head(X, truth(X), ExactSettings(max_examples=30), truth=truth)
     assert clean.converged and clean.samples_used == 30
     assert truth.distance(clean.model).theta_error <= 1e-6
     with pytest.raises(ValueError, match="max_examples"):
-        exact_single_head(X, Y, max_examples=0)
+        exact_single_head(X, Y, ExactSettings(max_examples=0))
+
+
+def test_settings_resolve_the_example_counts_from_the_budget() -> None:
+    """ExactSettings.resolve fills the systems' cap (10 ×) and the examples read (20 × the budget) where the
+    route applies, leaves them unset where it does not, and keeps values that were given; the route reads only
+    ``train_examples`` examples, so one beyond them cannot spoil the training error."""
+    d, k = 8, 4
+    S = exact_sample_size(d, k)
+    s = ExactSettings().resolve(ProblemSize(d, k, 1, 10_000))
+    assert (s.max_examples, s.train_examples) == (10 * S, 20 * S)
+    assert s.resolve(ProblemSize(d, k, 1)) == s  # idempotent
+    assert ExactSettings(train_examples=7).resolve(ProblemSize(d, k, 1)).train_examples == 7
+    assert ExactSettings().resolve(ProblemSize(4, 4, 1)).max_examples is None  # k = d: the route does not apply
+    truth = plant(d, k, 1, seed=3)
+    X = sample_inputs(60, k, d, rng=np.random.default_rng(3), distribution="gaussian")
+    Y = truth(X)
+    Y[50:] += 1.0  # labels no attention layer gives, beyond the examples read
+    res = exact_single_head(X, Y, ExactSettings(train_examples=50))
+    assert res.converged and res.phase("exact-w").figures["examples_given"] == 50
+    assert not exact_single_head(X, Y).converged  # all 60 read: the training error sees the bad labels
 
 
 def test_advice_accounts_for_dropped_examples() -> None:

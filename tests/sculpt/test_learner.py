@@ -300,7 +300,7 @@ def test_singular_sum_w_is_named_as_degenerate() -> None:
 
 def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: pytest.MonkeyPatch) -> None:
     """Route without a model and a fallback whose validation error is not finite: a result, not a TypeError."""
-    import sculpt.learner as learner_module
+    import sculpt.routes.base as routes_base
 
     base = plant(6, 3, 2, seed=0)
     ws = base.ws.copy()
@@ -309,11 +309,11 @@ def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: p
     X = sample_inputs(3000, 3, 6, rng=1)
     import sculpt.phases.projections as projections
 
-    monkeypatch.setattr(learner_module, "relative_mse", lambda *a: float("nan"))
-    monkeypatch.setattr(projections, "relative_mse", lambda *a: float("nan"))
+    monkeypatch.setattr(routes_base, "layer_relative_mse", lambda *a: float("nan"))  # every route's errors
+    monkeypatch.setattr(projections, "layer_relative_mse", lambda *a: float("nan"))
     import sculpt.phases.polish as polish_module  # the polish and VP-LM validate through it
 
-    monkeypatch.setattr(polish_module, "relative_mse", lambda *a: float("nan"))
+    monkeypatch.setattr(polish_module, "layer_relative_mse", lambda *a: float("nan"))
     res = learn(X, layer(X), 2, method="auto", seed=0, gradient={"max_iter": 2})
     assert not res.converged and res.reason.endswith("no step produced a usable model")
 
@@ -367,19 +367,20 @@ def test_auto_finishes_a_first_try_that_validated_only_just() -> None:
     """A validated model at 1e-13 (above 1e-3·tol) is run on, on the same examples, to about 1e-3·tol; one
     far below that is left alone (no extra stage)."""
     from sculpt.baselines import GrowingFit
-    from sculpt.learner import _finish, _Run
-    from sculpt.phases.projections import relative_mse
+    from sculpt.phases.projections import layer_relative_mse
+    from sculpt.routes import RouteContext
+    from sculpt.routes.auto import _finish
     from sculpt.settings import Settings
     from sculpt.toolkit import Progress
 
     truth = plant(6, 3, 2, seed=2)
     X = sample_inputs(900, 3, 6, rng=3)
     Y = truth(X)
-    run = _Run(X[:600], Y[:600], X[600:], Y[600:], 2, 900, 300, np.random.default_rng(0), None, None,
+    run = RouteContext(X[:600], Y[:600], X[600:], Y[600:], 2, 900, 300, np.random.default_rng(0), None, None,
                Progress(False, "auto", 1), Settings().resolve(6, 3, 2, 900))
     rng = np.random.default_rng(1)
     near = MultiHeadAttention(truth.thetas + 3e-7 * rng.normal(size=truth.thetas.shape), truth.ws)
-    val0 = relative_mse(near.thetas, near.ws, run.Xva, run.Yva)
+    val0 = layer_relative_mse(near.thetas, near.ws, run.Xva, run.Yva)
     assert 1e-15 < val0 <= 1e-12
     fit = GrowingFit(near, val0, val0, True, 300, 10, [], "validated")
     _finish(fit, run)
@@ -484,3 +485,110 @@ def test_phase_4_scans_examples_outside_the_body_in_a_random_order() -> None:
     assert _examples_outside_body(st).size == 0
     with pytest.raises(ValueError, match="scan_growth"):
         Settings().merged({"span": {"scan_growth": 1}})
+
+
+# ------------------------------------------------------------------------------------------------ routes
+@pytest.fixture
+def restore_routes():
+    """Registering a route changes the registry for the whole process: put it back after the test."""
+    from sculpt.routes import ROUTES
+
+    saved = dict(ROUTES)
+    yield ROUTES
+    ROUTES.clear()
+    ROUTES.update(saved)
+
+
+def test_routes_are_one_registry_that_learn_the_cli_and_the_bench_read() -> None:
+    """METHODS, min_examples, the CLI's --method choices and the benchmark's methods all come from ROUTES;
+    each route answers its own minimum (auto: the least of exact's, when it applies, and the gradient's)."""
+    from sculpt.bench.grid import Cell
+    from sculpt.bench.methods import get_method, refusal, registered
+    from sculpt.cli import build_parser
+    from sculpt.learner import METHODS
+    from sculpt.routes import ROUTES
+
+    assert METHODS == tuple(ROUTES) == ("sculpt", "exact", "gradient", "vp-lm", "auto")
+    for name, route in ROUTES.items():
+        assert route.name == name and min_examples(name, 8, 4, 2) == route.min_examples(8, 4, 2)
+        assert name in registered()
+        assert set(route.settings) <= set(Settings.field_names()) and route.settings_classes()
+    assert min_examples("auto", 8, 4, 1) == min(min_examples("gradient", 8, 4, 1), min_examples("exact", 8, 4, 1))
+    assert min_examples("auto", 8, 4, 2) == min_examples("gradient", 8, 4, 2)  # exact does not apply at m = 2
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    method = next(a for a in sub.choices["learn"]._actions if a.dest == "method")
+    assert list(method.choices) == list(METHODS)
+    # the benchmark runs a route through learn, and refuses with the route's own rules
+    assert get_method("gradient").__name__ == "learn_gradient"
+    assert refusal("exact", Cell("generic", 8, 4, 2, 1000)) == "method='exact' learns one head (m = 1), got m = 2"
+    assert "needs N >= 924" in refusal("sculpt", Cell("generic", 8, 4, 2, 900))
+    assert refusal("auto", Cell("generic", 8, 4, 2, 9)) is None
+
+
+def test_a_route_registered_in_one_place_runs_through_learn_the_cli_and_the_bench(restore_routes) -> None:
+    """register_route(Route(...)) is all a new route needs: learn(method=...) checks its minimum and splits
+    by it, and validates and polishes its model; the bench runs it under its name."""
+    from sculpt.bench.grid import Cell, RunSpec
+    from sculpt.bench.trials import run_trial
+    from sculpt.result import PhaseRecord
+    from sculpt.routes import Route, RouteContext, register_route
+
+    truth = plant(6, 3, 1, seed=3)
+
+    def near_truth(ctx: RouteContext) -> LearnResult:  # a stand-in fit: the truth, slightly off
+        model = MultiHeadAttention(truth.thetas + 1e-4, truth.ws)
+        rec = PhaseRecord("near-truth", figures={"examples": 10})
+        return LearnResult(model, "near-truth", ctx.train_error(model), phases=[rec], samples_used=10)
+
+    register_route(Route("near-truth", near_truth, lambda d, k, m: 50, ("polish",), "a test route"))
+    X = sample_inputs(400, 3, 6, rng=4)
+    res = learn(X, truth(X), 1, method="near-truth", seed=0)
+    assert res.converged and [p.name for p in res.phases] == ["near-truth", "polish"]  # polished to tol
+    assert res.info.route == res.info.model_from == "near-truth" and res.info.solver is None
+    assert res.samples_used == res.phase("polish").figures["examples"] + res.info.validation_examples
+    assert min_examples("near-truth", 6, 3, 1) == 50
+    with pytest.raises(ValueError, match="need at least 50"):
+        learn(X[:49], truth(X[:49]), 1, method="near-truth")
+    rec = run_trial(RunSpec(Cell("generic", 6, 3, 1, 400), 0, "near-truth", test_samples=50))
+    assert rec["status"] == "ok" and rec["result_method"] == "near-truth" and rec["info"]["route"] == "near-truth"
+    with pytest.raises(ValueError, match="unknown settings groups"):
+        register_route(Route("bad", near_truth, lambda d, k, m: 1, ("nope",), "unknown group"))
+    with pytest.raises(TypeError, match="Route"):
+        register_route(near_truth)  # type: ignore[arg-type]
+
+
+def test_route_info_is_typed_and_reads_as_a_mapping() -> None:
+    """res.info: typed fields (None when the route does not report them), the same facts by key, the route's
+    own details flattened in, settings as a plain dict, JSON-ready."""
+    import json
+
+    from sculpt.result import RouteInfo
+    from sculpt.toolkit import dumps
+
+    model, X, Y = _data(6, 3, 1, 300, 9)
+    res = learn(X, Y, 1, method="gradient", seed=0)
+    info = res.info
+    assert isinstance(info, RouteInfo) and info.route == info["route"] == "gradient"
+    assert info.tol == 1e-12 and info.train_examples + info.validation_examples == 300
+    assert info.attempts is None and "attempts" not in info and info.get("attempts") is None
+    assert info["restarts"] == info.details["restarts"] and "restarts" in info  # gradient_descent's own report
+    assert isinstance(info.settings, Settings) and info["settings"] == info.settings.to_dict()
+    doc = json.loads(dumps(res.to_dict()))
+    assert doc["info"]["route"] == "gradient" and doc["info"]["settings"]["tol"] == 1e-12
+    assert set(doc["info"]) == set(info) and len(info) == len(list(info))
+    copy = RouteInfo.of({"route": "exact", "tried": ["a"], "anything": 1})
+    assert copy.route == "exact" and copy.tried == ["a"] and copy.details == {"anything": 1}
+    copy["tried"] = ["b"]
+    assert copy.tried == ["b"] and RouteInfo.of(copy).to_dict() == copy.to_dict()
+    with pytest.raises(KeyError):
+        info["no such key"]
+
+
+def test_learn_docstring_examples_run() -> None:
+    """The Examples sections of learn and min_examples run as doctests."""
+    import doctest
+
+    import sculpt.learner
+
+    failures, tried = doctest.testmod(sculpt.learner, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried >= 4 and failures == 0

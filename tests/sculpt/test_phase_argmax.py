@@ -18,7 +18,7 @@ from sculpt.phases.argmax import (
 from sculpt.phases.sum_w import crude_sum_w, estimate_sum_w
 from sculpt.settings import Settings
 
-ARGS = {k: v for k, v in Settings().argmax.kwargs().items() if k not in ("enabled", "min_fraction", "detect_fraction")}
+ARGMAX = Settings().argmax  # learn's settings of the route
 
 
 def _peaked(n: int, seed: int, scale: float = 40.0):
@@ -32,12 +32,15 @@ def test_peaked_heads_recovered_before_any_polish(seed: int) -> None:
     model, X, Y = _peaked(1500, seed)
     W1, _ = estimate_sum_w(X, Y)
     rng = np.random.default_rng(seed)
-    W, fig = robust_sum_w(X, Y, [W1, crude_sum_w(X, Y)], rng=rng)
+    W, fig = robust_sum_w(X, Y, [W1, crude_sum_w(X, Y)], ARGMAX, rng=rng)
+    assert len(fig["exact_row_fraction_per_start"]) == 2 + ARGMAX.robust_perturbed
     S = model.ws.sum(0)
     assert np.linalg.norm(W - S) / np.linalg.norm(S) < 1e-6
-    assert onehot_fraction(X, Y, W, 1e-4) > 0.2
-    thetas, ws, recs = argmax_heads(X, Y, W, 2, rng=rng, truth=model, **ARGS)
+    assert onehot_fraction(X, Y, W, ARGMAX.onehot_tol) > 0.2
+    thetas, ws, recs = argmax_heads(X, Y, W, 2, ARGMAX, rng=rng, truth=model)
     assert [r.name for r in recs] == ["2-sculpt", "3-refine", "5-heads"]
+    assert recs[0].figures["explained_fraction"] >= ARGMAX.stop_fraction
+    assert len(recs[1].figures["refine_rounds"]) <= ARGMAX.refine_rounds
     assert recs[2].truth["best_theta_error"] < 1e-5
     assert recs[2].truth["best_w_error"] < 1e-5
 
@@ -48,14 +51,15 @@ def test_generic_layers_do_not_take_the_route() -> None:
         X = sample_inputs(1500, 4, 8, rng=seed)
         Y = model(X)
         W, _ = estimate_sum_w(X, Y)
-        assert onehot_fraction(X, Y, W, 1e-4) < 0.02
+        assert onehot_fraction(X, Y, W, ARGMAX.onehot_tol) < ARGMAX.detect_fraction
 
 
 def test_route_conditions() -> None:
-    assert argmax_route_applies(0.3, 2, 4, 8, 0.1)
-    assert not argmax_route_applies(0.3, 3, 4, 8, 0.1)    # m·k > d: a row does not determine each head's row
-    assert not argmax_route_applies(0.3, 1, 4, 8, 0.1)    # m = 1 has its own exact route
-    assert not argmax_route_applies(0.05, 2, 4, 8, 0.1)
+    f = ARGMAX.min_fraction
+    assert argmax_route_applies(0.3, 2, 4, 8, f)
+    assert not argmax_route_applies(0.3, 3, 4, 8, f)    # m·k > d: a row does not determine each head's row
+    assert not argmax_route_applies(0.3, 1, 4, 8, f)    # m = 1 has its own exact route
+    assert not argmax_route_applies(f / 2, 2, 4, 8, f)
 
 
 def test_head_attention_is_exact_with_the_true_projections() -> None:
@@ -70,7 +74,7 @@ def test_too_few_log_ratios_fail_explicitly() -> None:
     model, X, Y = _peaked(3, 0)
     P, _, ok = head_attention(X, Y, model.ws)
     with pytest.raises(PhaseFailed, match="argmax route"):
-        heads_from_attention(X, P, ok, p_min=1e-12)
+        heads_from_attention(X, P, ok, p_min=ARGMAX.p_min)
 
 
 def test_learn_takes_the_argmax_route_on_peaked_heads() -> None:
@@ -91,8 +95,8 @@ def test_split_without_a_converging_start_fails_explicitly() -> None:
     model, X, Y = _peaked(1500, 0)
     W = model.ws.sum(0)
     with pytest.raises(PhaseFailed, match="mixed regression"):
-        split_projections(X, Y, W, 2, rng=np.random.default_rng(0), onehot_tol=1e-4, restarts=1, max_iter=1,
-                          keep_fraction=0.3, max_rows=2000, stop_fraction=0.9)
+        split_projections(X, Y, W, 2, ARGMAX.merged(restarts=1, max_iter=1, stop_fraction=0.9),
+                          rng=np.random.default_rng(0))
 
 
 def test_moderately_peaked_heads_fall_back_to_the_body_route() -> None:

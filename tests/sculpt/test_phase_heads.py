@@ -14,6 +14,9 @@ from sculpt.phases.heads import candidate_heads, flat_grid
 from sculpt.phases.polish import polish
 from sculpt.phases.projections import attention, fit_projections, head_errors, predict, solve_projections
 from sculpt.phases.span import SpanEstimate
+from sculpt.settings import Settings
+
+LEARN = Settings()  # learn's settings: phase 5's and the polish's ("auto" fields are resolved per call)
 
 
 def _data(d: int, k: int, m: int, n: int, seed: int, distribution: str = "boolean"):
@@ -85,11 +88,17 @@ def test_head_errors_are_permutation_invariant() -> None:
 
 @pytest.mark.parametrize("m", [1, 2, 3])
 def test_candidate_heads_on_exact_flat(m: int) -> None:
-    """On the flat through the true heads the net + LM finds them (up to permutation)."""
+    """On the flat through the true heads learn's settings find them (up to permutation): m = 1 is the flat's
+    point, m = 3 refines the grid's best subset by LM. m = 2 skips that refine (the polish does its work), so its
+    best candidate is a grid winner near the heads, and one LM refine reaches them."""
     model, X, Y = _data(8, 4, m, 600, 3)
-    cands, rec = candidate_heads(_span_through(model), X, Y, m, rng=0, truth=model)
+    span = _span_through(model)
+    cands, rec = candidate_heads(span, X, Y, m, LEARN.heads, rng=0, truth=model)
     assert cands.thetas.shape[1:] == (m, 8, 8)
     assert np.all(np.diff(cands.objective) >= 0)
+    if m == 2:
+        assert rec.figures["refined"] == 0 and rec.truth["best_theta_error"] < 0.1
+        cands, rec = candidate_heads(span, X, Y, m, LEARN.heads.merged(n_refine=1), rng=0, truth=model)
     assert rec.truth["best_theta_error"] < (1e-6 if m < 3 else 1e-3)
     assert cands.objective[0] < 1e-8
     if m > 1:
@@ -99,10 +108,10 @@ def test_candidate_heads_on_exact_flat(m: int) -> None:
 def test_candidate_heads_on_tilted_flat_lands_near() -> None:
     """A flat 5 % off still gives heads within ~10 % (what the polish then fixes)."""
     model, X, Y = _data(8, 4, 2, 600, 4)
-    cands, rec = candidate_heads(_span_through(model, tilt=0.05), X, Y, 2, rng=0, truth=model)
+    cands, rec = candidate_heads(_span_through(model, tilt=0.05), X, Y, 2, LEARN.heads, rng=0, truth=model)
     assert rec.truth["best_theta_error"] < 0.15
     with pytest.raises(ValueError, match="dimension"):
-        candidate_heads(_span_through(model), X, Y, 3)
+        candidate_heads(_span_through(model), X, Y, 3, LEARN.heads)
 
 
 @settings(max_examples=4, deadline=None)
@@ -114,7 +123,7 @@ def test_polish_converges_from_perturbed_heads(seed: int, m: int, rel: float, da
     D = data.draw(gaussian_like(model.thetas.shape), label="direction")
     D *= np.sqrt(D.size) / max(float(np.linalg.norm(D)), 1e-300)   # as many unit-variance entries would be
     start = model.thetas + rel * np.linalg.norm(model.thetas) / np.sqrt(model.thetas.size) * D
-    res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], rng=seed, truth=model)
+    res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], LEARN.polish, tol=LEARN.tol, rng=seed, truth=model)
     assert res.converged and res.validation_error <= 1e-12
     assert rec.truth["theta_error"] < 1e-6 and rec.truth["w_error"] < 1e-6
     assert rec.figures["stages"][0]["examples"] <= 1000
@@ -124,7 +133,8 @@ def test_polish_reports_non_convergence_honestly() -> None:
     """Labels from a different layer family (noise): not converged, finite errors, a message."""
     model, X, Y = _data(8, 4, 2, 600, 7)
     Yn = Y + 0.1 * np.random.default_rng(0).standard_normal(Y.shape)
-    res, rec = polish(model.thetas, X[:500], Yn[:500], X[500:], Yn[500:], max_examples=500, rng=0)
+    settings = LEARN.polish.merged(max_examples=500)
+    res, rec = polish(model.thetas, X[:500], Yn[:500], X[500:], Yn[500:], settings, tol=LEARN.tol, rng=0)
     assert not res.converged and np.isfinite(res.validation_error) and res.validation_error > 1e-6
     assert "tol" in rec.message
 
@@ -134,8 +144,8 @@ def test_candidate_heads_without_refine_are_the_grid_winners() -> None:
     n_refine = 1 evaluates the objective and its LM-refined subset beats the grid's on a tilted flat."""
     model, X, Y = _data(6, 3, 2, 300, seed=3)
     span = _span_through(model, tilt=0.05)
-    raw, rec0 = candidate_heads(span, X, Y, 2, rng=0, n_refine=0)
-    lm, rec1 = candidate_heads(span, X, Y, 2, rng=0, n_refine=1)
+    raw, rec0 = candidate_heads(span, X, Y, 2, LEARN.heads.merged(n_refine=0), rng=0)
+    lm, rec1 = candidate_heads(span, X, Y, 2, LEARN.heads.merged(n_refine=1), rng=0)
     assert rec0.figures["lm_evaluations"] == 0 and rec0.figures["refined"] == 0
     assert "refine_skipped" in rec0.figures and "refine_skipped" not in rec1.figures
     assert raw.objective[0] == rec0.figures["best_grid_objective"]

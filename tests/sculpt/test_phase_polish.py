@@ -11,6 +11,9 @@ from sculpt import plant, sample_inputs
 from sculpt.gradients import jacobian, pack
 from sculpt.phases import polish as polish_module
 from sculpt.phases.polish import _gradient, _normal_equations, _state, lm_vp, polish
+from sculpt.settings import Settings
+
+LEARN = Settings()  # learn's settings: the polish's and the validation tol
 
 
 @settings(max_examples=40, deadline=None)
@@ -45,7 +48,7 @@ def test_lm_vp_recovers_a_planted_layer_from_a_nearby_start(seed, data):
     start = layer.thetas + 0.05 * rng.normal(size=layer.thetas.shape) * np.linalg.norm(layer.thetas[0]) / d
     P, Zi, Q, ws, res = _state(start, X, Y.reshape(-1, d))
     cost0 = float(np.sum(res**2) / np.sum(Y**2))
-    th, _, cost, it = lm_vp(start, X, Y, max_iter=50)
+    th, _, cost, it = lm_vp(start, X, Y, LEARN.polish)
     assert cost <= cost0
     assert cost < 1e-20, (cost0, cost, it)
 
@@ -89,10 +92,9 @@ def test_chord_steps_reach_the_point_full_steps_reach(monkeypatch):
         Y = layer(X)
         start = layer.thetas + 0.05 * np.random.default_rng(seed).normal(size=layer.thetas.shape) / 12
         builds, fits = [], []
-        for i, chord_start in enumerate((polish_module.CHORD_START, 0.0)):  # 0: no step qualifies, full steps only
-            monkeypatch.setattr(polish_module, "CHORD_START", chord_start)
+        for i, chord_start in enumerate((LEARN.polish.chord_start, 0.0)):  # 0: no step qualifies, full steps only
             calls.update(build=0, chord=0)
-            fits.append(lm_vp(start, X, Y))
+            fits.append(lm_vp(start, X, Y, LEARN.polish.merged(chord_start=chord_start)))
             builds.append(calls["build"])
             work[i] += calls["build"] + 0.25 * calls["chord"]
         (th_c, _, cost_c, _), (th_f, _, cost_f, _) = fits
@@ -109,13 +111,14 @@ def test_polish_stops_growing_a_subset_that_is_stuck_in_a_local_minimum():
     X = sample_inputs(1500, 3, 6, rng=1)
     Y = layer(X)
     start = np.random.default_rng(0).normal(size=layer.thetas.shape) * 3.0
-    kw = {"max_iter": 15, "max_examples": 256, "rng": 0}
-    res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], stuck=1e-2, **kw)
+    settings = LEARN.polish.merged(max_iter=15, max_examples=256)
+    assert settings.stuck == 1e-2
+    res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], settings, tol=LEARN.tol, rng=0)
     stages = rec.figures["stages"]
     assert stages[0]["train_error"] > 1e-2  # 0.26 measured: the start is in a bad basin
     assert len(stages) == 1 and "stuck" in stages[0]["note"] and not res.converged
     assert "local minimum" in rec.message
-    _, rec2 = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], stuck=1e6, **kw)
+    _, rec2 = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], settings.merged(stuck=1e6), tol=LEARN.tol, rng=0)
     assert len(rec2.figures["stages"]) > 1  # without the rule it grows the subset as before
 
 
@@ -126,7 +129,8 @@ def test_polish_still_grows_the_subset_under_label_noise():
     X = sample_inputs(6000, 4, 8, rng=2)
     Y = layer(X)
     Y = Y + 0.05 * np.sqrt(np.mean(Y**2)) * np.random.default_rng(3).normal(size=Y.shape)
-    res, rec = polish(layer.thetas, X[:5000], Y[:5000], X[5000:], Y[5000:], max_examples=256, max_iter=10, rng=0)
+    settings = LEARN.polish.merged(max_examples=256, max_iter=10)
+    res, rec = polish(layer.thetas, X[:5000], Y[:5000], X[5000:], Y[5000:], settings, tol=LEARN.tol, rng=0)
     stages = rec.figures["stages"]
     assert len(stages) > 1 and not any("stuck" in str(st.get("note", "")) for st in stages)
     assert 1e-3 < stages[-1]["train_error"] < 1e-2
@@ -135,7 +139,7 @@ def test_polish_still_grows_the_subset_under_label_noise():
 def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
     """JᵀJ in float32 is JᵀJ to single-precision rounding; LM with the far steps in single precision (the default
     threshold, and 0: every step single until one finds no descent, then float64) ends where all-float64 LM ends,
-    at rounding level."""
+    at rounding level (threshold 1: never single, as the relative MSE with W eliminated is at most 1)."""
     layer = plant(10, 4, 2, seed=3)
     X = sample_inputs(80, 4, 10, rng=3)
     Y = layer(X)
@@ -156,18 +160,17 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
 
     monkeypatch.setattr(polish_module, "_normal_equations", recorded)
     fits = {}
-    default = polish_module.F32_ABOVE
-    for threshold in (np.inf, default, 0.0):
-        monkeypatch.setattr(polish_module, "F32_ABOVE", threshold)
+    default = LEARN.polish.f32_above
+    for threshold in (1.0, default, 0.0):
         dtypes.clear()
-        fits[threshold] = lm_vp(start, X, Y)
-        if threshold == np.inf:
+        fits[threshold] = lm_vp(start, X, Y, LEARN.polish.merged(f32_above=threshold))
+        if threshold == 1.0:
             assert set(dtypes) == {np.dtype(np.float64)}
         else:
             assert dtypes[0] == np.float32
         if threshold == default:  # the near steps are double precision
             assert dtypes[-1] == np.float64
-    th_ref = fits[np.inf][0]
+    th_ref = fits[1.0][0]
     for threshold, (th, _, cost, _) in fits.items():
         assert cost < 1e-25, (threshold, cost)
         assert np.abs(th - th_ref).max() < 1e-9 * max(1.0, np.abs(th_ref).max())
@@ -178,13 +181,12 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
         return (S, -g) if S.dtype == np.float32 else (S, g)
 
     monkeypatch.setattr(polish_module, "_normal_equations", uphill_when_single)
-    monkeypatch.setattr(polish_module, "F32_ABOVE", 0.0)
     dtypes.clear()
-    th, _, cost, it = lm_vp(start, X, Y)
+    th, _, cost, it = lm_vp(start, X, Y, LEARN.polish.merged(f32_above=0.0))
     assert dtypes[0] == np.float32 and np.dtype(np.float64) in dtypes[1:]
     assert cost < 1e-25 and np.abs(th - th_ref).max() < 1e-9 * max(1.0, np.abs(th_ref).max())
     # the hand-over keeps the damping the point came in with: one wasted build, not a dozen damped steps
-    assert it <= fits[np.inf][3] + 2, (it, fits[np.inf][3])
+    assert it <= fits[1.0][3] + 2, (it, fits[1.0][3])
 
 
 @settings(max_examples=25, deadline=None)
@@ -192,15 +194,16 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
 def test_the_start_screen_returns_the_validation_error_or_rules_it_out_correctly(scale, tol, seed):
     """``_validates_at_start`` gives the full validation relative MSE, or inf only when that error is above tol
     (a prefix's squared error over ‖Y_val‖² bounds it from below)."""
-    from sculpt.phases.polish import SCREEN_EXAMPLES, _validates_at_start
+    from sculpt.phases.polish import _validates_at_start
     from sculpt.toolkit import layer_relative_mse
 
+    screen = LEARN.polish.screen_examples
     model = plant(6, 3, 2, seed=seed)
-    X = sample_inputs(SCREEN_EXAMPLES + 300, 3, 6, rng=seed)
+    X = sample_inputs(screen + 300, 3, 6, rng=seed)
     Y = model(X)
     th = model.thetas + scale * np.random.default_rng(seed).standard_normal(model.thetas.shape)
     full = layer_relative_mse(th, model.ws, X, Y)
-    got = _validates_at_start(th, model.ws, X, Y, tol)
+    got = _validates_at_start(th, model.ws, X, Y, tol, screen)
     if np.isinf(got):
         assert full > tol
     else:

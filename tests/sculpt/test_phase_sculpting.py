@@ -10,8 +10,18 @@ from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
 from oracles import Polytope
 from sculpt.data import plant, sample_inputs
+from sculpt.errors import PhaseFailed
 from sculpt.phases._simplex import SMALL_K, affine_weights, simplex_lstsq, token_distances
-from sculpt.phases.sculpting import SculptedBody, sculpt
+from sculpt.phases.sculpting import BodyMode, SculptedBody, SpanRule, sculpt
+from sculpt.settings import BodySettings, Settings
+
+
+def learn_body(X: np.ndarray, m: int, mode: BodyMode = "halfspaces", **overrides: object) -> BodySettings:
+    """The body settings ``learn`` resolves for this data: phase 2's half-space body (``sculpt``) or K*
+    (``refine.slabs``), with ``overrides``."""
+    N, k, d = X.shape
+    s = Settings().resolve(d, k, m, N)
+    return (s.sculpt if mode == "halfspaces" else s.refine.slabs).merged(overrides)
 
 
 def _affine_reference(B: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -113,7 +123,7 @@ def planted():
 
 def test_halfspace_body_contains_heads_with_exact_sum_w(planted):
     model, X, Y = planted
-    body, rec = sculpt(X, Y, model.ws.sum(0), truth=model)
+    body, rec = sculpt(X, Y, model.ws.sum(0), learn_body(X, 2), truth=model)
     assert isinstance(body, SculptedBody) and isinstance(body.polytope, Polytope)
     assert body.polytope.dim == 36 and body.F.shape == (0, 36)
     assert rec.figures["halfspaces_kept"] > 100
@@ -128,7 +138,7 @@ def test_halfspace_body_contains_heads_with_exact_sum_w(planted):
 
 def test_slab_body_fills_equalities_consistent_with_heads(planted):
     model, X, Y = planted
-    body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs", truth=model)
+    body, rec = sculpt(X, Y, model.ws.sum(0), learn_body(X, 2, "slabs"), mode="slabs", truth=model)
     n = body.F.shape[0]
     assert n > 36 and body.g.shape == (n,) and body.weights.shape == (n,)
     assert np.all(body.weights >= 0.02)
@@ -145,7 +155,7 @@ def test_slab_body_polytope_is_built_on_first_read_from_its_stated_rows(planted)
     """``SculptedBody.polytope`` is assembled when first read, once, and is exactly {A θ <= b} ∩ {|F θ − g| <=
     slab_widths} ∩ {|θ_p| <= box}: membership of random points agrees with those rows evaluated directly."""
     model, X, Y = planted
-    body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs")
+    body, rec = sculpt(X, Y, model.ws.sum(0), learn_body(X, 2, "slabs"), mode="slabs")
     assert body._polytope is None and body.n_constraints == rec.figures["n_constraints"]
     poly = body.polytope
     assert body.polytope is poly and poly.n_constraints == body.n_constraints and poly.dim == body.dim == 36
@@ -170,44 +180,71 @@ def test_slab_body_with_too_few_equalities_for_phase_4_stops_before_its_lps(plan
     """``need_equalities`` above what the rows give phase 4 (the span rows, a superset of K*'s slab rows):
     PhaseFailed naming both counts, and no LP was started."""
     import sculpt.phases.sculpting as sculpting
-    from sculpt.errors import PhaseFailed
 
     model, X, Y = planted
-    body, _ = sculpt(X, Y, model.ws.sum(0), mode="slabs")
+    kstar = learn_body(X, 2, "slabs")
+    body, _ = sculpt(X, Y, model.ws.sum(0), kstar, mode="slabs")
     have = body.span_F.shape[0]
     assert have >= body.F.shape[0] > 0
 
     def no_lp(*args, **kwargs):
         raise AssertionError("an LP or feasibility search ran")
 
-    for name in ("hinge_feasible_point", "l1_trim", "min_uniform_slack", "_pdlp_feasible_point"):
+    for name in _FEASIBILITY_SEARCHES:
         monkeypatch.setattr(sculpting, name, no_lp)
-    with pytest.raises(PhaseFailed, match=f"has {have} equality rows, fewer than the {have + 1}"):
-        sculpt(X, Y, model.ws.sum(0), mode="slabs", need_equalities=have + 1)
+    with pytest.raises(PhaseFailed, match=f"has {have} equality rows, fewer than the {have + 1}") as info:
+        sculpt(X, Y, model.ws.sum(0), kstar, mode="slabs", need_equalities=have + 1)
+    assert info.value.phase == "2-sculpt"  # its own record's name: the pipeline names the phase that called it
+
+
+#: every LP or feasibility search phase 2 may run (names in sculpt.phases.sculpting)
+_FEASIBILITY_SEARCHES = (
+    "hinge_feasible_point",
+    "feasible_point_on_flat",
+    "first_order_feasible_point",
+    "min_total_violation",
+    "min_max_violation",
+)
 
 
 def test_sum_w_error_breaks_containment_more(planted):
     model, X, Y = planted
     S = model.ws.sum(0)
-    _, good = sculpt(X, Y, S, truth=model)
+    _, good = sculpt(X, Y, S, learn_body(X, 2), truth=model)
     E = np.random.default_rng(0).standard_normal(S.shape)
-    _, bad = sculpt(X, Y, S + 0.3 * np.linalg.norm(S) * E / np.linalg.norm(E), truth=model)
+    _, bad = sculpt(X, Y, S + 0.3 * np.linalg.norm(S) * E / np.linalg.norm(E), learn_body(X, 2), truth=model)
     assert bad.truth["halfspace_violated_frac_raw"] > good.truth["halfspace_violated_frac_raw"]
 
 
-@pytest.mark.parametrize("kw, exc", [
-    (dict(mode="both"), ValueError),
-    (dict(W_sum=np.zeros((5, 5))), ValueError),
-    (dict(W_sum=np.full((6, 6), np.nan)), ValueError),
-    (dict(box=-1.0), ValueError),
-    (dict(X=np.zeros((4, 1, 6)), Y=np.zeros((4, 1, 6))), ValueError),
+@pytest.mark.parametrize("kw, match", [
+    (dict(mode="both"), "mode"),
+    (dict(W_sum=np.zeros((5, 5))), "W_sum"),
+    (dict(W_sum=np.full((6, 6), np.nan)), "W_sum"),
+    (dict(X=np.zeros((4, 1, 6)), Y=np.zeros((4, 1, 6))), "k >= 2"),
 ])
-def test_bad_input(planted, kw, exc):
+def test_bad_input(planted, kw, match):
     model, X, Y = planted
     args = dict(X=X[:200], Y=Y[:200], W_sum=model.ws.sum(0))
     args.update(kw)
-    with pytest.raises(exc):
-        sculpt(args.pop("X"), args.pop("Y"), args.pop("W_sum"), **args)
+    with pytest.raises(ValueError, match=match):
+        sculpt(args.pop("X"), args.pop("Y"), args.pop("W_sum"), learn_body(X, 2), **args)
+
+
+@pytest.mark.parametrize("bad", [{"box": -1.0}, {"n_rows": 0}, {"eta0": -0.1}, {"lp_max_variables": 0}])
+def test_bad_body_settings_are_refused_before_any_work(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        BodySettings().merged(bad)
+
+
+def test_unresolved_settings_resolve_for_the_mode_as_for_one_head(planted):
+    """``sculpt`` fills "auto" fields itself: with none given it builds the body ``learn`` builds for m <= 2."""
+    model, X, Y = planted
+    Xs, Ys = X[:3000], Y[:3000]
+    for mode in ("halfspaces", "slabs"):
+        body, rec = sculpt(Xs, Ys, model.ws.sum(0), mode=mode)
+        ref, ref_rec = sculpt(Xs, Ys, model.ws.sum(0), learn_body(Xs, 2, mode), mode=mode)
+        assert rec.figures["rows_accepted"] == ref_rec.figures["rows_accepted"]
+        assert np.array_equal(body.halfspaces[1], ref.halfspaces[1]) and np.array_equal(body.F, ref.F)
 
 
 def test_eta_star_route_is_recorded_and_exact():
@@ -220,7 +257,7 @@ def test_eta_star_route_is_recorded_and_exact():
     model = _plant(6, 4, 1, seed=2)
     X = _sample(3000, 4, 6, rng=3)
     Y = model(X)
-    body, rec = _sculpt(X, Y, model.ws.sum(0), mode="slabs", truth=model)
+    body, rec = _sculpt(X, Y, model.ws.sum(0), learn_body(X, 1, "slabs"), mode="slabs", truth=model)
     route = rec.figures["eta_star_by"]
     assert isinstance(route, str) and route
     assert rec.figures["eta_star"] >= 0
@@ -230,32 +267,33 @@ def test_eta_star_route_is_recorded_and_exact():
 
 
 def test_a_body_too_large_for_lps_is_bounded_at_the_hinge_point(monkeypatch):
-    """Above LP_MAX_ENTRIES (rows × variables) an infeasible half-space system gets no LP: half-spaces the
-    hinge point violates by more than HINGE_INFEASIBLE are trimmed and η* is the kept rows' worst violation
+    """Above lp_max_entries (rows × variables) an infeasible half-space system gets no LP: half-spaces the
+    hinge point violates by more than hinge_infeasible are trimmed and η* is the kept rows' worst violation
     there, so the body is non-empty (an LP over it finds a point with zero slack)."""
     import sculpt.phases.sculpting as sculpting
-    from sculpt.phases._slack import min_uniform_slack
+    from oracles import min_max_violation
     from sculpt.phases.sum_w import estimate_sum_w
+    from sculpt.settings import SumWSettings
 
     model = plant(8, 4, 3, seed=0)
     X = sample_inputs(1500, 4, 8, rng=1)
     Y = model(X)
-    W, _ = estimate_sum_w(X, Y)
-    _, ref = sculpt(X, Y, W)
+    # two refits on 2,000 rows: a Σ̂W whose half-space system is (barely) infeasible as built, as this test needs
+    W, _ = estimate_sum_w(X, Y, SumWSettings(vp_rounds=2, vp_rows=2000))
+    _, ref = sculpt(X, Y, W, learn_body(X, 3))
     assert ref.figures["eta_star"] > 0  # infeasible as built: the LP route needed a slack
 
     def no_lp(*args, **kwargs):
         raise AssertionError("an LP ran")
 
     with monkeypatch.context() as mp:
-        mp.setattr(sculpting, "LP_MAX_ENTRIES", 0)
-        for name in ("l1_trim", "min_uniform_slack", "_pdlp_feasible_point", "_first_feasible_r"):
+        for name in _FEASIBILITY_SEARCHES[1:]:  # the hinge descent is the one search left
             mp.setattr(sculpting, name, no_lp)
-        body, rec = sculpt(X, Y, W)
+        body, rec = sculpt(X, Y, W, learn_body(X, 3, lp_max_entries=1))
     assert rec.figures["eta_star_by"].startswith("hinge point") and rec.figures["eta_star"] > 0
     A, b = body.constraints()
     assert A.shape[0] == rec.figures["halfspaces_kept"] + 2 * rec.figures["equalities_kept"]
-    t, x = min_uniform_slack(A, b, -body.box, body.box)
+    t, x = min_max_violation(A, b, -body.box, body.box)
     assert t <= 1e-9 and np.all(A @ x <= b + 1e-7)
 
 
@@ -263,108 +301,42 @@ def test_k_star_equality_rows_are_among_phase_4s_rows_whatever_span_tau(planted)
     """Phase 4's rank check relies on K*'s equality rows being a subset of the span rows: the span rows take
     every agreeing row up to max(span_tau, tau_max), so that holds even for a span_tau below tau_max."""
     model, X, Y = planted
-    body, rec = sculpt(X, Y, model.ws.sum(0), mode="slabs", span_tau=0.001)
+    s = learn_body(X, 2, "slabs", span_tau=0.001)
+    body, rec = sculpt(X, Y, model.ws.sum(0), s, mode="slabs")
     assert body.F.shape[0] > 0 and rec.figures["span_equalities"] >= body.F.shape[0]
     # phase 4's scans reuse exactly this rule (rel_max never below tau_max)
-    assert body.span_rule == {"q_tol": 1e-3, "rel_max": 0.05, "q_min": 0.02, "rel_floor": 0.01}
+    assert s.tau_max == 0.05 and body.span_rule == SpanRule(q_tol=1e-3, rel_max=0.05, q_min=0.02, rel_floor=0.01)
     rows = {r.tobytes() for r in body.span_F}
     assert all(r.tobytes() in rows for r in body.F)
 
 
-@settings(max_examples=15, deadline=None)
-@given(block=st.integers(1, 700), seed=st.integers(0, 3))
-def test_scanned_span_rows_do_not_depend_on_the_block_size(block, seed):
-    """``scan_span_rows`` reads examples block by block: whatever the block, it gives the rows (and weights) of
-    the agreement test and ``_span_rows`` applied to all the examples at once."""
-    from sculpt.phases._simplex import token_gram_ok
-    from sculpt.phases.sculpting import _span_rows, scan_span_rows
-
-    model = plant(6, 4, 2, seed=seed)
-    X = sample_inputs(700, 4, 6, rng=seed + 7)
-    Y = model(X)
-    W = model.ws.sum(0)
-    fit = simplex_lstsq(X, Y, W)
-    q, rel = fit.q.reshape(-1, 4), fit.rel.reshape(-1)
-    ok = (rel <= 0.1) & (q.min(1) >= -1e-3) & np.repeat(token_gram_ok(X), 4)
-    F0, g0, w0 = _span_rows(X, q, rel, ok, 0.02, 0.01)
-    F, g, w = scan_span_rows(X, Y, W, block=block)
-    assert F0.shape[0] > 36
-    key = lambda F_, g_, w_: sorted(zip(map(bytes, np.round(F_, 12)), np.round(g_, 9), np.round(w_, 9)))  # noqa: E731
-    assert key(F, g, w) == key(F0, g0, w0)
-
-
-def test_scanned_span_rows_keep_the_best_rows_within_their_memory_cap():
-    """Past ``max_entries`` (rows × d²) the scan keeps only the highest-weight rows: the reservoir's memory does
-    not grow with N, and no kept row weighs less than a dropped one."""
-    from sculpt.phases.sculpting import scan_span_rows
-
-    model = plant(6, 4, 2, seed=1)
-    X = sample_inputs(3000, 4, 6, rng=2)
-    Y = model(X)
-    F_all, _, w_all = scan_span_rows(X, Y, model.ws.sum(0), block=500)
-    cap = F_all.shape[0] // 3
-    F, g, w = scan_span_rows(X, Y, model.ws.sum(0), block=500, max_entries=cap * 36)
-    assert F.shape == (cap, 36) and g.shape == w.shape == (cap,)
-    assert w.min() >= np.sort(w_all)[::-1][cap - 1] - 1e-12
-
-
 def test_wide_bodies_bound_eta_at_the_hinge_point_without_lps(monkeypatch):
-    """Above LP_MAX_VARIABLES (d² variables) K*'s slack comes from the hinge point when the descent finds no
+    """Above lp_max_variables (d² variables) K*'s slack comes from the hinge point when the descent finds no
     feasible point, never from the L1 or η* LPs (at d = 16, m = 3 they took 1.2–2.4 s); at d = 8 they stay.
     Both body modes: the half-space body of phase 2 and the slab body K*."""
     import sculpt.phases.sculpting as sculpting
     from sculpt.phases.sum_w import estimate_sum_w
+    from sculpt.settings import SumWSettings
 
-    assert 64 <= sculpting.LP_MAX_VARIABLES < 256
+    assert 64 <= BodySettings().lp_max_variables < 256
     model = plant(8, 4, 3, seed=0)
     X = sample_inputs(1500, 4, 8, rng=1)
     Y = model(X)
-    W, _ = estimate_sum_w(X, Y)
-    _, ref = sculpt(X, Y, W)
+    # two refits on 2,000 rows: a Σ̂W whose half-space system is (barely) infeasible as built, as this test needs
+    W, _ = estimate_sum_w(X, Y, SumWSettings(vp_rounds=2, vp_rows=2000))
+    _, ref = sculpt(X, Y, W, learn_body(X, 3))
     assert not ref.figures["eta_star_by"].startswith("hinge point")  # d² = 64: the LP route
 
     def no_lp(*args, **kwargs):
         raise AssertionError("an LP ran")
 
     with monkeypatch.context() as mp:
-        mp.setattr(sculpting, "LP_MAX_VARIABLES", 63)
-        for name in ("l1_trim", "min_uniform_slack"):
+        for name in ("min_total_violation", "min_max_violation"):
             mp.setattr(sculpting, name, no_lp)
-        _, rec = sculpt(X, Y, W)
-        _, rec_slabs = sculpt(X, Y, W, mode="slabs", min_equalities=640)
+        _, rec = sculpt(X, Y, W, learn_body(X, 3, lp_max_variables=63))
+        _, rec_slabs = sculpt(X, Y, W, learn_body(X, 3, "slabs", lp_max_variables=63), mode="slabs")
+    assert learn_body(X, 3, "slabs").min_equalities == 640  # 10d² with m = 3
     for r in (rec, rec_slabs):
         by = r.figures["eta_star_by"]
         assert by.startswith("hinge point") and "63 variables" in by or by.startswith("feasible point"), by
     assert rec.figures["eta_star_by"].startswith("hinge point")
-
-
-def test_scan_span_rows_rejects_bad_arguments():
-    from sculpt.phases.sculpting import scan_span_rows
-
-    model = plant(6, 4, 2, seed=1)
-    X = sample_inputs(50, 4, 6, rng=2)
-    Y, W = model(X), model.ws.sum(0)
-    with pytest.raises(ValueError, match="block"):
-        scan_span_rows(X, Y, W, block=0)
-    with pytest.raises(ValueError, match="max_entries"):
-        scan_span_rows(X, Y, W, max_entries=-1.0)
-    with pytest.raises(ValueError, match="shape"):
-        scan_span_rows(X, Y[:, :, :5], W)
-
-
-def test_a_growing_scan_reads_each_example_once():
-    """Rows of an earlier scan passed as ``initial`` join the reservoir: scanning the first examples, then the
-    rest with ``initial``, gives the rows of one scan over all of them (and the same top rows under a cap)."""
-    from sculpt.phases.sculpting import scan_span_rows
-
-    model = plant(6, 4, 2, seed=5)
-    X = sample_inputs(1200, 4, 6, rng=6)
-    Y, W = model(X), model.ws.sum(0)
-
-    def key(r):
-        return sorted(zip(map(bytes, np.round(r[0], 12)), np.round(r[1], 9), np.round(r[2], 9)))
-
-    for cap in (4e7, 300 * 36):
-        first = scan_span_rows(X[:400], Y[:400], W, max_entries=cap)
-        both = scan_span_rows(X[400:], Y[400:], W, max_entries=cap, initial=first)
-        assert key(both) == key(scan_span_rows(X, Y, W, max_entries=cap))

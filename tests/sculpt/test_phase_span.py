@@ -6,27 +6,41 @@ the disagreement; a slab of half-width 6 around each and a box make the polytope
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from oracles import Polytope
 from sculpt import plant, sample_inputs
 from sculpt.errors import PhaseFailed
-from sculpt.phases.span import SpanEstimate, extract_span
+from sculpt.phases._simplex import simplex_lstsq, token_gram_ok
+from sculpt.phases.sculpting import EqualityRows, SculptedBody, SpanRule, span_equality_rows
+from sculpt.phases.span import ScanPool, SpanEstimate, adaptive_span, extract_span, scan_span_rows
+from sculpt.settings import Settings, SpanSettings
 
 
-@dataclass
-class _Body:
-    polytope: Polytope
-    F: np.ndarray
-    g: np.ndarray
-    weights: np.ndarray
-    figures: dict = field(default_factory=dict)
+def learn_span(X: np.ndarray, m: int, **overrides: object) -> SpanSettings:
+    """Phase 4's settings as ``learn`` resolves them for this data, with ``overrides``."""
+    N, k, d = X.shape
+    return Settings().resolve(d, k, m, N).span.merged(overrides)
 
 
-def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, max_rows: int = 4000) -> _Body:
+def learn_rule(X: np.ndarray, m: int) -> SpanRule:
+    """The agreement rule of K*'s span rows under ``learn``'s settings (what phase 4's scan applies)."""
+    N, k, d = X.shape
+    s = Settings().resolve(d, k, m, N).refine.slabs
+    assert s.q_tol is not None
+    return SpanRule(s.q_tol, max(s.span_tau, s.tau_max), s.q_min, s.span_rel_floor)
+
+
+def slab_body(F: np.ndarray, g: np.ndarray, w: np.ndarray, *, width: float, box: float) -> SculptedBody:
+    """A body of slabs |F θ − g| <= width inside the box |θ_p| <= box (no half-spaces)."""
+    p = F.shape[1]
+    return SculptedBody(F, g, w, rows_seen=0, rows_accepted=0, halfspaces=(np.empty((0, p)), np.empty(0)),
+                        slab_widths=np.full(g.shape[0], width), box=box)
+
+
+def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, max_rows: int = 4000) -> SculptedBody:
     """Equality rows from agreeing (example, row) pairs of the true model, vectorised."""
     P = model.attention(X)  # (N, m, k, k)
     N, m, k, _ = P.shape
@@ -50,9 +64,7 @@ def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, m
         vals.append(np.log(qo[:, j] / qo[np.arange(qo.shape[0]), r_]))
         wts.append(qa[ok, j])
     F, g, w = np.vstack(rows)[:max_rows], np.concatenate(vals)[:max_rows], np.concatenate(wts)[:max_rows]
-    poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.full(2 * d * d, 8.0))
-    poly.add_slabs(F, g, np.full(g.shape[0], 6.0))
-    return _Body(poly, F, g, w)
+    return slab_body(F, g, w, width=6.0, box=8.0)
 
 
 # ------------------------------------------------------------------------------------------ phase 4
@@ -62,7 +74,7 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     model = plant(d, k, m, seed=seed)
     X = sample_inputs(n, k, d, rng=4)
     body = truth_body(model, X, tv=0.02 if m < 3 else 0.05)
-    est, rec = extract_span(body, m, truth=model, rng=0, width_probes=1, in_flat_extent=True)
+    est, rec = extract_span(body, m, learn_span(X, m, width_probes=1, in_flat_extent=True), truth=model, rng=0)
     assert isinstance(est, SpanEstimate)
     assert est.flat.dim == m - 1 and est.span.shape == (d * d, m)
     assert est.m_estimate == m == rec.figures["m_estimate"]
@@ -82,16 +94,21 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
 
 def test_extract_span_rejects_empty_or_short_bodies() -> None:
     d = 4
-    poly = Polytope(np.vstack([np.eye(d * d), -np.eye(d * d)]), np.ones(2 * d * d))
-    empty = _Body(poly, np.zeros((0, d * d)), np.zeros(0), np.zeros(0))
+    empty = slab_body(np.zeros((0, d * d)), np.zeros(0), np.zeros(0), width=1.0, box=1.0)
     with pytest.raises(PhaseFailed, match="no equality-type rows") as info:
-        extract_span(empty, 2)
+        extract_span(empty, 2, SpanSettings())
     assert info.value.phase == "4-span"
-    short = _Body(poly, np.ones((3, d * d)), np.ones(3), np.ones(3))
+    short = slab_body(np.ones((3, d * d)), np.ones(3), np.ones(3), width=1.0, box=1.0)
     with pytest.raises(PhaseFailed, match="fewer than"):
-        extract_span(short, 2)
+        extract_span(short, 2, SpanSettings())
     with pytest.raises(ValueError, match="m must"):
-        extract_span(short, 0)
+        extract_span(short, 0, SpanSettings())
+    rank_one = slab_body(np.ones((40, d * d)), np.ones(40), np.ones(40), width=1.0, box=1.0)
+    with pytest.raises(PhaseFailed, match="rank 1, below the 15"):
+        extract_span(rank_one, 2, SpanSettings())
+    body = slab_body(np.eye(d * d), np.ones(d * d), np.ones(d * d), width=1.0, box=1.0)
+    with pytest.raises(ValueError, match="extra_rows"):
+        extract_span(body, 1, SpanSettings(), extra_rows=EqualityRows(np.ones((2, 3)), np.ones(2), np.ones(2)))
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -107,17 +124,18 @@ def test_span_rows_of_the_sculpted_body_pin_two_heads(seed: int) -> None:
     model = plant(8, 4, 2, seed=seed)
     X = sample_inputs(1500, 4, 8, rng=seed + 100)
     Y = model(X)
-    W, _ = estimate_sum_w(X, Y)
-    body, _ = sculpt(X, Y, W)
-    _, kstar, _ = refine_sum_w(X, Y, W, body, certify=False)
+    learn = Settings().resolve(8, 4, 2, 1500)
+    W, _ = estimate_sum_w(X, Y, learn.sum_w)
+    body, _ = sculpt(X, Y, W, learn.sculpt)
+    _, kstar, _ = refine_sum_w(X, Y, W, body, 2, learn.refine)  # no certification on 1,500 examples
     assert kstar.span_F.shape[0] > kstar.F.shape[0] and np.all(kstar.span_weights > 0)
     rows = {r.tobytes() for r in kstar.span_F}
     assert all(r.tobytes() in rows for r in kstar.F)
     truth_span = model.thetas.reshape(2, -1).T
-    est, rec = extract_span(kstar, 2)
+    est, rec = extract_span(kstar, 2, learn.span)
     assert rec.figures["equality_rows_from"].startswith("span rows") and est.m_estimate == 2
     assert principal_angle_deg(est.span, truth_span) <= 12.0
-    plain, _ = extract_span(kstar, 2, hull_reweight=0)
+    plain, _ = extract_span(kstar, 2, learn.span.merged(hull_reweight=0))
     assert principal_angle_deg(plain.span, truth_span) <= 16.0
 
 
@@ -126,8 +144,8 @@ def test_in_flat_extent_is_a_diagnostic_off_by_default() -> None:
     model = plant(8, 4, 2, seed=3)
     X = sample_inputs(6000, 4, 8, rng=4)
     body = truth_body(model, X)
-    off, rec_off = extract_span(body, 2, rng=0)
-    on, rec_on = extract_span(body, 2, rng=0, in_flat_extent=True)
+    off, rec_off = extract_span(body, 2, learn_span(X, 2), rng=0)
+    on, rec_on = extract_span(body, 2, learn_span(X, 2, in_flat_extent=True), rng=0)
     assert "extent_in_flat" not in rec_off.figures and len(rec_on.figures["extent_in_flat"]) == 1
     assert np.array_equal(off.flat.point, on.flat.point) and off.radius == on.radius
 
@@ -201,3 +219,121 @@ def test_phase_4_record_names_a_blind_agreement_test():
     rec = res.phase("4-span")
     assert rec.figures["agreement_blind_dims"] == 1
     assert "m(k−1) = 9 > d = 8" in rec.message
+
+
+# ------------------------------------------------------------------------------------------ phase 4's scan
+@settings(max_examples=15, deadline=None)
+@given(block=st.integers(1, 700), seed=st.integers(0, 3))
+def test_scanned_span_rows_do_not_depend_on_the_block_size(block: int, seed: int) -> None:
+    """``scan_span_rows`` reads examples block by block: whatever the block, it gives the rows (and weights) of
+    K*'s agreement rule and ``span_equality_rows`` applied to all the examples at once."""
+    model = plant(6, 4, 2, seed=seed)
+    X = sample_inputs(700, 4, 6, rng=seed + 7)
+    Y = model(X)
+    W = model.ws.sum(0)
+    rule = learn_rule(X, 2)
+    fit = simplex_lstsq(X, Y, W)
+    q, rel = fit.q.reshape(-1, 4), fit.rel.reshape(-1)
+    ok = (rel <= rule.rel_max) & (q.min(1) >= -rule.q_tol) & np.repeat(token_gram_ok(X), 4)
+    F0, g0, w0 = span_equality_rows(X, q, rel, ok, rule.q_min, rule.rel_floor)
+    F, g, w = scan_span_rows(X, Y, W, rule, learn_span(X, 2, scan_block=block))
+    assert F0.shape[0] > 36
+    key = lambda F_, g_, w_: sorted(zip(map(bytes, np.round(F_, 12)), np.round(g_, 9), np.round(w_, 9)))  # noqa: E731
+    assert key(F, g, w) == key(F0, g0, w0)
+
+
+def test_scanned_span_rows_keep_the_best_rows_within_their_memory_cap() -> None:
+    """Past ``scan_max_entries`` (rows × d²) the scan keeps only the highest-weight rows: the reservoir's memory
+    does not grow with N, and no kept row weighs less than a dropped one."""
+    model = plant(6, 4, 2, seed=1)
+    X = sample_inputs(3000, 4, 6, rng=2)
+    Y = model(X)
+    rule = learn_rule(X, 2)
+    F_all, _, w_all = scan_span_rows(X, Y, model.ws.sum(0), rule, learn_span(X, 2, scan_block=500))
+    cap = F_all.shape[0] // 3
+    s = learn_span(X, 2, scan_block=500, scan_max_entries=cap * 36)
+    F, g, w = scan_span_rows(X, Y, model.ws.sum(0), rule, s)
+    assert F.shape == (cap, 36) and g.shape == w.shape == (cap,)
+    assert w.min() >= np.sort(w_all)[::-1][cap - 1] - 1e-12
+
+
+def test_scan_span_rows_rejects_bad_arguments() -> None:
+    model = plant(6, 4, 2, seed=1)
+    X = sample_inputs(50, 4, 6, rng=2)
+    Y, W = model(X), model.ws.sum(0)
+    rule = learn_rule(X, 2)
+    with pytest.raises(ValueError, match="scan_block"):
+        learn_span(X, 2, scan_block=0)
+    with pytest.raises(ValueError, match="scan_max_entries"):
+        learn_span(X, 2, scan_max_entries=-1.0)
+    with pytest.raises(ValueError, match="at least d² = 36"):
+        scan_span_rows(X, Y, W, rule, learn_span(X, 2, scan_max_entries=35.0))
+    with pytest.raises(ValueError, match="shape"):
+        scan_span_rows(X, Y[:, :, :5], W, rule, learn_span(X, 2))
+
+
+def test_a_growing_scan_reads_each_example_once() -> None:
+    """Rows of an earlier scan passed as ``initial`` join the reservoir: scanning the first examples, then the
+    rest with ``initial``, gives the rows of one scan over all of them (and the same top rows under a cap)."""
+    model = plant(6, 4, 2, seed=5)
+    X = sample_inputs(1200, 4, 6, rng=6)
+    Y, W = model(X), model.ws.sum(0)
+    rule = learn_rule(X, 2)
+
+    def key(r):
+        return sorted(zip(map(bytes, np.round(r[0], 12)), np.round(r[1], 9), np.round(r[2], 9)))
+
+    for cap in (4e7, 300 * 36):
+        s = learn_span(X, 2, scan_max_entries=cap)
+        first = scan_span_rows(X[:400], Y[:400], W, rule, s)
+        both = scan_span_rows(X[400:], Y[400:], W, rule, s, initial=first)
+        assert key(both) == key(scan_span_rows(X, Y, W, rule, s))
+
+
+@pytest.fixture(scope="module")
+def kstar_and_pool():
+    """K* from phase 1's Σ̂W on the first 1,500 of 20,000 examples at (8,4,2), and the rest to scan."""
+    from sculpt.phases.sculpting import sculpt
+    from sculpt.phases.sum_w import estimate_sum_w
+
+    model = plant(8, 4, 2, seed=0)
+    X = sample_inputs(20000, 4, 8, rng=1)
+    Y = model(X)
+    learn = Settings().resolve(8, 4, 2, 20000)
+    W, _ = estimate_sum_w(X[:1500], Y[:1500], learn.sum_w)
+    body, _ = sculpt(X[:1500], Y[:1500], W, learn.refine.slabs, mode="slabs")
+    return body, W, ScanPool(X, Y, np.arange(1500, 20000), 1500), learn.span
+
+
+def test_adaptive_span_grows_the_examples_read_until_its_budget(kstar_and_pool) -> None:
+    """With the stop rules off, each growth reads scan_growth times the examples read so far, up to the
+    budget; the record says how many were read and why the scan ended."""
+    body, W, pool, span = kstar_and_pool
+    never = {"scan_gap": 1e-12, "scan_settle_deg": 0.0, "scan_min_gain": 0.0}
+    _, rec = adaptive_span(body, 2, span.merged(never), pool=pool, sum_w=W)
+    assert [g["examples"] for g in rec.figures["scan"]] == [6000, 20000]
+    assert rec.figures["examples"] == 20000 and rec.figures["scan_stopped"] == "read every training example"
+    assert rec.figures["equality_rows_scanned"] == rec.figures["scan"][-1]["rows_scanned"] > 0
+    _, capped = adaptive_span(body, 2, span.merged(never, scan_examples=5000), pool=pool, sum_w=W)
+    assert [g["examples"] for g in capped.figures["scan"]] == [5000]
+    assert capped.figures["scan_stopped"] == "read scan_examples = 5000"
+
+
+def test_adaptive_span_stops_when_the_flat_is_pinned_or_the_span_settles(kstar_and_pool) -> None:
+    body, W, pool, span = kstar_and_pool
+    est, rec = extract_span(body, 2, span)
+    pinned_est, pinned = adaptive_span(body, 2, span.merged(scan_gap=est.gap), pool=pool, sum_w=W)
+    assert "scan" not in pinned.figures and pinned.figures["examples"] == 1500
+    assert np.array_equal(pinned_est.span, est.span)
+    _, settled = adaptive_span(body, 2, span.merged(scan_gap=1e-12, scan_settle_deg=90.0), pool=pool, sum_w=W)
+    assert len(settled.figures["scan"]) == 1 and "< scan_settle_deg 90°" in settled.figures["scan_stopped"]
+
+
+def test_adaptive_span_reads_nothing_for_one_head_or_without_sum_w(kstar_and_pool) -> None:
+    """One head has no flat to pin (its span is a point's); without Σ̂W no row can be tested: no scan."""
+    body, W, pool, span = kstar_and_pool
+    never = span.merged(scan_gap=1e-12, scan_settle_deg=0.0, scan_min_gain=0.0)
+    _, rec = adaptive_span(body, 2, never, pool=pool, sum_w=None)
+    assert "scan" not in rec.figures and rec.figures["examples"] == 1500
+    _, rec1 = adaptive_span(body, 1, never, pool=pool, sum_w=W)
+    assert "scan" not in rec1.figures and rec1.figures["agreement_blind_dims"] == 0

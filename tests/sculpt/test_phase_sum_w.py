@@ -10,6 +10,13 @@ from strategies import gaussian_like
 from sculpt.data import plant, sample_inputs
 from sculpt.model import MultiHeadAttention
 from sculpt.phases.sum_w import crude_sum_w, estimate_sum_w, single_token_residuals
+from sculpt.settings import Settings, SumWSettings
+
+
+def learn_settings(X: np.ndarray, m: int) -> SumWSettings:
+    """Phase 1's settings as ``learn`` resolves them for this data and head count."""
+    N, k, d = X.shape
+    return Settings().resolve(d, k, m, N).sum_w
 
 
 @settings(max_examples=15, deadline=None)
@@ -33,7 +40,7 @@ def test_improved_beats_crude_and_records_truth():
     model = plant(6, 3, 2, seed=3)
     X = sample_inputs(8000, 3, 6, rng=4)
     Y = model(X)
-    W, rec = estimate_sum_w(X, Y, truth=model)
+    W, rec = estimate_sum_w(X, Y, learn_settings(X, 2), truth=model)
     S = model.ws.sum(0)
     err = np.linalg.norm(W - S) / np.linalg.norm(S)
     assert rec.name == "1-sum-w"
@@ -56,7 +63,7 @@ def test_single_token_residual_is_zero_on_one_hot_rows():
 def test_without_improvement_returns_crude():
     model = plant(4, 3, 2, seed=1)
     X = sample_inputs(500, 3, 4, rng=2)
-    W, rec = estimate_sum_w(X, model(X), improve=False)
+    W, rec = estimate_sum_w(X, model(X), learn_settings(X, 2).merged(improve=False))
     np.testing.assert_allclose(W, crude_sum_w(X, model(X)))
     assert "crude" in rec.figures["estimator"]
 
@@ -66,14 +73,16 @@ def test_without_improvement_returns_crude():
     dict(Y=np.zeros((10, 3, 5))),
     dict(fractions=(0.5, 0.0)),
     dict(min_rows=1),
+    dict(vp_rows=3),
 ])
 def test_bad_input(bad):
+    """Malformed data, fractions outside (0, 1] and min_rows or vp_rows below d = 4 are ValueErrors."""
     rng = np.random.default_rng(0)
     args = dict(X=sample_inputs(10, 3, 4, rng=rng), Y=rng.standard_normal((10, 3, 4)))
     args.update(bad)
     X, Y = args.pop("X"), args.pop("Y")
     with pytest.raises(ValueError):
-        estimate_sum_w(X, Y, **args)
+        estimate_sum_w(X, Y, SumWSettings().merged(args))
 
 
 def test_agreement_refit_is_exact_for_one_head():
@@ -81,10 +90,26 @@ def test_agreement_refit_is_exact_for_one_head():
     model = plant(5, 3, 1, seed=8)
     X = sample_inputs(3000, 3, 5, rng=9)
     Y = model(X)
-    W, rec = estimate_sum_w(X, Y, truth=model)
+    W, rec = estimate_sum_w(X, Y, learn_settings(X, 1), truth=model)
     assert rec.truth["err_trimmed"] > 1e-3
     assert rec.truth["err_sum_w"] < 1e-7
     assert rec.figures["agreement_refit"][-1]["rms_per_iter"][-1] < 1e-7
+    assert rec.figures["exact_agreement"]  # one pattern fits every row: phase 3 has nothing to refine
+
+
+def test_refit_settings_bound_its_steps():
+    """vp_max_iter caps the Gauss–Newton steps of a refit (one head: one step leaves Σ̂W short of exact, the
+    default reaches it); with vp_rounds = 0 no refit runs and Σ̂W is the trimmed estimate."""
+    model = plant(5, 3, 1, seed=8)
+    X = sample_inputs(3000, 3, 5, rng=9)
+    Y = model(X)
+    s = learn_settings(X, 1)
+    _, one = estimate_sum_w(X, Y, s.merged(vp_max_iter=1), truth=model)
+    _, full = estimate_sum_w(X, Y, s, truth=model)
+    assert len(one.figures["agreement_refit"][0]["rms_per_iter"]) == 1
+    assert one.truth["err_sum_w"] > 100 * full.truth["err_sum_w"]
+    W0, none = estimate_sum_w(X, Y, s.merged(vp_rounds=0), truth=model)
+    assert none.figures["agreement_refit"] == [] and none.truth["err_sum_w"] == none.truth["err_trimmed"]
 
 
 def test_ill_conditioned_estimate_from_uniform_attention_is_not_called_degenerate() -> None:
@@ -95,7 +120,7 @@ def test_ill_conditioned_estimate_from_uniform_attention_is_not_called_degenerat
         model = plant(8, 4, 2, seed=0, scale=scale)
         X = sample_inputs(1500, 4, 8, rng=1)
         with pytest.raises(PhaseFailed, match=phrase):
-            estimate_sum_w(X, model(X), max_cond=1.0)
+            estimate_sum_w(X, model(X), learn_settings(X, 2).merged(max_cond=1.0))
 
 
 @settings(max_examples=30, deadline=None)

@@ -137,7 +137,7 @@ def test_public_names_stay_importable_and_share_the_kernel() -> None:
     np.testing.assert_array_equal(projections.predict(model.thetas, model.ws, X), Y)
     np.testing.assert_array_equal(trials.predict(model, X), Y)
     Y2 = Y + 0.01 * rng.standard_normal(Y.shape)
-    assert projections.relative_mse(model.thetas, model.ws, X, Y2) == relative_mse(Y, Y2)
+    assert projections.layer_relative_mse(model.thetas, model.ws, X, Y2) == relative_mse(Y, Y2)
     assert model.prediction_error(MultiHeadAttention(model.thetas, 1.1 * model.ws), X) == pytest.approx(0.01)
 
 
@@ -206,6 +206,44 @@ def test_every_caller_uses_the_one_versions() -> None:
     from sculpt.bench import trials
 
     assert cli.versions is versions and trials.versions is versions
+
+
+# ------------------------------------------------------------------------------------------ threads
+def test_single_blas_thread_pins_blas_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside the block BLAS runs one thread; after it, the previous counts; ``children`` also sets the thread
+    variables spawned processes read (keeping a caller's own value) and removes them again."""
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    from sculpt.toolkit import single_blas_thread
+    from sculpt.toolkit.threads import THREAD_VARIABLES
+
+    def blas() -> list[int]:
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas()
+    for v in THREAD_VARIABLES:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    with single_blas_thread():
+        assert all(n == 1 for n in blas())
+        assert "OMP_NUM_THREADS" not in os.environ
+    with single_blas_thread(children=True):
+        assert all(n == 1 for n in blas())
+        assert os.environ["OMP_NUM_THREADS"] == os.environ["OPENBLAS_NUM_THREADS"] == "1"
+        assert os.environ["MKL_NUM_THREADS"] == "3"
+    assert blas() == before
+    assert "OMP_NUM_THREADS" not in os.environ and os.environ["MKL_NUM_THREADS"] == "3"
+    with single_blas_thread(False, children=True):
+        assert blas() == before and "OMP_NUM_THREADS" not in os.environ
+
+
+def test_every_blas_pin_is_the_toolkit_one() -> None:
+    """The fits, the certificate and the benchmark's pool use ``single_blas_thread``, not threadpoolctl directly."""
+    root = Path(__file__).resolve().parents[2] / "sculpt"
+    users = [p for p in root.rglob("*.py") if "threadpoolctl" in p.read_text(encoding="utf-8")]
+    assert [p.relative_to(root).as_posix() for p in users] == ["toolkit/threads.py"]
 
 
 # ------------------------------------------------------------------------------------------ progress

@@ -106,3 +106,23 @@ def test_learn_runs_vp_lm_as_a_route_with_its_settings():
     assert min_examples("vp-lm", 8, 4, 2) == min_examples("gradient", 8, 4, 2)
     with pytest.raises(ValueError, match="restarts"):
         learn(X, truth(X), 2, method="vp-lm", vp_lm={"restarts": 0})
+
+
+def test_vp_lm_reads_its_defaults_from_vp_lm_settings():
+    """The settings object and the same values as keywords give the same run; init_scale resolves to 1/d; the
+    subsets stop at max_examples; the starts share vp_lm_starts with learn."""
+    from sculpt.settings import VpLmSettings
+    from sculpt.vplm import vp_lm_starts
+
+    truth = plant(6, 3, 2, seed=4)
+    X = sample_inputs(1500, 3, 6, rng=3)
+    Y = truth(X)
+    a = vp_lm(X, Y, 2, VpLmSettings(restarts=1, max_examples=128), seed=2)
+    b = vp_lm(X, Y, 2, seed=2, restarts=1, max_examples=128)
+    assert np.array_equal(a.model.thetas, b.model.thetas) and a.info["init_scale"] == 1 / 6
+    assert len(a.info["starts"]) == 1 and a.info["starts"][0]["examples"] <= 128
+    gen = np.random.default_rng(0)
+    fit = vp_lm_starts(X[:1000], Y[:1000], X[1000:], Y[1000:], 2, gen, VpLmSettings(restarts=2), tol=1e-12)
+    assert fit.stop == "validated" and fit.validation_error <= 1e-12 and 1 <= len(fit.starts) <= 2
+    late = vp_lm_starts(X[:1000], Y[:1000], X[1000:], Y[1000:], 2, gen, tol=1e-12, deadline=0.0)
+    assert late.stop == "time limit" and late.best is None and late.model is None

@@ -1,0 +1,344 @@
+"""The route type, the registry and what every route shares: its context (the splits and resolved
+settings of one ``learn`` call), the truth summary, and the validation step of the validated routes."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..model import MultiHeadAttention
+from ..phases.polish import polish
+from ..phases.projections import layer_relative_mse
+from ..pipeline import PHASE_FAILURES
+from ..result import LearnResult, PhaseRecord, RouteInfo, TruthSummary
+from ..settings import ProblemSize, Settings
+from ..toolkit import Progress
+
+__all__ = [
+    "Route",
+    "Holdout",
+    "RouteContext",
+    "ROUTES",
+    "register_route",
+    "get_route",
+    "route_names",
+    "run_route",
+    "truth_summary",
+    "validate_and_polish",
+    "parameter_count_examples",
+]
+
+
+class Holdout(NamedTuple):
+    """What the validation split must leave a route: ``train`` training examples at least, and whether the
+    split may be empty (``may_be_empty``: the route checks itself on its training rows when N has no
+    example to spare)."""
+
+    train: int
+    may_be_empty: bool = False
+
+
+@dataclass
+class RouteContext:
+    """One ``learn`` call after its inputs are checked: the training and validation splits, the resolved
+    settings and the shared machinery (random generator, LP backend name, truth, progress lines)."""
+
+    Xtr: np.ndarray
+    Ytr: np.ndarray
+    Xva: np.ndarray
+    Yva: np.ndarray
+    m: int
+    N: int
+    n_val: int
+    gen: np.random.Generator
+    solver: str | None
+    truth: MultiHeadAttention | None
+    progress: Progress
+    settings: Settings
+
+    @property
+    def tol(self) -> float:
+        return float(self.settings.tol)
+
+    @property
+    def d(self) -> int:
+        return int(self.Xtr.shape[2])
+
+    @property
+    def k(self) -> int:
+        return int(self.Xtr.shape[1])
+
+    @property
+    def size(self) -> ProblemSize:
+        return ProblemSize(self.d, self.k, self.m, self.N)
+
+    def base_info(self, info: RouteInfo | None = None) -> RouteInfo:
+        """``info`` (a new RouteInfo when None) with the split sizes and tol, which every route reports."""
+        out = RouteInfo() if info is None else info
+        out.train_examples, out.validation_examples, out.tol = int(self.Xtr.shape[0]), int(self.n_val), self.tol
+        return out
+
+    def validation_error(self, model: MultiHeadAttention) -> float:
+        """Relative MSE of ``model`` on the validation split."""
+        return layer_relative_mse(model.thetas, model.ws, self.Xva, self.Yva)
+
+    def train_error(self, model: MultiHeadAttention | None, rows: np.ndarray | None = None) -> float:
+        """Relative MSE of ``model`` on the training split (on ``rows`` of it when given); inf without one."""
+        if model is None:
+            return math.inf
+        if rows is None:
+            return layer_relative_mse(model.thetas, model.ws, self.Xtr, self.Ytr)
+        return layer_relative_mse(model.thetas, model.ws, self.Xtr[rows], self.Ytr[rows])
+
+    def with_validation(self, train_read: int) -> int:
+        """Examples read in all: ``train_read`` training examples and the validation split (at most N)."""
+        return min(self.N, int(train_read) + int(self.n_val))
+
+
+def parameter_count_examples(d: int, k: int, m: int) -> int:
+    """The 2md² parameters over the kd numbers one example gives, plus a validation example: the fewest
+    examples a route fitting every parameter by least squares accepts."""
+    return math.ceil(2 * m * d * d / (k * d)) + 1
+
+
+def _accepts_every_shape(d: int, k: int, m: int) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Route:
+    """A way for ``learn`` to learn the layer, registered under ``name`` (``learn(method=name)``,
+    ``sculpt learn --method name``, ``sculpt bench`` method ``name``).
+
+    Parameters
+    ----------
+    name : str
+        The ``method`` name.
+    run : callable
+        ``run(context) -> LearnResult`` on a ``RouteContext``. A validated route's result counts in
+        ``samples_used`` the training examples it read (0: all of them); ``learn`` then adds the validation
+        split. Every other route counts every example it read and sets ``converged`` itself.
+    min_examples : callable
+        ``min_examples(d, k, m)``: the fewest examples (training plus validation) the route accepts.
+    settings : tuple of str
+        The ``Settings`` groups the route reads (``sculpt settings`` lists their fields).
+    summary : str
+        One line for help texts.
+    validated : bool
+        ``learn`` scores the route's model on the validation split and polishes it (``polish``) while it is
+        above ``tol``: for routes whose own fit knows nothing of the validation split.
+    refusal : callable
+        ``refusal(d, k, m)``: why the route cannot learn layers of these sizes whatever N, or None.
+    holdout : callable or None
+        ``holdout(size) -> Holdout``: what the validation split must leave (None: every example but the one
+        validation example ``min_examples`` counts).
+    steps : int
+        Progress lines a run announces (the phases it runs).
+    uses_lp : bool
+        It solves LPs: its result's ``info.solver`` names the engine's LP backend.
+    """
+
+    name: str
+    run: Callable[[RouteContext], LearnResult]
+    min_examples: Callable[[int, int, int], int]
+    settings: tuple[str, ...]
+    summary: str
+    validated: bool = True
+    refusal: Callable[[int, int, int], str | None] = _accepts_every_shape
+    holdout: Callable[[ProblemSize], Holdout] | None = None
+    steps: int = 2
+    uses_lp: bool = False
+
+    def split(self, size: ProblemSize) -> Holdout:
+        """What the validation split must leave at ``size``."""
+        if self.holdout is not None:
+            return self.holdout(size)
+        return Holdout(self.min_examples(size.d, size.k, size.m) - 1)
+
+    def settings_classes(self) -> dict[str, type]:
+        """The settings groups the route reads, by name: their classes (``Settings`` field types)."""
+        return {name: type(getattr(Settings(), name)) for name in self.settings}
+
+
+#: every route ``learn`` can run, by name, in the order ``METHODS`` lists them
+ROUTES: dict[str, Route] = {}
+
+
+def register_route(route: Route) -> Route:
+    """Make ``route`` runnable as ``learn(method=route.name)``, by the command line and by the benchmark.
+
+    Parameters
+    ----------
+    route : Route
+        The route; registering a name again replaces the route of that name.
+
+    Returns
+    -------
+    Route
+        ``route`` (so that a module can write ``ROUTE = register_route(Route(...))``).
+
+    Raises
+    ------
+    TypeError
+        ``route`` is not a Route.
+    ValueError
+        An empty name, or a settings group ``Settings`` does not have.
+    """
+    if not isinstance(route, Route):
+        raise TypeError(f"route must be a sculpt.routes.Route, got {type(route).__name__}")
+    if not isinstance(route.name, str) or not route.name:
+        raise ValueError(f"a route's name must be a non-empty string, got {route.name!r}")
+    unknown = [g for g in route.settings if g not in Settings.field_names()]
+    if unknown:
+        raise ValueError(f"route {route.name!r} reads unknown settings groups {unknown}")
+    ROUTES[route.name] = route
+    return route
+
+
+def route_names() -> tuple[str, ...]:
+    """The registered route names, in registration order."""
+    return tuple(ROUTES)
+
+
+def get_route(name: object) -> Route:
+    """The route registered as ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A route name (``route_names()``).
+
+    Returns
+    -------
+    Route
+        The registered route.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a registered route name (the message lists them).
+    """
+    if not isinstance(name, str) or name not in ROUTES:
+        raise ValueError(f"method must be one of {route_names()}, got {name!r}")
+    return ROUTES[name]
+
+
+def run_route(route: Route, ctx: RouteContext) -> LearnResult:
+    """Run ``route`` on ``ctx`` as ``learn`` does: ``route.run(ctx)``, then, for a validated route, the
+    validation step (``validate_and_polish``). ``auto`` composes routes through it.
+
+    Parameters
+    ----------
+    route : Route
+        The route.
+    ctx : RouteContext
+        The splits and settings of the call.
+
+    Returns
+    -------
+    LearnResult
+        The route's result, validated (``converged`` means validation relative MSE <= tol).
+    """
+    res = route.run(ctx)
+    return validate_and_polish(res, ctx) if route.validated else res
+
+
+def truth_summary(model: MultiHeadAttention | None, truth: object) -> TruthSummary:
+    """Head-matched distance of ``model`` to ``truth`` (empty without either, or when the head counts differ)."""
+    if model is None or truth is None or not isinstance(truth, MultiHeadAttention) or truth.m != model.m:
+        return {}
+    dist = truth.distance(model)
+    return {
+        "theta_error": dist.theta_error,
+        "w_error": dist.w_error,
+        "max_theta_error": dist.max_theta_error,
+        "max_w_error": dist.max_w_error,
+        "permutation": list(dist.permutation),
+    }
+
+
+def validate_and_polish(res: LearnResult, ctx: RouteContext) -> LearnResult:
+    """Score a validated route's model on the validation split; polish it while it is above ``tol``.
+
+    Parameters
+    ----------
+    res : LearnResult
+        The route's result; its ``samples_used`` counts the training examples the route read (0: all).
+    ctx : RouteContext
+        The splits and settings of the call.
+
+    Returns
+    -------
+    LearnResult
+        ``res``, updated in place: the model (polished when that validates better), its validation error,
+        ``converged``, ``samples_used`` with the validation split, ``info`` with the split sizes and truth, and
+        a ``reason`` that states the validation verdict (the route's own reason speaks of its training fit).
+    """
+    if res.phases:
+        ctx.progress.end(res.phases[-1])
+    ctx.base_info(res.info)
+    if ctx.n_val == 0:
+        res.info.validation_on = (
+            f"the {ctx.Xtr.shape[0]} training examples (N = {ctx.N} is the exact route's "
+            "minimum; give more for a held-out check)"
+        )
+    read = int(res.samples_used or ctx.Xtr.shape[0])  # the training examples the route read
+    res.samples_used = ctx.with_validation(read)
+    if res.model is None:
+        res.converged = False
+        return res
+    tol = ctx.tol
+    val = ctx.validation_error(res.model)
+    if val > tol and np.isfinite(val):
+        val = _polish(res, ctx, val, read)
+    res.validation_error = val
+    res.converged = bool(val <= tol)
+    verdict = f"validation relative MSE {val:.2e} {'<=' if res.converged else '>'} tol {tol:.0e}"
+    res.reason = (
+        f"{res.reason}; {verdict}"
+        if res.converged
+        else f"not converged: {verdict} ({res.reason})"
+        if res.reason
+        else f"not converged: {verdict}"
+    )
+    res.info.truth = truth_summary(res.model, ctx.truth)
+    return res
+
+
+def _polish(res: LearnResult, ctx: RouteContext, val: float, read: int) -> float:
+    """The polish of ``res.model`` (validation relative MSE ``val``) on the training split, recorded as a
+    phase; keeps the polished model when it validates better. Returns the validation relative MSE kept."""
+    assert res.model is not None
+    t0 = ctx.progress.start("polish")
+    try:
+        pol, rec = polish(
+            res.model.thetas,
+            ctx.Xtr,
+            ctx.Ytr,
+            ctx.Xva,
+            ctx.Yva,
+            ctx.settings.polish,
+            tol=ctx.tol,
+            rng=ctx.gen,
+            truth=ctx.truth,
+            callback=ctx.progress.note,
+        )
+    except PHASE_FAILURES as exc:
+        pol = None
+        rec = PhaseRecord(
+            "polish", time=time.perf_counter() - t0, status="failed", message=f"{type(exc).__name__}: {exc}"
+        )
+    res.phases.append(rec)
+    ctx.progress.end(rec)
+    if pol is not None:
+        res.samples_used = ctx.with_validation(max(read, int(rec.figures.get("examples", 0))))
+    if pol is not None and pol.validation_error < val:
+        res.model = MultiHeadAttention(pol.thetas, pol.ws)
+        res.train_error = layer_relative_mse(pol.thetas, pol.ws, ctx.Xtr, ctx.Ytr)
+        return float(pol.validation_error)
+    return val

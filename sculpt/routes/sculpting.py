@@ -1,0 +1,221 @@
+"""The sculpting route, ``method="sculpt"``: Chen & Li's phases 1–6 and the polish (``SCULPT_PHASES``, run by
+``sculpt.pipeline``) on the training split, with adaptive samples; validation only selects and checks."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import PhaseFailed
+from ..pipeline import SCULPT_PHASES, LearnState, run_pipeline
+from ..result import ExamplesUsed, LearnResult, PhaseRecord, RouteInfo, SculptAttempt
+from ..settings import SCULPT_NEED_PER_D2, ProblemSize, one_head_examples
+from .base import Holdout, Route, RouteContext, truth_summary
+
+__all__ = ["ROUTE", "min_examples", "run"]
+
+
+def min_examples(d: int, k: int, m: int) -> int:
+    """What phases 1–4 need to pin the span, plus a ninth for the validation split: for one head phases
+    1–3's first subset max(64, ⌈2d²/(k(k−1))⌉) (K*'s d² equality rows; 4/4 seeds at that size plus a ninth
+    at (8,4), (8,2), (16,4), (16,8), (24,4), (32,8), (4,2), (6,3), 3/4 at (8,6)); for m >= 2 c(m)·d²
+    (``SCULPT_NEED_PER_D2``: 13 for m = 2, 24 for m >= 3; conservative at d = 16, where m = 2 was 4/4 from
+    7.8d²)."""
+    need = one_head_examples(d, k) if m == 1 else SCULPT_NEED_PER_D2[min(m, 3)] * d * d
+    return need + min(2000, max(1, need // 9))
+
+
+def _holdout(size: ProblemSize) -> Holdout:
+    """The validation split takes min(2000, N/10) whatever it leaves: the phases read a subset anyway."""
+    return Holdout(0)
+
+
+@dataclass
+class _Attempt:
+    """One run of the phases with phases 1–3 on the training rows ``sub``."""
+
+    state: LearnState
+    failure: PhaseFailed | None
+    sub: np.ndarray
+
+    @property
+    def validated(self) -> bool:
+        return self.failure is None and self.state.converged
+
+    def outcome(self, tol: float) -> str:
+        if self.failure is not None:
+            return f"phase {self.failure.phase} failed: {self.failure.reason}"
+        if self.state.converged:
+            return "validated"
+        return f"the polish stopped at validation relative MSE {self.state.validation_error:.2e} > tol {tol:.0e}"
+
+
+def _attempt(ctx: RouteContext, sub: np.ndarray, rest: np.ndarray, records: list[PhaseRecord]) -> _Attempt:
+    """Phases 1–6 and the polish with phases 1–3 on the training examples ``sub``; ``rest`` (the others, in a
+    random order) is what phase 4 may read."""
+    state = LearnState(
+        ctx.Xtr,
+        ctx.Ytr,
+        ctx.Xva,
+        ctx.Yva,
+        ctx.m,
+        ctx.settings,
+        ctx.gen,
+        solver=ctx.solver,
+        truth=ctx.truth,
+        note=ctx.progress.note,
+        X_body=ctx.Xtr[sub],
+        Y_body=ctx.Ytr[sub],
+        scan_order=rest,
+    )
+    state.info["sculpt_examples"] = int(sub.size)
+    failure = run_pipeline(SCULPT_PHASES, state, records, ctx.progress)
+    return _Attempt(state, failure, sub)
+
+
+def _attempts(ctx: RouteContext, records: list[PhaseRecord]) -> tuple[_Attempt, list[SculptAttempt]]:
+    """Adaptive samples: phases 1–3 start on the first ``sculpt_examples`` of a random order of the training
+    split; an attempt that does not validate (a phase cannot go on, or the polish stays above ``tol``) is rerun
+    on ``sculpt_growth`` times more, up to ``max_sculpt_examples``. Returns the last attempt and the log of
+    every attempt."""
+    cfg = ctx.settings
+    n_tr = ctx.Xtr.shape[0]
+    order = ctx.gen.permutation(n_tr)
+    cap = min(n_tr, int(cfg.max_sculpt_examples or n_tr))
+    n = min(int(cfg.sculpt_examples or n_tr), cap)
+    log: list[SculptAttempt] = []
+    while True:
+        ta = time.perf_counter()
+        att = _attempt(ctx, np.sort(order[:n]), order[n:], records)
+        outcome = att.outcome(ctx.tol)
+        log.append({"examples": int(n), "outcome": outcome, "time": time.perf_counter() - ta})
+        if att.validated or n >= cap or cfg.sculpt_growth < 2:
+            return att, log
+        n = min(cap, n * int(cfg.sculpt_growth))
+        ctx.progress.note(f"{outcome}: phases 1–3 again on {n} examples")
+
+
+def _failure_reason(ctx: RouteContext, failure: PhaseFailed, records: list[PhaseRecord], examples: int) -> str:
+    """Why the route stopped at ``failure``, with what may explain it: too few examples for phase 1, or a
+    singular Σ W_i (phase 1's estimate above ``sum_w.warn_cond``)."""
+    d, k, m = ctx.d, ctx.k, ctx.m
+    why = f"phase {failure.phase} failed: {failure.reason}"
+    if failure.phase == "1-sum-w" and examples * k < 3 * d:
+        # the crude estimate (1/kN) Σ s tᵀ has rank <= N·k: with fewer rows than d it is singular whatever
+        # the layer (one training example gave "degenerate instance, condition number 1.3e49")
+        return (
+            f"phase 1-sum-w failed: too few training examples: {examples} example(s) give {examples * k} "
+            f"single-token rows for the {d}×{d} matrix Σ W_i (phase 1 needs at least 3d = {3 * d}), so its "
+            f"estimate is singular; this says nothing about the layer (give more examples, or a smaller "
+            f"validation_size) [{failure.reason}]"
+        )
+    need = min_examples(d, k, m)
+    if failure.phase == "1-sum-w" and examples < need:
+        why += (
+            f" (on {examples} training examples, below the {need} method='sculpt' asks for: phase 1's "
+            "estimate is mostly noise, which need not be a property of the layer)"
+        )
+    first = records[0] if records else None
+    cond = first.figures.get("cond", 0.0) if first is not None and first.name == "1-sum-w" else 0.0
+    if failure.phase != "1-sum-w" and cond > ctx.settings.sum_w.warn_cond:
+        # an exactly singular Σ W leaves only noise in phase 1's estimate, whose condition number ranged
+        # 52–6e7 over planted W_2 = −W_1 layers (below max_cond = 1e3 in some), against <= 10 for plant()
+        why += (
+            f" (phase 1's Σ W estimate has condition number {cond:.3g}: Σ W_i may be singular, a "
+            "degenerate instance for the sculpting route)"
+        )
+    return why
+
+
+def _verdict(
+    ctx: RouteContext, att: _Attempt, records: list[PhaseRecord], attempts: list[SculptAttempt]
+) -> tuple[float | None, bool, str]:
+    """(validation relative MSE, converged, reason) of the last attempt; the reason lists earlier attempts."""
+    tol, model = ctx.tol, att.state.model
+    if att.failure is not None:
+        reason = _failure_reason(ctx, att.failure, records, attempts[-1]["examples"])
+        if model is not None:
+            reason += " (model: phase 6's, unpolished)"
+        val = ctx.validation_error(model) if model is not None else None
+        converged = False
+    else:
+        val, converged = att.state.validation_error, att.state.converged
+        reason = (
+            f"validation relative MSE {val:.2e} <= tol {tol:.0e}"
+            if converged
+            else f"not converged: validation relative MSE {val:.2e} > tol {tol:.0e}"
+        )
+    if len(attempts) > 1:
+        reason += (
+            f" (phases 1–3 on {attempts[-1]['examples']} examples, attempt {len(attempts)}; earlier: "
+            + "; ".join(f"{a['examples']}: {a['outcome']}" for a in attempts[:-1])
+            + ")"
+        )
+    return val, converged, reason
+
+
+def _examples_used(
+    ctx: RouteContext, attempts: list[SculptAttempt], records: list[PhaseRecord], has_model: bool
+) -> ExamplesUsed:
+    """Examples read: phases 1–3's largest subset; with a model, phases 4–6 and the polish read the training
+    split beyond it (phase 4's scan, the polish's subsets, phase 6's ``search_examples``)."""
+    n_tr = ctx.Xtr.shape[0]
+    used = int(max(a["examples"] for a in attempts))
+    runs = [int(r.figures.get("examples", 0)) for r in records if r.name == "4-span"]
+    span_read = runs[-1] if runs else 0  # phase 4's last run: phases 1–3's subset plus what it scanned
+    if has_model:
+        polished = max([int(r.figures.get("examples", 0)) for r in records if r.name in ("polish", "5-heads")] or [0])
+        used = max(used, span_read, polished, min(ctx.settings.search_examples, n_tr))
+    return {
+        "phases_1_3": int(attempts[-1]["examples"]),
+        "phase_4": int(span_read),
+        "training": used,
+        "validation": int(ctx.n_val),
+    }
+
+
+def run(ctx: RouteContext) -> LearnResult:
+    """Phases 1–6 and the polish on the training split, growing phases 1–3's subset while an attempt does not
+    validate. ``info.attempts`` says how many examples each attempt used and why the next asked for more;
+    ``train_error`` is on the last attempt's subset (as ``lbfgs_growing`` reports its fitted subset: the whole
+    training split reads examples no phase used)."""
+    t_start = time.perf_counter()
+    records: list[PhaseRecord] = []
+    att, attempts = _attempts(ctx, records)
+    state, model = att.state, att.state.model
+    val, converged, reason = _verdict(ctx, att, records, attempts)
+    info = ctx.base_info(RouteInfo.of(state.info))
+    info.attempts = attempts
+    info.truth = truth_summary(model, ctx.truth)
+    info.examples_used = _examples_used(ctx, attempts, records, model is not None)
+    res = LearnResult(
+        model=model,
+        method="sculpt",
+        train_error=ctx.train_error(model, att.sub),
+        validation_error=val,
+        converged=converged,
+        time=time.perf_counter() - t_start,
+        iterations=state.iterations,
+        samples_used=info.examples_used["training"] + int(ctx.n_val),
+        phases=records,
+        reason=reason,
+        info=info,
+    )
+    if state.body is not None and state.span is not None:
+        res.attach_body(state.body, state.span.span)
+    return res
+
+
+ROUTE = Route(
+    name="sculpt",
+    run=run,
+    min_examples=min_examples,
+    settings=("sum_w", "sculpt", "refine", "span", "heads", "argmax", "polish"),
+    summary="Chen & Li's phases 1–6 on a sculpted convex body, then the polish",
+    validated=False,
+    holdout=_holdout,
+    steps=len(SCULPT_PHASES),
+    uses_lp=True,
+)
