@@ -292,8 +292,8 @@ _POINT_TOL = 1e-9  # P.contains's default tolerance: a unit row or bound the int
 
 def _check_interior_point(S: _System, res: ImplicitEqualities, solver: str) -> None:
     """The point returned must lie in P (every unit row, bound and equality to _POINT_TOL, or 1e-13·‖x‖∞ where
-    round-off alone exceeds that): a last check, so that a solver point accepted on a looser tolerance (IPM
-    points missing an equality by 1.1e-8 went out unnoticed) is a SolverError, never a wrong answer."""
+    round-off alone exceeds that): a last check, so that a solver point accepted on a looser tolerance (an IPM
+    point can miss an equality by 1.1e-8) is a SolverError, never a wrong answer."""
     x = res.interior_point
     limit = max(_POINT_TOL, 1e-13 * float(np.max(np.abs(x), initial=0.0)))
     viol = float(np.max(S.G @ x - S.h, initial=0.0)) if S.m else 0.0

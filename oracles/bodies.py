@@ -34,7 +34,7 @@ from ._validate import (
     row_norms,
 )
 from .cuts import Cut
-from .errors import MissingOracleError
+from .errors import MissingOracleError, OracleError
 from .solvers._base import Matrix
 
 if TYPE_CHECKING:
@@ -791,3 +791,17 @@ def checked_separate(body: ConvexBody, x: np.ndarray, tol: float) -> Cut | None:
         return body.separate(x, tol)
     who = f"{type(body).__name__}.separate oracle"
     return check_cut(call_oracle(body.separate, who, x.copy(), tol), body.dim, who)
+
+
+def says_empty(body: ConvexBody, cut: Cut | None, accepted: bool) -> bool:
+    """Whether ``cut``, the body's answer to a separation query, is 0·x <= b (b < 0): the oracle's way of saying
+    the body is empty. Said after the run ``accepted`` a point of the body, it is an OracleError naming the
+    body's class (an oracle that contradicts itself)."""
+    if cut is None or np.any(cut.normal):
+        return False
+    if accepted:
+        raise OracleError(
+            f"{type(body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is empty) after it accepted "
+            "a point"
+        )
+    return True

@@ -16,9 +16,9 @@ from numpy.typing import ArrayLike
 
 from ._validate import as_count, positive
 from .backends import backend_name
-from .bodies import ConvexBody, checked_separate
+from .bodies import ConvexBody, checked_separate, says_empty
 from .ellipsoid import _check_common
-from .errors import OracleError, SolverError
+from .errors import SolverError
 from .results import EllipsoidResult, Status
 
 __all__ = ["cutting_plane"]
@@ -248,12 +248,7 @@ class _Run:
         if not np.all(np.isfinite(x)):
             return self.result("max_iter", "numerical failure: the analytic centre is not finite")
         cut = checked_separate(self.body, x.copy(), self.oracle_tol)
-        if cut is not None and not np.any(cut.normal):  # 0·x <= b < 0: the oracle says "empty"
-            if self.best_x is not None:
-                raise OracleError(
-                    f"{type(self.body).__name__}.separate returned 0·x <= {cut.offset:g} (the body is "
-                    "empty) after it accepted a point"
-                )
+        if says_empty(self.body, cut, accepted=self.best_x is not None):
             return self.result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
         if cut is not None:
             nrm = float(np.linalg.norm(cut.normal))

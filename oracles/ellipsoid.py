@@ -19,9 +19,9 @@ from numpy.typing import ArrayLike
 from ._validate import as_count, as_matrix, as_vector, norm, positive
 from ._validate import radius as check_radius
 from .backends import backend_name
-from .bodies import ConvexBody, checked_separate
+from .bodies import ConvexBody, checked_separate, says_empty
 from .cuts import Cut, ParallelCut
-from .errors import MissingOracleError, OracleError
+from .errors import MissingOracleError
 from .results import EllipsoidResult, Status
 
 __all__ = ["Ellipsoid", "ellipsoid"]
@@ -434,12 +434,7 @@ class _Run:
         found = checked_separate(self.body, xc.copy(), self.oracle_tol)
         if found is None:
             return None
-        if not np.any(found.normal):
-            if self.best_x is not None:
-                raise OracleError(
-                    f"{type(self.body).__name__}.separate returned 0·x <= {found.offset:g} (the body is "
-                    "empty) after it accepted a point"
-                )
+        if says_empty(self.body, found, accepted=self.best_x is not None):
             return self.result("empty", "the oracle returned the cut 0·x <= b with b < 0: the body is empty")
         a = found.normal
         b = found.offset + self.oracle_tol * math.sqrt(float(a @ a))

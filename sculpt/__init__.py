@@ -3,10 +3,11 @@ sculpting a convex body (Chen & Li, STOC 2025), on top of the ``oracles`` convex
 
 Public names: ``MultiHeadAttention`` (the layer), ``sample_inputs`` / ``plant`` / ``nondegeneracy`` (data
 and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttention interop, torch imported
-lazily), ``learn``, ``LearnResult`` / ``PhaseRecord`` (results; ``LearnResult.info`` is a typed
-``sculpt.result.RouteInfo``), ``Settings`` (every option of ``learn``, typed), ``PhaseFailed``, ``certify``.
-The routes ``learn`` can run are ``sculpt.routes.ROUTES`` (add one with ``sculpt.routes.register_route``);
-gradient baselines are in ``sculpt.baselines``.
+lazily), ``learn``, ``LearnResult`` / ``PhaseRecord`` / ``RouteInfo`` (results; ``LearnResult.info`` is a typed
+``RouteInfo``), ``Settings`` (every option of ``learn``, typed; each group resolves its "auto" fields for a
+``ProblemSize``), ``PhaseFailed``, ``certify``, and ``Route`` / ``register_route`` (a way for ``learn`` to learn
+the layer, registered under its ``method`` name: the registry is ``sculpt.routes.ROUTES``). Gradient baselines
+are in ``sculpt.baselines``.
 """
 
 from .certify import Certificate, certify
@@ -14,8 +15,9 @@ from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
 from .errors import PhaseFailed, SculptError
 from .learner import learn
 from .model import HeadDistance, MultiHeadAttention
-from .result import LearnResult, PhaseRecord
-from .settings import Settings
+from .result import LearnResult, PhaseRecord, RouteInfo
+from .routes import Route, register_route
+from .settings import ProblemSize, Settings
 from .torch_interop import from_torch, to_torch
 
 __all__ = [
@@ -29,8 +31,12 @@ __all__ = [
     "to_torch",
     "LearnResult",
     "PhaseRecord",
+    "RouteInfo",
     "learn",
     "Settings",
+    "ProblemSize",
+    "Route",
+    "register_route",
     "PhaseFailed",
     "SculptError",
     "certify",

@@ -604,8 +604,9 @@ def lbfgs_growing(
     seed
         Seed or Generator of the split and of the random starts.
     validation
-        A held-out split (X_val, Y_val); None: ``validation_size`` examples of (X, Y) are held out at random
-        (default min(2000, N/10), at least 1).
+        A held-out split (X_val, Y_val); None: ``validation_size`` examples of (X, Y) are held out at random.
+    validation_size
+        Examples held out when ``validation`` is None (default min(2000, N/10), at least 1).
     first, growth, restarts
         First subset, growth factor (>= 2) and starts per size (settings: ``growing_first``, ``growth``,
         ``growing_restarts``).

@@ -28,7 +28,8 @@ from .toolkit import Progress
 
 __all__ = ["learn", "METHODS", "min_examples"]
 
-#: the routes ``learn(method=...)`` accepts, in registration order (the registry is ``sculpt.routes.ROUTES``)
+#: the built-in routes, in registration order, as of import; ``learn(method=...)`` accepts every route in
+#: ``sculpt.routes.ROUTES`` (``route_names()``), including those registered later with ``register_route``
 METHODS: tuple[str, ...] = route_names()
 
 

@@ -32,7 +32,7 @@ from oracles import OracleError
 
 from .errors import PhaseFailed
 from .model import MultiHeadAttention
-from .result import PhaseRecord
+from .result import PhaseRecord, RouteInfo
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LearnState",
-    "Route",
+    "PhaseRoute",
     "RouteDecision",
     "ArgmaxStart",
     "Phase",
@@ -59,8 +59,9 @@ __all__ = [
 #: what a phase may raise to say it cannot go on (anything else propagates)
 PHASE_FAILURES: tuple[type[BaseException], ...] = (PhaseFailed, OracleError, np.linalg.LinAlgError, FloatingPointError)
 
-#: the routes of phases 2–5: the sculpted body (Chen & Li), or the argmax route for peaked heads
-Route = Literal["body", "argmax"]
+#: the two ways through phases 2–5: the sculpted body (Chen & Li), or the argmax route for peaked heads (not to
+#: be confused with ``sculpt.routes.Route``, a way for ``learn`` to learn the layer)
+PhaseRoute = Literal["body", "argmax"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class RouteDecision:
     argmax: ArgmaxStart | None = None
 
     @property
-    def routes(self) -> tuple[Route, ...]:
+    def routes(self) -> tuple[PhaseRoute, ...]:
         """The routes to try, in order (the argmax route may decline; the body route never does)."""
         return ("argmax", "body") if self.argmax is not None else ("body",)
 
@@ -117,7 +118,7 @@ class LearnState:
     # phase 1 found every agreeing row fitted exactly by one pattern (one head): phase 3 has nothing to refine
     exact_agreement: bool = False
     decision: RouteDecision | None = None
-    route: Route = "body"  # the route that ran phases 2–5
+    route: PhaseRoute = "body"  # the route that ran phases 2–5
     body: SculptedBody | None = None
     span: SpanEstimate | None = None
     candidates: HeadCandidates | None = None
@@ -126,7 +127,7 @@ class LearnState:
     converged: bool = False
     validation_error: float | None = None
     iterations: int = 0
-    info: dict[str, object] = field(default_factory=dict)
+    info: RouteInfo = field(default_factory=RouteInfo)  # what the route reports from the phases
 
     @property
     def d(self) -> int:
@@ -179,7 +180,7 @@ class Pipeline:
 
     first: tuple[Step, ...]
     decide: Callable[[LearnState], RouteDecision] | None = None
-    routes: Mapping[Route, tuple[Step, ...]] = field(default_factory=dict)
+    routes: Mapping[PhaseRoute, tuple[Step, ...]] = field(default_factory=dict)
     last: tuple[Step, ...] = ()
 
     def __len__(self) -> int:
@@ -305,7 +306,7 @@ def _body_subset(state: LearnState) -> tuple[np.ndarray, np.ndarray]:
         perm = state.rng.permutation(state.X_train.shape[0])
         sub = np.sort(perm[:n])
         state.X_body, state.Y_body, state.scan_order = state.X_train[sub], state.Y_train[sub], perm[n:]
-        state.info["sculpt_examples"] = int(n)
+        state.info.sculpt_examples = int(n)
     return state.X_body, state.Y_body
 
 
@@ -331,7 +332,7 @@ def decide_route(state: LearnState) -> RouteDecision:
     Parameters
     ----------
     state : LearnState
-        After phase 1 (``sum_w``, ``exact_agreement``); the argmax test writes ``info["onehot_fraction"]`` and
+        After phase 1 (``sum_w``, ``exact_agreement``); the argmax test writes ``info.onehot_fraction`` and
         draws the robust Σ̂W's starts from ``state.rng`` when phase 1's Σ̂W leaves one-hot rows.
 
     Returns
@@ -370,13 +371,13 @@ def _argmax_start(state: LearnState) -> ArgmaxStart | None:
     if not a.enabled or state.sum_w is None:
         return None
     frac = onehot_fraction(X, Y, state.sum_w, a.onehot_tol)
-    state.info["onehot_fraction"] = frac
+    state.info.onehot_fraction = frac
     if not argmax_route_applies(frac, state.m, X.shape[1], X.shape[2], a.detect_fraction):
         return None
     t0 = time.perf_counter()
     w_sum, rfig = robust_sum_w(X, Y, [state.sum_w, crude_sum_w(X, Y)], a, rng=state.rng)
     frac = onehot_fraction(X, Y, w_sum, a.onehot_tol)
-    state.info["onehot_fraction"] = frac
+    state.info.onehot_fraction = frac
     if not argmax_route_applies(frac, state.m, X.shape[1], X.shape[2], a.min_fraction):
         return None
     return ArgmaxStart(w_sum, rfig, frac, t0)
@@ -459,7 +460,7 @@ def _span(state: LearnState) -> PhaseRecord:
         rng=state.rng,
         truth=state.truth,
     )
-    state.info["m_estimate"] = state.span.m_estimate
+    state.info.m_estimate = state.span.m_estimate
     return rec
 
 
@@ -506,7 +507,7 @@ def _argmax_phases(state: LearnState) -> list[PhaseRecord] | None:
     except PhaseFailed as exc:
         # moderately peaked heads (‖Θ_i‖_F = 12–20 at (8,4,2)) have one-hot rows but few rows one-hot in every
         # head: the split finds no start, while the body route recovers them: fall back to it
-        state.info["argmax_route"] = f"tried, fell back to the body route: {exc.reason}"
+        state.info.argmax_route = f"tried, fell back to the body route: {exc.reason}"
         return None
     state.sum_w = start.sum_w
     by_name = {r.name: r for r in recs}

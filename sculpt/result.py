@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 if TYPE_CHECKING:
+    from oracles import ConvexBody
+
     from .certify import Certificate
     from .model import MultiHeadAttention
+    from .phases.sculpting import SculptedBody
     from .settings import Settings
 
 __all__ = ["LearnResult", "PhaseRecord", "RouteInfo", "TruthSummary", "SculptAttempt", "ExamplesUsed"]
@@ -209,7 +212,7 @@ class LearnResult:
         self.info: RouteInfo = info if isinstance(info, RouteInfo) else RouteInfo.of(info)
         self._held_out: tuple[np.ndarray, np.ndarray] | None = None
         self._certificate: Certificate | None = None
-        self._body: tuple[object, np.ndarray] | None = None
+        self._body: tuple[SculptedBody | ConvexBody, np.ndarray] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -233,7 +236,7 @@ class LearnResult:
             self._certificate = self.certify()
         return self._certificate
 
-    def attach_body(self, body: object, span_basis: np.ndarray) -> None:
+    def attach_body(self, body: SculptedBody | ConvexBody, span_basis: np.ndarray) -> None:
         """Keep the sculpted body K* and the recovered span basis, for ``certify(widths=True)``."""
         self._body = (body, span_basis)
 

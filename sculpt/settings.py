@@ -19,6 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 __all__ = [
     "Settings",
     "ProblemSize",
@@ -49,8 +52,8 @@ Check = Callable[[str, Any], Any]
 @dataclass(frozen=True)
 class ProblemSize:
     """The sizes settings resolve against: d (token dimension), k (tokens), m (heads), N (examples; 0 when
-    unknown). ``blind`` is the dimension of the head disagreements the agreement test cannot see,
-    max(0, m(k−1) − d) (docs/method.md#agreement-blind)."""
+    unknown). ``blind`` is the dimension of the head disagreements the agreement test cannot see
+    (docs/method.md#agreement-blind)."""
 
     d: int
     k: int
@@ -58,14 +61,41 @@ class ProblemSize:
     N: int = 0
 
     @classmethod
-    def of(cls, X: Any, m: int) -> ProblemSize:
-        """The size of a batch X of shape (N, k, d) with m heads."""
-        N, k, d = X.shape
+    def of(cls, X: ArrayLike, m: int) -> ProblemSize:
+        """The size of a batch X of shape (N, k, d) with m heads.
+
+        Parameters
+        ----------
+        X : array_like, shape (N, k, d)
+            The examples (only the shape is read).
+        m : int
+            Heads.
+
+        Returns
+        -------
+        ProblemSize
+            ProblemSize(d, k, m, N).
+
+        Raises
+        ------
+        ValueError
+            X is not of shape (N, k, d).
+        """
+        shape = np.shape(X)
+        if len(shape) != 3:
+            raise ValueError(f"X must have shape (N, k, d), got shape {shape}")
+        N, k, d = shape
         return cls(int(d), int(k), int(m), int(N))
 
     @property
     def blind(self) -> int:
-        return max(0, self.m * (self.k - 1) - self.d)
+        """min(max(0, m(k−1) − d), (m−1)(k−1)): the dimension of the head disagreements an output row cannot
+        reveal (0: the agreement test sees them all). A row's pattern deviations δ_i (Σ_j δ_ij = 0, k − 1 each)
+        reach the output only through Σ_i δ_iᵀ X W_i; the common part is absorbed by the shared pattern q̂
+        (k − 1 directions of X Σ W), leaving d − (k − 1) directions for (m − 1)(k − 1) unknowns; with k − 1 > d
+        every disagreement is invisible, and one head has none."""
+        m, k, d = self.m, self.k, self.d
+        return min(max(0, m * (k - 1) - d), (m - 1) * (k - 1))
 
 
 def default_dist_min(d: int) -> float:
@@ -76,7 +106,7 @@ def default_dist_min(d: int) -> float:
 
 def default_rows(d: int, mode: str) -> int:
     """Agreeing rows a body keeps: 2000 for slabs (phase 4 needs more than d² equality rows); for half-spaces
-    1000 up to d = 8 and 600 above (every LP over the body costs about rows · d², and 1000 rows gave no better
+    1000 up to d = 8 and 600 above (every LP over the body costs about rows · d², and 1000 rows give no better
     Σ̂W than 600 at d = 16)."""
     if mode == "slabs":
         return 2000
@@ -258,24 +288,18 @@ class _Group:
             out[f.name] = v.to_dict() if isinstance(v, _Group) else (list(v) if isinstance(v, tuple) else v)
         return out
 
-    def kwargs(self) -> dict[str, Any]:
-        """The fields as keyword arguments for the phase function (sub-groups excluded)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)  # type: ignore[arg-type]
-            if "group" not in f.metadata
-        }
-
     @classmethod
     def describe(cls, prefix: str = "") -> str:
-        """Every field by its dotted name, with its default ("auto": chosen from the problem size) and reason."""
+        """Every field by its dotted name, with its default ("auto": chosen from the problem size or the data when
+        the run starts; None where None is itself the value, e.g. no time limit) and reason."""
         lines = []
         for f in fields(cls):  # type: ignore[arg-type]
             if "group" in f.metadata:
                 lines.append(f"# {prefix}{f.name}: {f.metadata['why']}")
                 lines.append(f.metadata["group"].describe(f"{prefix}{f.name}."))
             else:
-                default = "auto" if f.default is None else repr(f.default)
+                auto = f.default is None and "auto" in f.metadata.get("why", "")
+                default = "auto" if auto else repr(f.default)
                 lines.append(f"{prefix}{f.name} = {default}  # {f.metadata.get('why', '')}")
         return "\n".join(lines)
 
@@ -339,10 +363,18 @@ class BodySettings(_Group):
     n_rows: int | None = opt(
         None, "agreeing rows kept (auto: 1000 for d <= 8, 600 above; 2000 for slabs)", optional(pos_int)
     )
+    half_rows: int | None = opt(
+        None,
+        "slab mode: the best rows that also give K*'s half-spaces (auto: the half-space body's n_rows; every LP "
+        "over K* costs about rows · d²)",
+        optional(pos_int),
+    )
     q_tol: float | None = opt(None, "rows need q̂ >= −q_tol (auto: 0.02 half-spaces, 1e-3 slabs)", optional(nonneg))
     tau: float = opt(0.01, "relative residual bound of a slab row", positive)
     tau_max: float = opt(0.05, "tau widens up to this until min_equalities rows exist", positive)
-    min_equalities: int | None = opt(None, "equality rows wanted (auto: 3d², 10d² for m >= 3)", optional(pos_int))
+    min_equalities: int | None = opt(
+        None, "equality rows wanted (auto: 3d²; 10d² for K* with m >= 3 heads)", optional(pos_int)
+    )
     q_min: float = opt(0.02, "q̂_j needed for an equality row", positive)
     c_floor: float = opt(6.0, "additive floor q_f = c_floor · q90(|negative q̂|)", positive)
     floor_clip: tuple[float, float] = opt((1e-3, 0.2), "clip of the floor q_f", clip_pair)
@@ -352,8 +384,8 @@ class BodySettings(_Group):
     trim: bool = opt(True, "L1 outlier trim of rows no head satisfies", boolean)
     span_tau: float = opt(
         0.1,
-        "slab mode: phase 4 fits the flat to every equality of the rows up to this residual (span 25° → 8° "
-        "at m = 2; 0.2 gave 11°)",
+        "slab mode: phase 4 fits the flat to every equality of the rows up to this residual (m = 2: the span "
+        "is 8° off, 25° from K*'s own rows alone, 11° at 0.2)",
         positive,
     )
     span_rel_floor: float = opt(0.01, "phase 4's row weight is (q̂_j⁻² + q̂_r⁻²)^(−1/2)/(residual + this)", positive)
@@ -373,7 +405,7 @@ class BodySettings(_Group):
     lp_max_variables: int = opt(
         100,
         "variables (d²) above which η* is bounded at the hinge point too (d = 16, m = 3: the L1 trim and η* LPs "
-        "took 60–70 % of a run for a slack no later phase reads; at d = 8 they take 0.01–0.2 s)",
+        "take 60–70 % of a run for a slack no later phase reads; at d = 8 they take 0.01–0.2 s)",
         pos_int,
     )
     near_flat_directions: int = opt(
@@ -390,13 +422,15 @@ class BodySettings(_Group):
     )
 
     def resolve(self, size: ProblemSize, mode: str = "halfspaces", box: float | None = None) -> BodySettings:
-        """The "auto" fields for a body of ``mode`` ("halfspaces" or "slabs"): n_rows ``default_rows``, q_tol
-        (0.02 half-spaces, 1e-3 slabs), min_equalities (3d²; slabs with m >= 3: 10d²), dist_min
-        ``default_dist_min``, box (``box`` when given: re-sculpts inherit phase 2's, else 4.0)."""
+        """The "auto" fields for a body of ``mode`` ("halfspaces" or "slabs"): n_rows ``default_rows(d, mode)``,
+        half_rows ``default_rows(d, "halfspaces")``, q_tol (0.02 half-spaces, 1e-3 slabs), min_equalities (3d²;
+        slabs with m >= 3: 10d²), dist_min ``default_dist_min``, box (``box`` when given: re-sculpts inherit
+        phase 2's, else 4.0)."""
         d = size.d
         min_eq = 10 * d * d if mode == "slabs" and size.m >= 3 else 3 * d * d
         return self.merged(
             n_rows=_or(self.n_rows, default_rows(d, mode)),
+            half_rows=_or(self.half_rows, default_rows(d, "halfspaces")),
             q_tol=_or(self.q_tol, 1e-3 if mode == "slabs" else 0.02),
             min_equalities=_or(self.min_equalities, min_eq),
             dist_min=_or(self.dist_min, default_dist_min(d)),
@@ -408,7 +442,7 @@ class BodySettings(_Group):
 class RefineSettings(_Group):
     """Phase 3, ``refine_sum_w``: LP-certified large-margin rows refine Σ̂W, then K* is re-sculpted."""
 
-    rounds: int = opt(1, "certification rounds (3 rounds × 200 took 80 s for no better ΣW at (8,4,2))", pos_int)
+    rounds: int = opt(1, "certification rounds (3 rounds × 200 take 80 s for no better Σ̂W at (8,4,2))", pos_int)
     n_candidates: int = opt(60, "rows examined per round, by proxy margin", pos_int)
     need: int | None = opt(None, "certified rows for the least-squares fit (auto: 3d)", optional(pos_int))
     gamma_min: float = opt(1.0, "certified margin a row needs to be kept", positive)
@@ -443,14 +477,14 @@ class RefineSettings(_Group):
     refit_stall: float = opt(0.05, "that refit's stall fraction (as phase 1's vp_stall)", nonneg)
     certify: bool | None = opt(
         None,
-        "run certification (auto: d² <= 100 and >= 5,000 examples in phases 1–3; "
+        "run certification (auto: off when d² > 100, else on from certify_min_examples examples in phases 1–3; "
         "at d = 16, or on 1,500 examples, it costs 0.4–2.4 s for nothing)",
         optional(boolean),
     )
     certify_min_examples: int = opt(
         5000,
-        "with certify unset, certify from this many examples in phases 1–3 on (at (8,4,2) from 1,500–2,500 "
-        "examples it cost 0.4 s and left the head error before the polish unchanged)",
+        "with certify unset, certify from this many examples in phases 1–3 on (at (8,4,2) on 1,500–2,500 "
+        "examples it costs 0.4 s and leaves the head error before the polish unchanged)",
         pos_int,
     )
     resculpt: BodySettings = group(BodySettings, "half-space re-sculpts between rounds")
@@ -553,8 +587,8 @@ class ArgmaxSettings(_Group):
         fraction,
     )
     min_fraction: float = opt(0.1, "one-hot rows under the robust Σ̂W needed to take the route", fraction)
-    restarts: int = opt(12, "random starts of the mixed regression (40 % of starts converged at (8,4,2))", pos_int)
-    max_iter: int = opt(25, "alternations per start (converging starts took 10–17)", pos_int)
+    restarts: int = opt(12, "random starts of the mixed regression (40 % of starts converge at (8,4,2))", pos_int)
+    max_iter: int = opt(25, "alternations per start (converging starts take 10–17)", pos_int)
     keep_fraction: float = opt(0.3, "rows each alternation refits on (the best-explained)", fraction)
     stop_fraction: float = opt(
         0.1, "a start explaining this fraction to onehot_tol is kept (right: 0.34–0.37, wrong: <= 0.002)", fraction
@@ -576,7 +610,7 @@ class ArgmaxSettings(_Group):
     robust_max_cond: float = opt(
         30.0,
         "those rows grow until their token design's condition number is below this (the best-fitted rows alone "
-        "crowd onto a few tokens and went singular in every peaked seed tried)",
+        "crowd onto a few tokens and are singular in every peaked seed tried)",
         positive,
     )
     robust_iters: int = opt(40, "concentration steps per start of the robust Σ̂W", pos_int)
@@ -604,7 +638,7 @@ class HeadsSettings(_Group):
     radius: float | None = opt(None, "net radius (auto: phase 4's)", optional(positive))
     n_refine: int | None = opt(
         None,
-        "best subsets refined by Levenberg–Marquardt, 0: none (auto: 0 for m = 2, where the refine cost 10–15 % "
+        "best subsets refined by Levenberg–Marquardt, 0: none (auto: 0 for m = 2, where the refine costs 10–15 % "
         "of a run at (16,4,2) and the polish does its work in the same 5–8 iterations; else 1: at (8,4,3) it "
         "brings the Θ error before the polish from 0.50 to 0.20–0.30; 4 refined subsets cost 1.2 s of 2.1 s)",
         optional(nonneg_int),
@@ -613,8 +647,8 @@ class HeadsSettings(_Group):
     max_tuples: int = opt(20000, "m-subsets of grid points evaluated (subsampled above)", pos_int)
     max_examples: int = opt(
         200,
-        "examples the net and the refine are scored on (twice as many gave the same Θ error before the polish "
-        "at m = 2, 3, 4 and took 60 % longer)",
+        "examples the net and the refine are scored on (twice as many give the same Θ error before the polish "
+        "at m = 2, 3, 4 and take 60 % longer)",
         pos_int,
     )
 
@@ -650,7 +684,7 @@ class PolishSettings(_Group):
     fit_tol: float = opt(1e-30, "LM stops once the subset's relative MSE is below this (float64 rounding)", nonneg)
     chunk: int = opt(256, "examples per chunk of the normal equations (their memory is one chunk's)", pos_int)
     damping_down: float = opt(
-        30.0, "LM's damping λ is divided by this after an accepted step (÷5 took one more iteration)", positive
+        30.0, "LM's damping λ is divided by this after an accepted step (÷5 takes one more iteration)", positive
     )
     chord_start: float = opt(
         1e-6,
@@ -676,13 +710,44 @@ class PolishSettings(_Group):
     screen_examples: int = opt(
         128, "validation examples a start is screened on before its full validation error is computed", pos_int
     )
+    matrix_free_above: int = opt(
+        4096,
+        "past this many parameters (m·d²) LM solves its steps by conjugate gradients with matrix-free Jacobian "
+        "products instead of factorising JᵀJ, whose (m·d²)² entries are 512 MB at d = 64, m = 2",
+        nonneg_int,
+    )
+    cg_forcing: float = opt(
+        0.1,
+        "CG stops at a relative residual of min(this, √cost) (inexact Gauss–Newton: far steps need little, and "
+        "√cost keeps the quadratic rate near the fit)",
+        fraction,
+    )
+    cg_tol_min: float = opt(1e-10, "the smallest relative residual CG is asked for (float64 products)", fraction)
+    cg_max_iter: int = opt(1000, "CG products per LM step at most (a truncated solve still descends)", pos_int)
+    cg_fit_tol: float = opt(
+        1e-26,
+        "LM with CG steps stops at this relative MSE: float64 fits bottom out at 5e-31–1e-30 and a step from here "
+        "costs the most precise CG solve of the fit for a gain the validation (tol 1e-12) cannot see",
+        nonneg,
+    )
+    cg_chunk_elements: int = opt(
+        1 << 17, "floats a chunk of the matrix-free products holds in its largest intermediate (1 MB)", pos_int
+    )
+    cg_first_ratio: float = opt(
+        8.0,
+        "with CG steps the first subset has at least this × d²/(k(k−1)) examples: each token's attention "
+        "constrains k − 1 directions of a head's d², and fewer examples leave CG ill-conditioned",
+        positive,
+    )
 
     def resolve(self, size: ProblemSize) -> PolishSettings:
-        """first_examples: max(64, ⌈4 · 2md²/(kd)⌉), four examples per parameter-equivalent output entry."""
+        """first_examples: max(64, ⌈4 · 2md²/(kd)⌉), four examples per parameter-equivalent output entry; with
+        matrix-free steps (m·d² > matrix_free_above) at least ⌈cg_first_ratio · d²/(k(k − 1))⌉."""
         d, k, m = size.d, size.k, size.m
-        return self.merged(
-            first_examples=_or(self.first_examples, max(64, int(math.ceil(4 * 2 * m * d * d / (k * d)))))
-        )
+        first = max(64, int(math.ceil(4 * 2 * m * d * d / (k * d))))
+        if m * d * d > self.matrix_free_above and k >= 2:
+            first = max(first, int(math.ceil(self.cg_first_ratio * d * d / (k * (k - 1)))))
+        return self.merged(first_examples=_or(self.first_examples, first))
 
 
 @dataclass(frozen=True)
@@ -705,7 +770,7 @@ class ExactSettings(_Group):
     )
     train_examples: int | None = opt(
         None,
-        "training examples the route reads (auto: 20 × the exact budget: at N = 20,000 reading all took 0.25 s "
+        "training examples the route reads (auto: 20 × the exact budget: at N = 20,000 reading all takes 0.25 s "
         "against 0.1 s for L-BFGS); the polish uses the rest if validation is not yet at tol",
         optional(pos_int),
     )
@@ -766,9 +831,9 @@ class VpLmSettings(_Group):
 
 
 #: auto's fallback work budget (``sculpt.baselines.work_unit`` units, see AutoSettings.fallback_work):
-#: the growing peer's successes on the hard rows (weak head, near-identical heads at (8,4,2), 10 seeds) used
-#: at most 2.3e10; one core does 2.8–4.8e8 units a second at (8,4,2) and 8e8 at (16,8,4), where torch's own
-#: initialisation ran the unbounded fallback for more than 25 minutes and this budget stops it after 37 s
+#: the growing peer's successes on the hard rows (weak head, near-identical heads at (8,4,2), 10 seeds) use
+#: at most 2.3e10; one core does 2.8–4.8e8 units a second at (8,4,2) and 8e8 at (16,8,4), where the unbounded
+#: fallback runs for more than 25 minutes on torch's own initialisation and this budget stops it after 37 s
 FALLBACK_WORK = 3e10
 
 
@@ -789,38 +854,39 @@ class AutoSettings(_Group):
     peer_examples: int = opt(
         500,
         "examples of that first try (with 50·m iterations every generic layer tried "
-        "validated <= 1e-17 from 500, at half the cost of 1,000)",
+        "validates <= 1e-17 from 500, at half the cost of 1,000)",
         pos_int,
     )
     peer_iterations: int | None = opt(
         None,
-        "iteration cap of that first try (auto: 50·m: after 40·m generic layers "
-        "validated <= 1e-14, weak or near-identical heads stayed >= 7e-6)",
+        "iteration cap of that first try (auto: 50·m: after 40·m iterations generic layers "
+        "validate <= 1e-14, weak or near-identical heads stay >= 7e-6)",
         optional(pos_int),
     )
     peer_give_up: int | None = opt(
         None,
         "the first try stops after this many iterations if its training loss is still above "
-        "auto.peer_give_up_loss (auto: 30·m; at 30·m generic layers were at <= 4e-9, weak or "
+        "auto.peer_give_up_loss (auto: 30·m; at 30·m generic layers are at <= 4e-9, weak or "
         "near-identical heads at >= 2e-5, 40 seeds)",
         optional(pos_int),
     )
     peer_give_up_loss: float = opt(
         1e-5,
-        "training relative MSE the first try must be below by then (hard layers were at >= 2e-5; a d = 32 "
-        "generic layer at 1.8e-6 that a 1e-6 level cut off, costing 60 s instead of 1 s)",
+        "training relative MSE the first try must be below by then (hard layers are at >= 2e-5; generic layers "
+        "at d = 32 reach 1.8e-6, which a 1e-6 level would give up at a cost of 60 s against 1 s)",
         positive,
     )
     vp_lm_starts: int = opt(
         3,
         "then variable-projection LM from this many random starts (sculpt.vplm; 0: none): 85/85 planted runs "
-        "and torch's own initialisation validated, most from the first start",
+        "and torch's own initialisation validate, most from the first start",
         nonneg_int,
     )
     finish_margin: float = opt(
         1e-3,
         "a first try validating above finish_margin·tol stopped at its cap: it runs on, on its examples, to "
-        "training relative MSE finish_margin·tol (at (32,8,2) such tries had W errors up to 1.2e-6; 0.9 s)",
+        "training relative MSE finish_margin·tol (at (32,8,2) such tries have W errors up to 1.2e-6; running on "
+        "costs 0.9 s)",
         fraction,
     )
     fallback: bool = opt(True, "when nothing validated: L-BFGS on growing subsets with restarts", boolean)
@@ -867,7 +933,9 @@ class Settings(_Group):
         pos_int,
     )
     max_sculpt_examples: int | None = opt(
-        None, "largest subset for phases 1–3 (auto: 20,000; cost is linear in it)", optional(pos_int)
+        None,
+        "largest subset for phases 1–3 (auto: max(20,000, sculpt_examples); cost is linear in it)",
+        optional(pos_int),
     )
     search_examples: int = opt(1000, "training examples phase 6 compares candidates on", pos_int)
     sum_w: SumWSettings = group(SumWSettings, "phase 1")
@@ -883,9 +951,25 @@ class Settings(_Group):
     vp_lm: VpLmSettings = group(VpLmSettings, "method='vp-lm' (VP-LM from random starts)")
 
     def resolve(self, d: int, k: int, m: int, N: int) -> Settings:
-        """Fill every "auto" (None) field from the problem size: each group resolves its own fields
+        """Fill every "auto" field that depends on the problem size: each group resolves its own fields
         (``<Group>.resolve``); the learner's own are sculpt_examples (``sculpt_examples_default``) and
-        max_sculpt_examples (max(20,000, sculpt_examples when given)). Resolving twice changes nothing."""
+        max_sculpt_examples (max(20,000, sculpt_examples when given)). Resolving twice changes nothing.
+
+        Three "auto" fields stay None here and are chosen where they are used: phase 5's search radius
+        (``span.radius``, ``heads.radius``: from the flat phase 4 fits), the m-estimate's range (``span.max_m``:
+        m + 3, in ``extract_span``) and ``validation_size`` (by ``learn``, with the split). A None that is itself
+        the value (no ``gradient.time_limit``, any ``inputs``) stays None.
+
+        Parameters
+        ----------
+        d, k, m, N : int
+            Token dimension, tokens per example, heads, examples.
+
+        Returns
+        -------
+        Settings
+            A copy with those fields set; user values are never replaced.
+        """
         size = ProblemSize(int(d), int(k), int(m), int(N))
         box = self.sculpt.box if self.sculpt.box is not None else 4.0
         return self.merged(
@@ -928,8 +1012,8 @@ def vp_lm_first(d: int, m: int) -> bool:
 
 def one_head_examples(d: int, k: int) -> int:
     """Phases 1–3's first subset for one head: max(64, ⌈2d²/(k(k−1))⌉). K* needs d² equality rows and an
-    example gives at most k(k−1) (about half survive its filters: (24,4,1) had 474 of 768 from 64 examples).
-    Measured (4 seeds each, first attempt validated unless said): (8,4,1) 42 ms against 89 ms from 320;
+    example gives at most k(k−1) (about half survive its filters: (24,4,1) has 474 of 768 from 64 examples).
+    Measured (4 seeds each; the first attempt validates unless said): (8,4,1) 42 ms against 89 ms from 320;
     (16,4,1) 60 against 337 ms; (16,8,1) 149 against 882 ms; (24,4,1) 96: 0.4 against 2.1 s; (32,8,1) 64:
     1.2–1.8 s against 15–17 s; (8,6,1) 56 against 112 ms after two doublings; the subset doubles when an
     attempt does not validate. (k = 1 gives no equality rows at all; sculpting refuses it, and the value, 2d², is

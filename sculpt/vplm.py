@@ -4,8 +4,8 @@ the phases (``vp_lm``).
 The projections are eliminated exactly, W(Θ) = Z(Θ)⁺Y, and LM runs on the Θ_i alone (``sculpt.phases.polish``):
 the reduced problem has m·d² unknowns instead of 2m·d², and Gauss–Newton steps on it reach a planted layer from
 a random start where L-BFGS on the full problem stalls — on `torch.nn.MultiheadAttention`'s own initialisation
-(nearly uniform attention) every start converged in 12–15 LM iterations, where L-BFGS on a growing subset
-failed within 60 s (docs/method.md, "VP-LM from random starts"). Each start runs the polish's protocol
+(nearly uniform attention) every start converges in 12–15 LM iterations, where L-BFGS on a growing subset
+fails within 60 s (docs/method.md, "VP-LM from random starts"). Each start runs the polish's protocol
 (``PolishSettings``: a small subset first, ×4 while the validation error is not at tol, a start stuck on its
 subset given up) and the run stops at the first start that validates. Defaults: ``VpLmSettings``.
 """

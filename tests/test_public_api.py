@@ -92,6 +92,16 @@ def test_routes_contract_imports_and_fields() -> None:
             "attempts", "examples_used", "tried", "solver", "details"} <= info_fields
     res = LearnResult(None, "x", 1.0, info={"route": "x", "extra": 2})
     assert res.info["route"] == res.info.route == "x" and res.info.get("extra") == 2 and res.info.to_dict()
+    # what a user needs to register a route, read its info or resolve settings is at the top level
+    import sculpt
+    from sculpt.settings import ProblemSize
+
+    assert (sculpt.Route, sculpt.register_route, sculpt.RouteInfo, sculpt.ProblemSize) == (
+        Route,
+        register_route,
+        RouteInfo,
+        ProblemSize,
+    )
 
 
 def test_oracles_never_imports_sculpt() -> None:

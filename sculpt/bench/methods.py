@@ -2,8 +2,8 @@
 
 One registry, two kinds of entries:
 
-- every learner route (``sculpt.routes.ROUTES``: sculpt, exact, gradient, auto, ...) under its own name, run as
-  ``learn(X, Y, m, method=name, ...)`` with ``options`` as settings; it refuses the cells its ``refusal`` and
+- every learner route (``sculpt.routes.ROUTES``: sculpt, exact, gradient, vp-lm, auto, ...) under its own name,
+  run as ``learn(X, Y, m, method=name, ...)`` with ``options`` as settings (``vp_lm={"restarts": 3}``); it refuses the cells its ``refusal`` and
   ``min_examples`` rule out. Routes are looked up in the registry when a sweep asks, so one registered with
   ``sculpt.routes.register_route`` is a method here too;
 - the benchmark-only peers, ``PEERS``: methods with their own protocol and no learner validation step:
@@ -11,8 +11,6 @@ One registry, two kinds of entries:
   - ``lbfgs``: :func:`sculpt.baselines.gradient_descent` with ``method="lbfgs"`` from a random start;
   - ``lbfgs-growing``: :func:`sculpt.baselines.lbfgs_growing`, L-BFGS on 1,000, 2,000, … examples until exact
     on held-out data (restarts per size): the strongest gradient peer;
-  - ``vp-lm``: :func:`sculpt.vplm.vp_lm`, the same VP-LM from random starts as the route of that name, standalone
-    (its own split, no polish; options are its keywords). It takes the route's place in the sweep;
   - ``adam``: :func:`sculpt.torch_adam.torch_adam` (PyTorch, float64, cosine schedule) when torch is
     installed, else the numpy Adam of ``gradient_descent(method="adam")``.
 
@@ -200,14 +198,6 @@ def _lbfgs_growing(
     return lbfgs_growing(X, Y, m, seed=seed, **options)
 
 
-def _vp_lm(
-    X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: MultiHeadAttention | None = None, **options: Json
-) -> LearnResult:
-    from ..vplm import vp_lm
-
-    return vp_lm(X, Y, m, seed=seed, **options)
-
-
 # options only the torch Adam understands; dropped when falling back to the numpy Adam
 _TORCH_ONLY = frozenset({"lr_min", "threads"})
 
@@ -238,11 +228,6 @@ def _warm_lbfgs() -> None:
     _lbfgs(X, Y, 1, seed=0, max_iter=2)
 
 
-def _warm_vp_lm() -> None:
-    X, Y = _tiny()
-    _vp_lm(X, Y, 1, seed=0, restarts=1)
-
-
 def _warm_adam() -> None:
     X, Y = _tiny()
     _adam(X, Y, 1, seed=0, max_iter=2)
@@ -260,7 +245,6 @@ class Peer:
 PEERS: dict[str, Peer] = {
     "lbfgs": Peer(_lbfgs, _warm_lbfgs),
     "lbfgs-growing": Peer(_lbfgs_growing, _warm_lbfgs),
-    "vp-lm": Peer(_vp_lm, _warm_vp_lm),
     "adam": Peer(_adam, _warm_adam),
 }
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..settings import ProblemSize
 from ..toolkit.small_spd import batched_cholesky_solve, batched_positive_definite
 
 __all__ = ["SimplexFit", "simplex_lstsq", "affine_weights", "token_gram_ok", "token_distances", "agreement_blind_dims"]
@@ -101,9 +102,6 @@ def token_distances(X: np.ndarray) -> np.ndarray:
 
 
 def agreement_blind_dims(m: int, k: int, d: int) -> int:
-    """min(max(0, m(k−1) − d), (m−1)(k−1)): the dimension of the head disagreements an output row cannot reveal.
-    A row's pattern deviations δ_i (Σ_j δ_ij = 0, k − 1 each) reach the output only through Σ_i δ_iᵀ X W_i; the
-    common part is absorbed by the shared pattern q̂ (k − 1 directions of X Σ W), leaving d − (k − 1) directions
-    for (m − 1)(k − 1) unknowns; with k − 1 > d every disagreement is invisible (docs/method.md#agreement-blind)."""
-    m, k, d = int(m), int(k), int(d)
-    return min(max(0, m * (k - 1) - d), (m - 1) * (k - 1))
+    """min(max(0, m(k−1) − d), (m−1)(k−1)): the dimension of the head disagreements an output row cannot reveal
+    (``sculpt.settings.ProblemSize.blind``, which says why; docs/method.md#agreement-blind)."""
+    return ProblemSize(int(d), int(k), int(m)).blind

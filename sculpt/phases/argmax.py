@@ -86,7 +86,7 @@ def _best_token(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray
 def _csteps(X: np.ndarray, Y: np.ndarray, W: np.ndarray, h: int, max_cond: float, iters: int) -> np.ndarray:
     """Concentration steps of least trimmed squares on single-token rows: refit on the best-fitted rows, at
     least ``h`` of them and as many more as make the token design's condition number <= ``max_cond`` (the
-    best-fitted rows alone crowd onto the tokens the current error is small on, and their design went
+    best-fitted rows alone crowd onto the tokens the current error is small on, and their design is
     singular in every peaked seed tried)."""
     N, k, d = X.shape
     Yf = Y.reshape(-1, d)

@@ -12,6 +12,7 @@ constants are ``sculpt.settings.PolishSettings``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from ..result import PhaseRecord
 from ..settings import PolishSettings, ProblemSize
+from .polish_cg import VPProducts, pcg
 from .projections import CholeskyFactor, attention, head_errors, layer_relative_mse, solve_projections
 
 if TYPE_CHECKING:
@@ -226,6 +228,50 @@ def _full_step(
     return at, lam, 0.0, None
 
 
+def _cg_step(
+    at: _Point, lam: float, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings
+) -> tuple[_Point, float, float]:
+    """One Marquardt-scaled LM step solved matrix-free (``polish_cg``): (JᵀJ + λ·D) δ = Jᵀr by Jacobi-preconditioned
+    CG to a relative residual of min(``cg_forcing``, √cost), D the unprojected diagonal of JᵀJ; λ rises ×8 for up
+    to 12 trials until the cost falls (one trial at or below ``rounding_level``).
+
+    Returns (point, λ, relative cost drop (0: no descent, point unchanged))."""
+    m, d = at.th.shape[0], X.shape[2]
+    P, Zi, Q, ws, res = at.state
+    ops = VPProducts.at(X, P, Zi, Q, ws, s.cg_chunk_elements)
+    g = ops.vjp(res.reshape(X.shape))
+    D = ops.diagonal()
+    if not np.any(g) or not D.max() > 0.0:  # a stationary point (e.g. every W_i zero): no step to take
+        return at, lam, 0.0
+    tol = min(s.cg_forcing, max(s.cg_tol_min, math.sqrt(at.cost)))
+    for _ in range(12):
+        damp = lam * D + 1e-14 * D.max()
+        step = pcg(lambda v: ops.normal(v) + damp * v, g, 1.0 / (D + damp), tol, s.cg_max_iter)[0]
+        new = _trial(at.th + step.reshape(m, d, d), X, Yf, yy)
+        if np.isfinite(new.cost) and new.cost < at.cost:
+            return new, max(lam / s.damping_down, 1e-12), (at.cost - new.cost) / at.cost
+        if at.cost <= s.rounding_level:
+            break
+        lam *= 8.0
+    return at, lam, 0.0
+
+
+def _lm_matrix_free(
+    at: _Point, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings, give_up: tuple[int, float] | None
+) -> tuple[_Point, int]:
+    """LM with every step solved by CG (``_cg_step``): memory linear in m·d² plus the data's forward quantities.
+    It stops as ``lm_vp`` does, and at the relative MSE ``cg_fit_tol``. Returns (point, iterations)."""
+    lam, it = 1e-3, 0
+    while it < s.max_iter and at.cost > max(s.fit_tol, s.cg_fit_tol):
+        it += 1
+        at, lam, rel_drop = _cg_step(at, lam, X, Yf, yy, s)
+        if rel_drop < 1e-9:  # no descent left
+            break
+        if give_up is not None and it >= give_up[0] and at.cost > give_up[1]:
+            break
+    return at, it
+
+
 def lm_vp(
     thetas: np.ndarray,
     X: np.ndarray,
@@ -238,7 +284,8 @@ def lm_vp(
 
     It stops when the relative MSE falls below ``settings.fit_tol``, when no step descends, after
     ``settings.max_iter`` iterations, or with ``give_up = (i, f)`` after i iterations still above f (a local
-    minimum).
+    minimum). Past ``settings.matrix_free_above`` parameters (m·d²) the steps are solved matrix-free by
+    conjugate gradients (``_lm_matrix_free``), below by factorising the normal equations.
 
     Parameters
     ----------
@@ -267,6 +314,9 @@ def lm_vp(
     th = np.array(thetas, dtype=float)
     state = _state(th, X, Yf)
     at = _Point(th, state, float(np.sum(state[4] * state[4])) / yy)
+    if th.shape[0] * d * d > s.matrix_free_above:
+        at, it = _lm_matrix_free(at, X, Yf, yy, s, give_up)
+        return at.th, at.state[3], at.cost, it
     lam, it = 1e-3, 0
     factor: CholeskyFactor | None = None  # the last full step's factorised damped JᵀJ, while chords pay
     single_failed = False

@@ -313,7 +313,9 @@ def _certification_round(
     info["proxy_time"] = time.perf_counter() - tp
     info["proxy_norm"] = float(np.linalg.norm(proxy))
     tc = time.perf_counter()
-    cert = certify_rows(X, body, proxy, s, solver=solver)
+    # the certification LPs run on the engine's default LP backend whatever ``solver`` is (as they always have:
+    # their optimal values are the margins' certificates)
+    cert = certify_rows(X, body, proxy, s)
     info.update(
         candidates=cert.n_candidates,
         certified=int(cert.rows.size),
@@ -353,7 +355,7 @@ def _truth_round(
     return out
 
 
-def _message(exact_fit: bool, certify: bool, fallback_used: bool, s: RefineSettings) -> str:
+def _message(exact_fit: bool, certify: bool, fallback_used: bool, s: RefineSettings, n_examples: int) -> str:
     """The record's message: why no certification round ran, or that some round kept ΣŴ ("" otherwise)."""
     if fallback_used:
         return "some rounds kept ΣŴ unchanged (too few rows certified at margin >= gamma_accept)"
@@ -363,7 +365,12 @@ def _message(exact_fit: bool, certify: bool, fallback_used: bool, s: RefineSetti
             "no rounds"
         )
     if not certify:
-        return "certification skipped (certify=False): 0 rows certified, ΣŴ kept from phase 1; K* re-sculpted with it"
+        why = (
+            f"certify={s.certify}"
+            if s.certify is not None
+            else f"certify unset and {n_examples} < certify_min_examples = {s.certify_min_examples} examples"
+        )
+        return f"certification skipped ({why}): 0 rows certified, ΣŴ kept from phase 1; K* re-sculpted with it"
     return ""
 
 
@@ -417,7 +424,8 @@ def refine_sum_w(
         Phase 3's settings (default: ``RefineSettings()``, what ``learn`` uses); "auto" fields are resolved
         here, the bodies with phase 2's box.
     solver : str, optional
-        LP backend of the re-sculpts, K* and the working-set proxy (None: the engine's default).
+        LP backend of the re-sculpts, K* and the working-set proxy (None: the engine's default); the
+        certification LPs always run on the engine's default backend.
     truth : MultiHeadAttention, optional
         The true layer: per-round errors and false certificates go to the record's ``truth``.
 
@@ -469,7 +477,7 @@ def refine_sum_w(
         kstar_time=time.perf_counter() - ts,
         certification_skipped=bool(not certify and not exact_fit),
     )
-    rec.message = _message(exact_fit, certify, fallback_used, s)
+    rec.message = _message(exact_fit, certify, fallback_used, s, N)
     if truth is not None:
         S = truth.ws.sum(0)
         rec.truth.update(

@@ -44,7 +44,7 @@ from oracles import (
 from .._checks import check_data, check_sum_w
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
-from ..settings import BodySettings, ProblemSize, default_rows
+from ..settings import BodySettings, ProblemSize
 from ._rank import row_rank
 from ._simplex import simplex_lstsq, token_distances, token_gram_ok
 
@@ -334,17 +334,18 @@ def _slab_budget(
     """Slab mode's rows among the candidates ``cand`` (best first): those with residual <= tau, widened (up to
     tau_max, already applied to ``cand``) until they give min_equalities usable equalities (with m = 3 heads
     agreement is rarer and τ = 0.01 leaves too few, docs/method.md#recon-prototype). The n_rows budget goes to
-    rows that give equalities (nearly 1-sparse rows give none); the best ``default_rows(d, "halfspaces")`` rows
-    still give K*'s half-spaces (the LPs over K* scale with its row count). Returns (rows, half_row)."""
-    k, d = X.shape[1], X.shape[2]
+    rows that give equalities (nearly 1-sparse rows give none); the best ``half_rows`` rows still give K*'s
+    half-spaces (the LPs over K* scale with its row count). Returns (rows, half_row)."""
+    k = X.shape[1]
     assert s.dist_min is not None and s.min_equalities is not None and s.n_rows is not None  # resolved
+    assert s.half_rows is not None  # resolved
     Qc = q[cand]
     Dc = token_distances(X[cand // k])[np.arange(cand.size), Qc.argmax(1)]
     n_eq_row = ((Qc >= s.q_min) & (Dc >= s.dist_min) & (Qc < Qc.max(1, keepdims=True))).sum(1)
     n_tau = int(np.sum(rel[cand] <= s.tau))
     n_fill = int(np.searchsorted(np.cumsum(n_eq_row), s.min_equalities) + 1)
     limit = max(n_tau, min(n_fill, cand.size))
-    n_half = default_rows(d, "halfspaces")
+    n_half = s.half_rows
     pos = np.arange(limit)
     eq_rank = np.cumsum(n_eq_row[:limit] > 0)
     take = ((n_eq_row[:limit] > 0) & (eq_rank <= s.n_rows)) | (pos < n_half)

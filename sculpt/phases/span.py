@@ -276,7 +276,7 @@ def _extent_in_flat(
 ) -> None:
     """The body's extent inside the estimated flat: LPs over K* ∩ flat in the m−1 flat coordinates
     (``oracles.flat_slice``; the dual simplex: a few ms per LP with m − 1 variables over thousands of rows,
-    where the interior point took 0.13 s per LP at (8,4,4)). Empty when the flat misses K*."""
+    where the interior point takes 0.13 s per LP at (8,4,4)). Empty when the flat misses K*."""
     local = flat_slice(body.polytope, flat)
     if local is None:
         rec.figures["flat_misses_body"] = True
@@ -320,9 +320,9 @@ def _probe_widths(
 
 def _search_radius(flat: AffineSubspace, along: list[tuple[float, float]]) -> float:
     """Phase 5's search radius: the heads' offsets from the flat's min-norm point are at most their norms, so
-    2·max(‖p‖, 1); capped at 1.25 × the full-body extent along the flat when that was measured. The in-flat
-    extent is not used: the true heads lie slightly outside K* and the flat is slightly off, so the slice
-    K* ∩ flat was empty in 3 of 7 measured runs and narrower than the heads' spread in the rest."""
+    2·max(‖p‖, 1); capped at 1.25 × the full-body extent along the flat when ``width_probes`` measure it. The
+    in-flat extent is not used: the true heads lie slightly outside K* and the flat is slightly off, so the
+    slice K* ∩ flat is empty in 3 of 7 runs measured and narrower than the heads' spread in the rest."""
     radius = 2.0 * max(float(np.linalg.norm(flat.point)), 1.0)
     ext = [max(abs(lo), abs(hi)) for lo, hi in along if np.isfinite(lo) and np.isfinite(hi)]
     if ext and len(ext) == flat.dim:

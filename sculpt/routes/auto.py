@@ -26,12 +26,23 @@ from . import exact
 from .base import Holdout, Route, RouteContext, get_route, parameter_count_examples, run_route, truth_summary
 from .vp_lm import fit_starts
 
-__all__ = ["ROUTE", "min_examples", "run"]
+__all__ = ["ROUTE", "min_examples"]
 
 
 def min_examples(d: int, k: int, m: int) -> int:
     """The fewest examples of any step: the gradient peers' parameter count plus one, or the exact route's
-    budget when it applies."""
+    budget when it applies and is smaller.
+
+    Parameters
+    ----------
+    d, k, m : int
+        Token dimension, tokens per example, heads.
+
+    Returns
+    -------
+    int
+        The fewest examples, training and validation together.
+    """
     exact_need = exact.min_examples(d, k, m) if exact.refusal(d, k, m) is None else math.inf
     return int(min(parameter_count_examples(d, k, m), exact_need))
 
@@ -267,8 +278,10 @@ def _result(t: _Tries) -> LearnResult:
     return out
 
 
-def run(ctx: RouteContext) -> LearnResult:
-    """Each step of ``_plan`` in turn until one validates; the best model on validation is kept."""
+def _run(ctx: RouteContext) -> LearnResult:
+    """``Route.run`` of auto: each step of ``_plan`` in turn until one validates, keeping the best model on
+    validation; ``info.tried`` lists each step with its time and outcome, ``info.model_from`` the step whose
+    model is kept."""
     tries = _Tries(ctx)
     for step in _plan(ctx):
         if step(tries):
@@ -278,7 +291,7 @@ def run(ctx: RouteContext) -> LearnResult:
 
 ROUTE = Route(
     name="auto",
-    run=run,
+    run=_run,
     min_examples=min_examples,
     settings=("auto", "gradient", "vp_lm", "exact", "polish"),
     summary="exact when it applies; else VP-LM (after a capped L-BFGS try for large m·d²), sculpt, then "

@@ -13,11 +13,10 @@ import numpy as np
 
 from ..model import MultiHeadAttention
 from ..phases.polish import polish
-from ..phases.projections import layer_relative_mse
 from ..pipeline import PHASE_FAILURES
 from ..result import LearnResult, PhaseRecord, RouteInfo, TruthSummary
 from ..settings import ProblemSize, Settings
-from ..toolkit import Progress
+from ..toolkit import Progress, layer_relative_mse
 
 __all__ = [
     "Route",
@@ -101,8 +100,24 @@ class RouteContext:
 
 
 def parameter_count_examples(d: int, k: int, m: int) -> int:
-    """The 2md² parameters over the kd numbers one example gives, plus a validation example: the fewest
-    examples a route fitting every parameter by least squares accepts."""
+    """The fewest examples a route fitting every parameter by least squares accepts: ⌈2md²/(kd)⌉ + 1, the 2md²
+    parameters over the kd numbers one example gives, plus a validation example.
+
+    Parameters
+    ----------
+    d, k, m : int
+        Token dimension, tokens per example, heads.
+
+    Returns
+    -------
+    int
+        ⌈2md/k⌉ + 1.
+
+    Examples
+    --------
+    >>> parameter_count_examples(8, 4, 2)
+    9
+    """
     return math.ceil(2 * m * d * d / (k * d)) + 1
 
 
@@ -165,7 +180,7 @@ class Route:
         return {name: type(getattr(Settings(), name)) for name in self.settings}
 
 
-#: every route ``learn`` can run, by name, in the order ``METHODS`` lists them
+#: every route ``learn`` can run, by name, in registration order (the built-in ones first: ``sculpt.learner.METHODS``)
 ROUTES: dict[str, Route] = {}
 
 
@@ -205,7 +220,7 @@ def route_names() -> tuple[str, ...]:
     return tuple(ROUTES)
 
 
-def get_route(name: object) -> Route:
+def get_route(name: str) -> Route:
     """The route registered as ``name``.
 
     Parameters
@@ -248,8 +263,22 @@ def run_route(route: Route, ctx: RouteContext) -> LearnResult:
     return validate_and_polish(res, ctx) if route.validated else res
 
 
-def truth_summary(model: MultiHeadAttention | None, truth: object) -> TruthSummary:
-    """Head-matched distance of ``model`` to ``truth`` (empty without either, or when the head counts differ)."""
+def truth_summary(model: MultiHeadAttention | None, truth: MultiHeadAttention | None) -> TruthSummary:
+    """Head-matched distance of ``model`` to the true layer (``MultiHeadAttention.distance``).
+
+    Parameters
+    ----------
+    model : MultiHeadAttention or None
+        The learned layer.
+    truth : MultiHeadAttention or None
+        The true layer.
+
+    Returns
+    -------
+    TruthSummary
+        θ and W errors (mean and worst head) and the head permutation; empty without either layer, or when
+        their head counts differ.
+    """
     if model is None or truth is None or not isinstance(truth, MultiHeadAttention) or truth.m != model.m:
         return {}
     dist = truth.distance(model)

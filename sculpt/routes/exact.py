@@ -8,11 +8,23 @@ from ..result import LearnResult
 from ..settings import ProblemSize
 from .base import Holdout, Route, RouteContext
 
-__all__ = ["ROUTE", "min_examples", "refusal", "run"]
+__all__ = ["ROUTE", "min_examples", "refusal"]
 
 
 def refusal(d: int, k: int, m: int) -> str | None:
-    """Why the exact route cannot learn (d, k, m): it learns one head, from examples of 2 <= k < d tokens."""
+    """Why the exact route cannot learn layers of these sizes: it learns one head, from examples of 2 <= k < d
+    tokens.
+
+    Parameters
+    ----------
+    d, k, m : int
+        Token dimension, tokens per example, heads.
+
+    Returns
+    -------
+    str or None
+        The reason, or None when the route applies.
+    """
     if m != 1:
         return f"method='exact' learns one head (m = 1), got m = {m}"
     if not 2 <= k < d:
@@ -21,9 +33,22 @@ def refusal(d: int, k: int, m: int) -> str | None:
 
 
 def min_examples(d: int, k: int, m: int) -> int:
-    """The exact route's own recommendation ``exact_sample_size(d, k)`` = max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉)
-    + 3, i.e. ⌈d²/(k(k−1))⌉ + 3 when k <= (d + 2)/2. Its systems are overdetermined, so with no example to
-    spare the validation error is measured on the training examples and ``info.validation_on`` says so."""
+    """The exact route's own recommendation ``exact_sample_size(d, k)``.
+
+    max(⌈d²/(k(k−1))⌉, ⌈d²/(k(d−k+1))⌉) + 3, i.e. ⌈d²/(k(k−1))⌉ + 3 when k <= (d + 2)/2. Its systems are
+    overdetermined, so with no example to spare the validation error is measured on the training examples and
+    ``info.validation_on`` says so.
+
+    Parameters
+    ----------
+    d, k, m : int
+        Token dimension, tokens per example, heads (m does not change the count).
+
+    Returns
+    -------
+    int
+        The fewest examples, training and validation together.
+    """
     return exact_sample_size(d, k)
 
 
@@ -37,15 +62,16 @@ def applies(size: ProblemSize) -> bool:
     return refusal(size.d, size.k, size.m) is None and size.N >= min_examples(size.d, size.k, size.m)
 
 
-def run(ctx: RouteContext) -> LearnResult:
-    """``exact_single_head`` on the training split with the ``exact`` settings."""
+def _run(ctx: RouteContext) -> LearnResult:
+    """``Route.run`` of the exact route: ``exact_single_head`` on the training split with the ``exact``
+    settings (``samples_used``: the training examples read)."""
     ctx.progress.start("exact")
     return exact_single_head(ctx.Xtr, ctx.Ytr, ctx.settings.exact, truth=ctx.truth)
 
 
 ROUTE = Route(
     name="exact",
-    run=run,
+    run=_run,
     min_examples=min_examples,
     settings=("exact", "polish"),
     summary="one head (m = 1, 2 <= k < d) exactly from two linear systems",

@@ -9,12 +9,12 @@ from ..baselines import gradient_descent
 from ..result import LearnResult, PhaseRecord
 from .base import Route, RouteContext, parameter_count_examples
 
-__all__ = ["ROUTE", "run"]
+__all__ = ["ROUTE"]
 
 
-def run(ctx: RouteContext) -> LearnResult:
-    """L-BFGS on the training split with the ``gradient`` settings, its run recorded as the phase
-    "gradient"."""
+def _run(ctx: RouteContext) -> LearnResult:
+    """``Route.run`` of the gradient route: L-BFGS on the training split with the ``gradient`` settings, its run
+    recorded as the phase "gradient"."""
     t0 = ctx.progress.start("gradient")
     res = gradient_descent(ctx.Xtr, ctx.Ytr, ctx.m, ctx.settings.gradient, method="lbfgs", seed=ctx.gen, init=None)
     res.method = "gradient"
@@ -31,7 +31,7 @@ def run(ctx: RouteContext) -> LearnResult:
 
 ROUTE = Route(
     name="gradient",
-    run=run,
+    run=_run,
     min_examples=parameter_count_examples,
     settings=("gradient", "polish"),
     summary="full-batch L-BFGS from a random initialisation",

@@ -14,15 +14,27 @@ from ..result import ExamplesUsed, LearnResult, PhaseRecord, RouteInfo, SculptAt
 from ..settings import SCULPT_NEED_PER_D2, ProblemSize, one_head_examples
 from .base import Holdout, Route, RouteContext, truth_summary
 
-__all__ = ["ROUTE", "min_examples", "run"]
+__all__ = ["ROUTE", "min_examples"]
 
 
 def min_examples(d: int, k: int, m: int) -> int:
-    """What phases 1–4 need to pin the span, plus a ninth for the validation split: for one head phases
-    1–3's first subset max(64, ⌈2d²/(k(k−1))⌉) (K*'s d² equality rows; 4/4 seeds at that size plus a ninth
-    at (8,4), (8,2), (16,4), (16,8), (24,4), (32,8), (4,2), (6,3), 3/4 at (8,6)); for m >= 2 c(m)·d²
-    (``SCULPT_NEED_PER_D2``: 13 for m = 2, 24 for m >= 3; conservative at d = 16, where m = 2 was 4/4 from
-    7.8d²)."""
+    """What phases 1–4 need to pin the span, plus a ninth for the validation split.
+
+    For one head phases 1–3's first subset max(64, ⌈2d²/(k(k−1))⌉) (K*'s d² equality rows; 4/4 seeds at that
+    size plus a ninth at (8,4), (8,2), (16,4), (16,8), (24,4), (32,8), (4,2), (6,3), 3/4 at (8,6)); for m >= 2
+    c(m)·d² (``SCULPT_NEED_PER_D2``: 13 for m = 2, 24 for m >= 3; conservative at d = 16, where m = 2 recovers
+    4/4 from 7.8d²).
+
+    Parameters
+    ----------
+    d, k, m : int
+        Token dimension, tokens per example, heads.
+
+    Returns
+    -------
+    int
+        need + min(2000, max(1, need // 9)) examples, training and validation together.
+    """
     need = one_head_examples(d, k) if m == 1 else SCULPT_NEED_PER_D2[min(m, 3)] * d * d
     return need + min(2000, max(1, need // 9))
 
@@ -70,7 +82,7 @@ def _attempt(ctx: RouteContext, sub: np.ndarray, rest: np.ndarray, records: list
         Y_body=ctx.Ytr[sub],
         scan_order=rest,
     )
-    state.info["sculpt_examples"] = int(sub.size)
+    state.info.sculpt_examples = int(sub.size)
     failure = run_pipeline(SCULPT_PHASES, state, records, ctx.progress)
     return _Attempt(state, failure, sub)
 
@@ -104,7 +116,7 @@ def _failure_reason(ctx: RouteContext, failure: PhaseFailed, records: list[Phase
     why = f"phase {failure.phase} failed: {failure.reason}"
     if failure.phase == "1-sum-w" and examples * k < 3 * d:
         # the crude estimate (1/kN) Σ s tᵀ has rank <= N·k: with fewer rows than d it is singular whatever
-        # the layer (one training example gave "degenerate instance, condition number 1.3e49")
+        # the layer (one training example gives "degenerate instance, condition number 1.3e49")
         return (
             f"phase 1-sum-w failed: too few training examples: {examples} example(s) give {examples * k} "
             f"single-token rows for the {d}×{d} matrix Σ W_i (phase 1 needs at least 3d = {3 * d}), so its "
@@ -176,11 +188,12 @@ def _examples_used(
     }
 
 
-def run(ctx: RouteContext) -> LearnResult:
-    """Phases 1–6 and the polish on the training split, growing phases 1–3's subset while an attempt does not
-    validate. ``info.attempts`` says how many examples each attempt used and why the next asked for more;
-    ``train_error`` is on the last attempt's subset (as ``lbfgs_growing`` reports its fitted subset: the whole
-    training split reads examples no phase used)."""
+def _run(ctx: RouteContext) -> LearnResult:
+    """``Route.run`` of the sculpting route: phases 1–6 and the polish on the training split, growing phases
+    1–3's subset while an attempt does not validate. ``info.attempts`` says how many examples each attempt used
+    and why the next asked for more; ``train_error`` is on the last attempt's subset (as ``lbfgs_growing``
+    reports its fitted subset: the whole training split holds examples no phase read); K* and the span are
+    attached for ``certify(widths=True)``."""
     t_start = time.perf_counter()
     records: list[PhaseRecord] = []
     att, attempts = _attempts(ctx, records)
@@ -210,7 +223,7 @@ def run(ctx: RouteContext) -> LearnResult:
 
 ROUTE = Route(
     name="sculpt",
-    run=run,
+    run=_run,
     min_examples=min_examples,
     settings=("sum_w", "sculpt", "refine", "span", "heads", "argmax", "polish"),
     summary="Chen & Li's phases 1–6 on a sculpted convex body, then the polish",

@@ -12,13 +12,29 @@ from ..toolkit import single_blas_thread
 from ..vplm import vp_lm_starts
 from .base import Route, RouteContext, parameter_count_examples, truth_summary
 
-__all__ = ["ROUTE", "fit_starts", "run"]
+__all__ = ["ROUTE", "fit_starts"]
 
 
 def fit_starts(ctx: RouteContext, name: str, settings: VpLmSettings) -> tuple[LearnResult, float]:
     """VP-LM from ``settings.restarts`` random starts on the learner's splits, stopping at the first that
-    validates, recorded as the phase ``name``. Returns the result (``samples_used``: the largest training
-    subset fitted) and the start time."""
+    validates, recorded as the phase ``name``.
+
+    Parameters
+    ----------
+    ctx : RouteContext
+        The call's splits and resolved settings (``gradient.single_thread`` and ``gradient.time_limit`` apply).
+    name : str
+        The phase record's name ("vp-lm", or auto's "auto-vp-lm").
+    settings : VpLmSettings
+        Starts, start scale and largest subset.
+
+    Returns
+    -------
+    result : LearnResult
+        The best start's model, validated on the split (``samples_used``: the largest training subset fitted).
+    started : float
+        ``time.perf_counter()`` when the fit began.
+    """
     t0 = ctx.progress.start(name)
     g = ctx.settings.gradient
     with single_blas_thread(g.single_thread):
@@ -57,14 +73,15 @@ def fit_starts(ctx: RouteContext, name: str, settings: VpLmSettings) -> tuple[Le
     return res, t0
 
 
-def run(ctx: RouteContext) -> LearnResult:
-    """VP-LM from ``vp_lm.restarts`` random starts (the ``vp_lm`` settings) on the learner's splits."""
+def _run(ctx: RouteContext) -> LearnResult:
+    """``Route.run`` of the VP-LM route: VP-LM from ``vp_lm.restarts`` random starts (the ``vp_lm`` settings) on
+    the learner's splits."""
     return fit_starts(ctx, "vp-lm", ctx.settings.vp_lm)[0]
 
 
 ROUTE = Route(
     name="vp-lm",
-    run=run,
+    run=_run,
     min_examples=parameter_count_examples,
     settings=("vp_lm", "gradient", "polish"),
     summary="the polish's variable-projection LM from random starts",

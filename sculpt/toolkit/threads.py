@@ -1,7 +1,7 @@
 """One BLAS thread: the context manager every fit, the certificate and the benchmark's worker pool use.
 
 The products of these fits are thin (a few d-wide columns, d <= 32), where BLAS threads only add
-synchronisation: one thread ran 2–5× faster than two on a loaded 2-core machine, and LAPACK's ``syevd`` in
+synchronisation: one thread runs 2–5× faster than two on a loaded 2-core machine, and LAPACK's ``syevd`` in
 ``certify`` gains little from threads. Results do not depend on the thread count.
 """
 

@@ -181,6 +181,26 @@ def test_zero_row_infeasible_gives_a_valid_cut():
     assert cut.violation(np.zeros(2)) > 0
 
 
+@pytest.mark.parametrize("method", ["ellipsoid", "cutting_plane"])
+def test_an_oracle_saying_empty_is_believed_until_it_contradicts_itself(method):
+    """A zero cut 0·x <= b < 0 is the oracle saying "empty": the run ends "empty" when no point was accepted,
+    and it is an OracleError naming the body when the oracle says so after accepting a point."""
+    from oracles import cutting_plane, ellipsoid
+
+    run = {"ellipsoid": ellipsoid, "cutting_plane": cutting_plane}[method]
+    never = OracleBody(2, separate=lambda x, tol=0.0: (np.zeros(2), -1.0))
+    res = run(never, np.zeros(2), 1.0)
+    assert res.status == "empty" and res.x is None and "0·x <= b" in res.message
+    calls = []
+
+    def accepts_once(x, tol=0.0):
+        calls.append(x)
+        return None if len(calls) == 1 else (np.zeros(2), -1.0)
+
+    with pytest.raises(OracleError, match="after it accepted a point"):
+        run(OracleBody(2, separate=accepts_once), np.zeros(2), 1.0, objective=np.array([1.0, 0.0]))
+
+
 @settings(max_examples=40, deadline=None)
 @given(scale=st.sampled_from([1e-200, 1e-160, 1e-140, 1e-6, 1.0, 1e140, 1e160, 1e200]), seed=st.integers(0, 2**16))
 def test_row_norms_are_exact_at_every_scale(scale, seed):

@@ -32,7 +32,8 @@ def test_sculpt_recovers_842() -> None:
     res = learn(X, Y, 2, seed=0, truth=model)
     _assert_exact(res, model, 4)
     assert res.method == "sculpt" and [p.name for p in res.phases] == SCULPT_PHASES
-    # on 1,500 examples phase 3 would not certify (CERTIFY_MIN_EXAMPLES), so phase 2 sculpts K* and 3 is skipped
+    # on 1,500 examples phase 3 would not certify (refine.certify_min_examples), so phase 2 sculpts K* and 3 is
+    # skipped
     assert all(p.status == ("skipped" if p.name == "3-refine" else "ok") and p.time >= 0 for p in res.phases)
     assert res.phase("2-sculpt").figures["mode"] == "slabs"
     # phase 4 fits every agreeing row (hull re-weighted): the span is pinned from the default subset already
@@ -585,10 +586,13 @@ def test_route_info_is_typed_and_reads_as_a_mapping() -> None:
 
 
 def test_learn_docstring_examples_run() -> None:
-    """The Examples sections of learn and min_examples run as doctests."""
+    """The Examples sections of learn, min_examples and the routes' shared helpers run as doctests."""
     import doctest
 
     import sculpt.learner
+    import sculpt.routes.base
 
     failures, tried = doctest.testmod(sculpt.learner, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried >= 4 and failures == 0
+    failures, tried = doctest.testmod(sculpt.routes.base, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried >= 1 and failures == 0

@@ -111,8 +111,13 @@ def test_resolve_fills_every_auto_field_from_the_size() -> None:
     assert Settings().resolve(8, 4, 1, 5000).sculpt_examples == 64
     assert Settings().resolve(24, 4, 1, 5000).sculpt_examples == 96
     assert Settings().resolve(8, 4, 2, 5000).sculpt_examples == 1500
-    # d² <= 100: phase 3 decides by its subset size (CERTIFY_MIN_EXAMPLES), so the setting stays open
+    # d² <= 100: phase 3 decides by its subset size (refine.certify_min_examples), so the setting stays open
     assert Settings().resolve(8, 4, 2, 5000).refine.certify is None
+    # K*'s half-space rows: the half-space body's row count; phase 4's scan budget is smaller only where the
+    # agreement test is blind (m(k−1) > d with m >= 2: one head has no disagreement to miss)
+    assert r.refine.slabs.half_rows == r.sculpt.n_rows == 600 and r.refine.slabs.n_rows == 2000
+    assert r.span.scan_examples == 200_000 and Settings().resolve(8, 4, 3, 5000).span.scan_examples == 20_000
+    assert Settings().resolve(2, 4, 1, 5000).span.scan_examples == 200_000
     # user values are never replaced, and a phase-2 box is inherited by phase 3's bodies unless they set one
     u = Settings().merged(sculpt={"box": 5.0}, refine={"slabs": {"box": 7.0}}).resolve(8, 4, 2, 5000)
     assert (u.sculpt.box, u.refine.resculpt.box, u.refine.slabs.box) == (5.0, 5.0, 7.0)

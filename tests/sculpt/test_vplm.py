@@ -79,14 +79,20 @@ def test_vp_lm_rejects_bad_options(kw, exc, match):
 
 
 def test_vp_lm_runs_in_the_recovery_sweep():
-    """``sculpt bench`` can run VP-LM beside the other methods, under one signature."""
-    from sculpt.bench.methods import get_method, registered
+    """``sculpt bench`` runs VP-LM as the registered route of that name (one name everywhere): ``learn`` with
+    the method's options as settings."""
+    from sculpt.bench.methods import PEERS, get_method, refusal, registered
 
-    assert "vp-lm" in registered()
+    assert "vp-lm" in registered() and "vp-lm" not in PEERS
     truth = plant(6, 3, 2, seed=4)
     X = sample_inputs(1500, 3, 6, rng=3)
-    res = get_method("vp-lm")(X, truth(X), 2, seed=1, truth=truth, restarts=3)
-    assert res.method == "vp-lm" and res.converged and len(res.info["starts"]) <= 3
+    res = get_method("vp-lm")(X, truth(X), 2, seed=1, truth=truth, vp_lm={"restarts": 3})
+    starts = res.phase("vp-lm").figures["starts"]
+    assert res.method == "vp-lm" and res.info["route"] == "vp-lm" and res.converged and 1 <= len(starts) <= 3
+    assert res.info["settings"]["vp_lm"]["restarts"] == 3
+    from sculpt.bench.grid import Cell
+
+    assert "needs N >=" in refusal("vp-lm", Cell(regime="generic", d=6, k=3, m=2, N=5))
 
 
 def test_learn_runs_vp_lm_as_a_route_with_its_settings():
