@@ -73,7 +73,7 @@ def test_every_python_block_runs(tmp_path, monkeypatch, registries):
     assert sculpt.routes.sculpting.SCULPT_PHASES is ns["SCULPT_PHASES"]
     # a backend: the learner's LPs went through it, and the registration ended with its block
     assert ns["on_toy"].converged and ns["on_toy"].info.solver == "TOY" and ns["toy"].solves > 0
-    assert solvers._REGISTRY == backends and "TOY" not in solvers._probe_cache
+    assert solvers._REGISTRY == backends and "TOY" not in solvers._probe_cache and "TOY" not in solvers.registered()
 
 
 def test_the_backend_example_passes_the_canonical_cases(tmp_path):

@@ -70,6 +70,80 @@ def _probe(name: str) -> tuple[bool, str]:
     return _probe_cache[name]
 
 
+class Registration:
+    """A backend added by ``register``: ``remove()`` takes it out again and restores the preferences it
+    changed; as a context manager it does so on exit."""
+
+    def __init__(self, backend: Backend, prefer: tuple[str, ...]) -> None:
+        self.backend = backend
+        self.name = str(backend.name).upper()
+        self._saved = {kind: _PREFERENCE[kind] for kind in prefer}
+
+    def remove(self) -> None:
+        if _REGISTRY.get(self.name) is self.backend:
+            del _REGISTRY[self.name]
+            _probe_cache.pop(self.name, None)
+            _PREFERENCE.update(self._saved)
+
+    def __enter__(self) -> Backend:
+        return self.backend
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def register(backend: Backend, *, prefer: tuple[str, ...] = ()) -> Registration:
+    """Add ``backend`` to the registry: a new ``solver=`` name for every engine call and for ``sculpt.learn``,
+    until ``remove()`` of the returned registration (or the end of its ``with`` block).
+
+    Parameters
+    ----------
+    backend : Backend
+        An adapter instance; ``backend.name`` (case-insensitive) must not be registered already.
+    prefer : tuple of str
+        Problem kinds ("lp", "qp", "conic") for which it becomes the default while registered.
+
+    Returns
+    -------
+    Registration
+        A context manager whose exit (or ``remove()``) takes the backend out and restores the preferences.
+
+    Raises
+    ------
+    TypeError
+        ``backend`` is not a ``Backend``.
+    ValueError
+        Its name is registered already, or ``prefer`` names an unknown kind.
+
+    Examples
+    --------
+    >>> from oracles import solvers
+    >>> class Relay(solvers.Backend):
+    ...     name, SUPPORTS_LP = "RELAY", True
+    ...     def probe(self): return (True, "")
+    ...     def solve(self, data, *, interior=False, options=None):
+    ...         return solvers.get("HIGHS").solve(data, interior=interior, options=options)
+    >>> with solvers.register(Relay()):
+    ...     print("RELAY" in solvers.registered())
+    True
+    >>> "RELAY" in solvers.registered()
+    False
+    """
+    if not isinstance(backend, Backend):
+        raise TypeError(f"backend must be an oracles.solvers.Backend, got {type(backend).__name__}")
+    name = str(backend.name).upper()
+    if name in _REGISTRY:
+        raise ValueError(f"a backend named {name!r} is registered already")
+    for kind in prefer:
+        _check_kind(kind)
+    reg = Registration(backend, tuple(prefer))
+    _REGISTRY[name] = backend
+    _probe_cache.pop(name, None)
+    for kind in prefer:
+        _PREFERENCE[kind] = (name, *_PREFERENCE[kind])
+    return reg
+
+
 def registered() -> list[str]:
     """Every backend the engine knows about (usable here or not)."""
     return list(_REGISTRY)
@@ -391,6 +465,8 @@ __all__ = [
     "LPModel",
     "available",
     "registered",
+    "register",
+    "Registration",
     "default",
     "get",
     "unavailable_reason",

@@ -1,6 +1,7 @@
 """oracles.backend_name / backend_names: resolution of solver=, unknown names, unusable backends."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import oracles
@@ -59,3 +60,34 @@ def test_names_lists():
 
 def test_exported():
     assert {"backend_name", "backend_names"} <= set(oracles.__all__)
+
+
+def test_register_adds_a_backend_until_removed_and_restores_the_preferences() -> None:
+    """``solvers.register``: a new solver name (case-insensitive) and, with ``prefer``, the default for that
+    kind; ``remove()`` (or leaving the ``with`` block) restores the registry, the default and the probe cache."""
+    from oracles import solvers
+
+    class Relay(solvers.Backend):
+        name, SUPPORTS_LP = "RELAY", True
+
+        def probe(self) -> tuple[bool, str]:
+            return (True, "")
+
+        def solve(self, data, *, interior=False, options=None):  # type: ignore[no-untyped-def]
+            return solvers.get("HIGHS").solve(data, interior=interior, options=options)
+
+    default_lp = solvers.default("lp")
+    reg = solvers.register(Relay(), prefer=("lp",))
+    assert backend_name("relay") == "RELAY" and solvers.default("lp") == "RELAY"
+    assert solvers.solve_lp(np.ones(2), np.eye(2), np.ones(2), bounds=[(-1, None)] * 2, solver="relay").value == -2
+    with pytest.raises(ValueError, match="registered already"):
+        solvers.register(Relay())
+    reg.remove()
+    assert "RELAY" not in solvers.registered() and solvers.default("lp") == default_lp
+    with pytest.raises(ValueError, match="solver must be one of"):
+        backend_name("relay")
+    with pytest.raises(TypeError, match="Backend"):
+        solvers.register(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="kind"):
+        solvers.register(Relay(), prefer=("milp",))
+    assert "RELAY" not in solvers.registered()
