@@ -35,6 +35,7 @@ __all__ = [
     "ExactSettings",
     "GradientSettings",
     "AutoSettings",
+    "CostSettings",
     "settings_from_options",
     "one_head_examples",
     "DEPRECATED_OPTIONS",
@@ -194,6 +195,18 @@ def fractions_tuple(name: str, v: Any) -> tuple[float, ...]:
     if not out:
         raise ValueError(f"{name} must not be empty")
     return out
+
+
+def floats(count: int) -> Check:
+    def run(name: str, v: Any) -> tuple[float, ...]:
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            raise ValueError(f"{name} must be a sequence of {count} numbers, got {v!r}")
+        out = tuple(_num(f"{name}[{i}]", x) for i, x in enumerate(v))
+        if len(out) != count:
+            raise ValueError(f"{name} must have {count} numbers, got {len(out)}")
+        return out
+
+    return run
 
 
 def clip_pair(name: str, v: Any) -> tuple[float, float]:
@@ -711,9 +724,10 @@ class PolishSettings(_Group):
         128, "validation examples a start is screened on before its full validation error is computed", pos_int
     )
     matrix_free_above: int = opt(
-        4096,
+        768,
         "past this many parameters (m·d²) LM solves its steps by conjugate gradients with matrix-free Jacobian "
-        "products instead of factorising JᵀJ, whose (m·d²)² entries are 512 MB at d = 64, m = 2",
+        "products instead of factorising JᵀJ ((m·d²)² entries: 512 MB at d = 64, m = 2); CG is the faster from "
+        "m·d² = 512 on (3–25× at 1,024–4,096)",
         nonneg_int,
     )
     cg_forcing: float = opt(
@@ -830,6 +844,77 @@ class VpLmSettings(_Group):
         return self.merged(init_scale=_or(self.init_scale, 1.0 / size.d))
 
 
+@dataclass(frozen=True)
+class CostSettings(_Group):
+    """``sculpt.costs``: the cost model ``method="auto"`` orders its steps by, and its memory bound. The seconds
+    per flop were fitted once on this machine class (one BLAS thread) by ``benchmarks/calibrate_costs.py``."""
+
+    dense_flop_seconds: float = opt(
+        4.4e-11, "seconds per flop of large float64 products and factorisations (GEMM, Cholesky, QR)", positive
+    )
+    lm_flop_seconds: float = opt(
+        1.75e-11,
+        "seconds per flop of an LM step's normal equations and factorisation (float32 far from the fit)",
+        positive,
+    )
+    lm_iteration_seconds: float = opt(8.4e-4, "fixed seconds per LM iteration (chunk loops, trials)", nonneg)
+    lbfgs_unit_seconds: float = opt(
+        4.7e-10, "seconds per L-BFGS work unit (one example-iteration is m·k·d·(k + d) units)", positive
+    )
+    lbfgs_iteration_seconds: float = opt(3.4e-4, "fixed seconds per L-BFGS iteration (scipy, chunk loops)", nonneg)
+    sculpt_attempt_seconds: float = opt(
+        0.09, "fixed seconds of one sculpting attempt beyond its modelled products (LPs, phase bookkeeping)", nonneg
+    )
+    vp_lm_iterations: int = opt(
+        11,
+        "LM iterations a VP-LM start that validates takes (median at (8,4,2), (8,4,3), (16,4,2): 7–12; torch's "
+        "initialisation: 12–15)",
+        pos_int,
+    )
+    sculpt_polish_iterations: int = opt(8, "LM iterations of the polish from phase 6's heads (5–8 at m = 2)", pos_int)
+    cg_iterations: int = opt(
+        15, "conjugate-gradient products per LM step of the matrix-free polish (polish.matrix_free_above)", pos_int
+    )
+    cg_flop_seconds: float = opt(1.0e-10, "seconds per flop of those products (batched small products)", positive)
+    peer_success: float = opt(
+        1.0,
+        "chance that the capped L-BFGS try validates with m <= 2 heads (generic layers do; weak or near-identical "
+        "heads do not)",
+        fraction,
+    )
+    peer_success_many_heads: float = opt(
+        0.2,
+        "the same with m >= 3 heads, where the capped try fails more often than it validates (VP-LM first, 5 "
+        "seeds: torch (16,8,4) 1.12 against 2.22 s with the try first; (16,4,3) 0.55 against 0.65 s)",
+        fraction,
+    )
+    memory_fraction: float = opt(0.25, "max_bytes's default share of the machine's physical memory", fraction)
+    max_bytes: float | None = opt(
+        None,
+        "auto never starts a step predicted to need more working memory than this (auto: memory_fraction × "
+        "physical memory)",
+        optional(positive),
+    )
+    span_row_fit: tuple[float, ...] = opt(
+        (0.212, 0.168, 0.267, 0.021, 0.225),
+        "(c₀, c_v, c_b, c_k, c_d): phase 4's span rows per example ≈ exp(c₀ − c_v·v − c_b·b − c_k·k² + c_d·ln d), "
+        "v and b the seen and blind head disagreements (least squares on 30 planted shapes, true Σ W; within "
+        "a factor 1.6 rms)",
+        floats(5),
+    )
+
+    def peer_odds(self, m: int) -> float:
+        """The chance that the capped L-BFGS try validates with m heads."""
+        return self.peer_success if m <= 2 else self.peer_success_many_heads
+
+    def resolve(self, size: ProblemSize) -> CostSettings:
+        """max_bytes: memory_fraction × ``sculpt.costs.physical_memory()`` (unbounded where it is unknown)."""
+        from .costs import physical_memory  # the model reads settings; settings read the machine through it
+
+        phys = physical_memory()
+        return self.merged(max_bytes=_or(self.max_bytes, self.memory_fraction * phys if phys > 0 else math.inf))
+
+
 #: auto's fallback work budget (``sculpt.baselines.work_unit`` units, see AutoSettings.fallback_work):
 #: the growing peer's successes on the hard rows (weak head, near-identical heads at (8,4,2), 10 seeds) use
 #: at most 2.3e10; one core does 2.8–4.8e8 units a second at (8,4,2) and 8e8 at (16,8,4), where the unbounded
@@ -839,16 +924,18 @@ FALLBACK_WORK = 3e10
 
 @dataclass(frozen=True)
 class AutoSettings(_Group):
-    """``method="auto"``: exact when it applies; else VP-LM from random starts (after a capped L-BFGS try when
-    ``peer_first``: by default when m·d² > 256 (> 1,024 when m >= 3)), then sculpt, then the growing peer."""
+    """``method="auto"``: exact when it applies; else its steps (a capped L-BFGS try, VP-LM from random starts,
+    sculpt, L-BFGS on growing subsets) cheapest first by the cost model (``Settings.cost``, ``sculpt.costs``),
+    never a step predicted to need more memory than ``cost.max_bytes``."""
 
     peer_first: bool | None = opt(
         None,
-        "try L-BFGS on a small subset before VP-LM (False: no L-BFGS try; auto: when m·d² > 256 (> 1,024 "
-        "when m >= 3)). VP-LM "
-        "first, 5 seeds: (8,4,2)–(8,4,4) 0.19–0.30× the growing peer against 0.60–0.77× with the L-BFGS try "
-        "first; at (16,4,2) 0.72× / 1.23× against 0.75–0.86× (a random start fitting 64 examples that do "
-        "not validate costs a 256-example stage), at d = 32 VP-LM is 5× slower than L-BFGS",
+        "try L-BFGS on a small subset before VP-LM (False: no L-BFGS try; auto: when the try's predicted cost is "
+        "below cost.peer_odds(m) × VP-LM's: on the benchmark grid VP-LM first for m·d² <= 256, and up to 1,024 "
+        "with m >= 3). VP-LM first, 5 seeds: (8,4,2)–(8,4,4) 0.19–0.30× the growing peer against 0.60–0.77× "
+        "with the L-BFGS try first; at (16,4,2) 0.72× / 1.23× against 0.75–0.86× (a random start fitting 64 "
+        "examples that do not validate costs a 256-example stage); at d = 32 VP-LM with dense normal equations "
+        "is 5× slower than L-BFGS",
         optional(boolean),
     )
     peer_examples: int = opt(
@@ -900,9 +987,9 @@ class AutoSettings(_Group):
     )
 
     def resolve(self, size: ProblemSize) -> AutoSettings:
-        """peer_first: not ``vp_lm_first(d, m)``; peer_iterations 50·m; peer_give_up 30·m."""
+        """peer_iterations 50·m; peer_give_up 30·m. peer_first needs the cost model and every other group, so
+        ``Settings.resolve`` sets it last (``sculpt.costs.peer_try_first``)."""
         return self.merged(
-            peer_first=_or(self.peer_first, not vp_lm_first(size.d, size.m)),
             peer_iterations=_or(self.peer_iterations, 50 * size.m),
             peer_give_up=_or(self.peer_give_up, 30 * size.m),
         )
@@ -937,6 +1024,13 @@ class Settings(_Group):
         "largest subset for phases 1–3 (auto: max(20,000, sculpt_examples); cost is linear in it)",
         optional(pos_int),
     )
+    sculpt_row_budget: float = opt(
+        1.0,
+        "method='sculpt' refuses (d, k, m) at once where max_sculpt_examples examples are predicted "
+        "(cost.span_row_fit) to give fewer than this × (d² − (m − 1)) of the span rows phase 4 needs, or where "
+        "k − 1 > d leaves the attention pattern undetermined (docs/method.md#agreement-blind; 0: never refuse)",
+        nonneg,
+    )
     search_examples: int = opt(1000, "training examples phase 6 compares candidates on", pos_int)
     sum_w: SumWSettings = group(SumWSettings, "phase 1")
     sculpt: BodySettings = group(BodySettings, "phase 2 (half-space body)")
@@ -949,11 +1043,14 @@ class Settings(_Group):
     gradient: GradientSettings = group(GradientSettings, "the gradient route and auto's fallback")
     auto: AutoSettings = group(AutoSettings, "method='auto'")
     vp_lm: VpLmSettings = group(VpLmSettings, "method='vp-lm' (VP-LM from random starts)")
+    cost: CostSettings = group(CostSettings, "auto's cost model and memory bound (sculpt.costs)")
 
     def resolve(self, d: int, k: int, m: int, N: int) -> Settings:
         """Fill every "auto" field that depends on the problem size: each group resolves its own fields
         (``<Group>.resolve``); the learner's own are sculpt_examples (``sculpt_examples_default``) and
-        max_sculpt_examples (max(20,000, sculpt_examples when given)). Resolving twice changes nothing.
+        max_sculpt_examples (max(20,000, sculpt_examples when given)); ``auto.peer_first`` is set last, by the
+        cost model (``sculpt.costs.peer_try_first``), which reads the other groups' resolved bounds. Resolving
+        twice changes nothing.
 
         Three "auto" fields stay None here and are chosen where they are used: phase 5's search radius
         (``span.radius``, ``heads.radius``: from the flat phase 4 fits), the m-estimate's range (``span.max_m``:
@@ -972,7 +1069,7 @@ class Settings(_Group):
         """
         size = ProblemSize(int(d), int(k), int(m), int(N))
         box = self.sculpt.box if self.sculpt.box is not None else 4.0
-        return self.merged(
+        out = self.merged(
             sculpt_examples=_or(self.sculpt_examples, sculpt_examples_default(size)),
             max_sculpt_examples=_or(self.max_sculpt_examples, max(20_000, self.sculpt_examples or 0)),
             sum_w=self.sum_w.resolve(size),
@@ -986,7 +1083,13 @@ class Settings(_Group):
             gradient=self.gradient.resolve(size),
             vp_lm=self.vp_lm.resolve(size),
             auto=self.auto.resolve(size),
+            cost=self.cost.resolve(size),
         )
+        if out.auto.peer_first is not None:
+            return out
+        from .costs import peer_try_first  # the cost model reads the other groups' resolved bounds
+
+        return out.merged(auto={"peer_first": peer_try_first(out, size)})
 
 
 def sculpt_examples_default(size: ProblemSize) -> int:
@@ -995,19 +1098,6 @@ def sculpt_examples_default(size: ProblemSize) -> int:
     rows in K*)."""
     d, k, m = size.d, size.k, size.m
     return one_head_examples(d, k) if m == 1 else max(1500, (6 if m == 2 else 10) * d * d)
-
-
-#: ``method="auto"`` runs VP-LM before its L-BFGS try when the m·d² head parameters are at most this many
-VP_LM_FIRST_MAX_PARAMS = 256
-#: ... or at most this many with m >= 3 heads, where L-BFGS's capped try fails more often than it validates
-#: (5 seeds, same data: torch (16,8,4) 1.12 against 2.22 s with the try first; (16,4,3) 0.55 against 0.65 s)
-VP_LM_FIRST_MAX_PARAMS_M3 = 1024
-
-
-def vp_lm_first(d: int, m: int) -> bool:
-    """``auto.peer_first``'s default, negated: VP-LM first when m·d² <= 256, or <= 1,024 with m >= 3 heads."""
-    p = m * d * d
-    return p <= VP_LM_FIRST_MAX_PARAMS or (m >= 3 and p <= VP_LM_FIRST_MAX_PARAMS_M3)
 
 
 def one_head_examples(d: int, k: int) -> int:

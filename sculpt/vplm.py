@@ -82,6 +82,7 @@ def vp_lm_starts(
     *,
     tol: float,
     deadline: float | None = None,
+    polish_settings: PolishSettings | None = None,
 ) -> StartsFit:
     """Polishes from random starts on given splits, stopping at the first that validates (``vp_lm`` and
     ``learn(method="auto")`` share it).
@@ -101,6 +102,9 @@ def vp_lm_starts(
         Validation relative MSE at which a start counts as validated.
     deadline
         ``time.perf_counter()`` value after which no start is begun (None: none).
+    polish_settings
+        The LM every start runs (``PolishSettings()`` when None: ``learn``'s), its ``max_examples`` replaced by
+        ``settings.max_examples``.
 
     Returns
     -------
@@ -109,7 +113,7 @@ def vp_lm_starts(
     """
     s = (settings or VpLmSettings()).resolve(ProblemSize.of(Xtr, m))
     assert s.init_scale is not None  # resolved
-    polish_settings = PolishSettings(max_examples=s.max_examples)
+    lm = (polish_settings or PolishSettings()).merged(max_examples=s.max_examples)
     d = Xtr.shape[2]
     starts: list[dict[str, object]] = []
     best: PolishResult | None = None
@@ -119,7 +123,7 @@ def vp_lm_starts(
             return StartsFit(best, starts, iterations, "time limit")
         ts = time.perf_counter()
         th0 = s.init_scale * gen.standard_normal((m, d, d))
-        res, rec = polish(th0, Xtr, Ytr, Xva, Yva, polish_settings, tol=tol, rng=gen)
+        res, rec = polish(th0, Xtr, Ytr, Xva, Yva, lm, tol=tol, rng=gen)
         iterations += res.iterations
         stages = rec.figures["stages"]
         starts.append(
@@ -154,6 +158,7 @@ def vp_lm(
     max_examples: int | None = None,
     time_limit: float | None = None,
     single_thread: bool = True,
+    polish_settings: PolishSettings | None = None,
 ) -> LearnResult:
     """VP-LM from random starts, each on a growing random subset of the training split, until one validates
     on the held-out split.
@@ -182,6 +187,9 @@ def vp_lm(
         Seconds after which no start is begun (a start itself is not interrupted); None: no limit.
     single_thread
         One BLAS thread during the fit.
+    polish_settings
+        The LM of every start (``PolishSettings()`` when None), e.g. its ``matrix_free_above``; ``max_examples``
+        comes from ``settings``.
 
     Returns
     -------
@@ -206,7 +214,7 @@ def vp_lm(
     Xtr, Ytr, Xva, Yva = held_out_split(X3, Y3, validation_size, gen, "vp_lm")
     n_val = Xva.shape[0]
     with single_blas_thread(single_thread):
-        fit = vp_lm_starts(Xtr, Ytr, Xva, Yva, m, gen, s, tol=tol, deadline=deadline)
+        fit = vp_lm_starts(Xtr, Ytr, Xva, Yva, m, gen, s, tol=tol, deadline=deadline, polish_settings=polish_settings)
     val = fit.validation_error
     return LearnResult(
         model=fit.model,

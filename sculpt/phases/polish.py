@@ -5,9 +5,12 @@ Kaufman's Jacobian (I − P_Z) ∂(Z W)/∂Θ, where for head i
 ∂y_{ac}/∂Θ_{pq} = x_{ap} Σ_j P_{aj} (v_{jc} − ȳ_{ac}) x_{jq}, v = X W_i, ȳ = P X W_i.
 The normal equations are accumulated over chunks of examples, so memory stays bounded; once Gauss–Newton
 converges quadratically the next steps reuse the last factorisation with a fresh Jᵀr (chord steps); far from the
-fit, JᵀJ is formed and factorised in single precision (``PolishSettings.f32_above``). It runs on a small subset
-first and grows the subset (×``growth``) only while the held-out validation error is not yet at tol. Its tuned
-constants are ``sculpt.settings.PolishSettings``.
+fit, JᵀJ is formed and factorised in single precision (``PolishSettings.f32_above``). Past
+``PolishSettings.matrix_free_above`` parameters (m·d²) JᵀJ is never formed: each damped step is solved by
+Jacobi-preconditioned conjugate gradients with matrix-free Jacobian products (``sculpt.phases.polish_cg``),
+truncated at a trust region, so memory is linear in m·d² plus the data. It runs on a small subset first and grows
+the subset (×``growth``) only while the held-out validation error is not yet at tol. Its tuned constants are
+``sculpt.settings.PolishSettings``.
 """
 
 from __future__ import annotations
@@ -229,31 +232,36 @@ def _full_step(
 
 
 def _cg_step(
-    at: _Point, lam: float, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings
-) -> tuple[_Point, float, float]:
+    at: _Point, lam: float, radius: float, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings
+) -> tuple[_Point, float, float, float]:
     """One Marquardt-scaled LM step solved matrix-free (``polish_cg``): (JᵀJ + λ·D) δ = Jᵀr by Jacobi-preconditioned
-    CG to a relative residual of min(``cg_forcing``, √cost), D the unprojected diagonal of JᵀJ; λ rises ×8 for up
-    to 12 trials until the cost falls (one trial at or below ``rounding_level``).
+    CG to a relative residual of min(``cg_forcing``, √cost), D the unprojected diagonal of JᵀJ, truncated at the
+    trust-region ``radius`` (Steihaug; in the preconditioner's norm). A trial that does not lower the cost raises λ
+    ×8 and shrinks the radius to a quarter of its step, so the next solve stops early instead of repeating a long
+    one; up to 12 trials (one at or below ``rounding_level``).
 
-    Returns (point, λ, relative cost drop (0: no descent, point unchanged))."""
+    Returns (point, λ, relative cost drop (0: no descent, point unchanged), radius: doubled when an accepted step
+    reached it)."""
     m, d = at.th.shape[0], X.shape[2]
     P, Zi, Q, ws, res = at.state
     ops = VPProducts.at(X, P, Zi, Q, ws, s.cg_chunk_elements)
     g = ops.vjp(res.reshape(X.shape))
     D = ops.diagonal()
     if not np.any(g) or not D.max() > 0.0:  # a stationary point (e.g. every W_i zero): no step to take
-        return at, lam, 0.0
+        return at, lam, 0.0, radius
     tol = min(s.cg_forcing, max(s.cg_tol_min, math.sqrt(at.cost)))
     for _ in range(12):
         damp = lam * D + 1e-14 * D.max()
-        step = pcg(lambda v: ops.normal(v) + damp * v, g, 1.0 / (D + damp), tol, s.cg_max_iter)[0]
+        step, _, edge = pcg(lambda v: ops.normal(v) + damp * v, g, 1.0 / (D + damp), tol, s.cg_max_iter, radius)
         new = _trial(at.th + step.reshape(m, d, d), X, Yf, yy)
         if np.isfinite(new.cost) and new.cost < at.cost:
-            return new, max(lam / s.damping_down, 1e-12), (at.cost - new.cost) / at.cost
+            drop = (at.cost - new.cost) / at.cost
+            return new, max(lam / s.damping_down, 1e-12), drop, 2.0 * radius if edge else radius
         if at.cost <= s.rounding_level:
             break
+        radius = 0.25 * math.sqrt(float(np.vdot(step, (D + damp) * step)))
         lam *= 8.0
-    return at, lam, 0.0
+    return at, lam, 0.0, radius
 
 
 def _lm_matrix_free(
@@ -261,10 +269,10 @@ def _lm_matrix_free(
 ) -> tuple[_Point, int]:
     """LM with every step solved by CG (``_cg_step``): memory linear in m·d² plus the data's forward quantities.
     It stops as ``lm_vp`` does, and at the relative MSE ``cg_fit_tol``. Returns (point, iterations)."""
-    lam, it = 1e-3, 0
+    lam, radius, it = 1e-3, math.inf, 0
     while it < s.max_iter and at.cost > max(s.fit_tol, s.cg_fit_tol):
         it += 1
-        at, lam, rel_drop = _cg_step(at, lam, X, Yf, yy, s)
+        at, lam, rel_drop, radius = _cg_step(at, lam, radius, X, Yf, yy, s)
         if rel_drop < 1e-9:  # no descent left
             break
         if give_up is not None and it >= give_up[0] and at.cost > give_up[1]:
@@ -482,7 +490,7 @@ def polish(
     fit : PolishResult
         The stage with the smallest validation error.
     record : PhaseRecord
-        "polish", with every stage's figures.
+        "polish", with every stage's figures and ``matrix_free`` (whether LM's steps were solved by CG).
     """
     t0 = time.perf_counter()
     gen = np.random.default_rng(rng)
@@ -504,5 +512,6 @@ def polish(
     else:
         _grow(run, th, (X, Y, X_val, Y_val), perm, n_use, s, tol, callback)
     res, rec = _record(run, tol, truth)
+    rec.figures["matrix_free"] = bool(th.size > s.matrix_free_above)  # LM's steps by CG (m·d² parameters)
     rec.time = time.perf_counter() - t0
     return res, rec

@@ -3,8 +3,8 @@
 Past ``PolishSettings.matrix_free_above`` parameters (m·d²), ``lm_vp`` does not form JᵀJ, which has (m·d²)²
 entries (8,192² = 512 MB and 1.8e11 flops per factorisation at d = 64, m = 2); it solves each damped step by
 conjugate gradients with products computed, chunk by chunk of examples, from the forward quantities of the
-point: the attention P_i, V_i = X W_i and Ȳ_i = P_i X W_i. For one example and a direction (V_1 … V_m) of the
-heads, with S_i = X V_i Xᵀ (the logits' change),
+point: the attention P_i, V_i = X W_i and Ȳ_i = P_i X W_i. For one example and a direction (Δ_1 … Δ_m) of the
+heads, with S_i = X Δ_i Xᵀ (the logits' change),
 
     J·v   = Σ_i (P_i ∘ S_i) X W_i − rowsum(P_i ∘ S_i) ∘ Ȳ_i                (k × d)
     Jᵀ·u  = ( Xᵀ B_i X )_i,  B_i = P_i ∘ (U (X W_i)ᵀ − rowsum(U ∘ Ȳ_i))      (m × d × d)
@@ -17,6 +17,7 @@ of the forward quantities, O(m·N·k·(k + d)), plus one chunk's intermediates; 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -152,11 +153,18 @@ def _concat(mats: np.ndarray) -> np.ndarray:
 
 
 def pcg(
-    apply: Callable[[np.ndarray], np.ndarray], b: np.ndarray, inv_diag: np.ndarray, tol: float, max_iter: int
-) -> tuple[np.ndarray, int]:
-    """Preconditioned conjugate gradients for A x = b from x = 0, A symmetric positive definite.
+    apply: Callable[[np.ndarray], np.ndarray],
+    b: np.ndarray,
+    inv_diag: np.ndarray,
+    tol: float,
+    max_iter: int,
+    radius: float,
+) -> tuple[np.ndarray, int, bool]:
+    """Preconditioned conjugate gradients for A x = b from x = 0, A symmetric positive definite, truncated at
+    the trust-region radius (Steihaug): min ½xᵀAx − bᵀx subject to ‖x‖_M ≤ radius, M = 1/inv_diag.
 
-    Every iterate from 0 lowers the quadratic model ½xᵀAx − bᵀx, so a truncated solve is still a descent step.
+    From x = 0 the iterates lower the quadratic model and their M-norm grows, so a truncated solve is still a
+    descent step and the first iterate past the radius is pulled back to the boundary along its direction.
 
     Parameters
     ----------
@@ -165,19 +173,24 @@ def pcg(
     b : np.ndarray
         The right-hand side (any shape ``apply`` takes).
     inv_diag : np.ndarray
-        The Jacobi preconditioner, 1/diag(A) (b's shape).
+        The Jacobi preconditioner, 1/diag(A) (b's shape, positive).
     tol : float
         Stop once ‖b − A x‖ ≤ tol · ‖b‖.
     max_iter : int
         Products with A at most.
+    radius : float
+        The trust region's radius in the M-norm (``math.inf``: none).
 
     Returns
     -------
     x : np.ndarray
-        The solution (the last iterate when max_iter is reached or A shows a non-positive curvature).
+        The solution (the last iterate when max_iter is reached, or a point on the boundary).
     iterations : int
         Products with A taken.
+    boundary : bool
+        Whether x was stopped at the radius.
     """
+    w = 1.0 / inv_diag
     x = np.zeros_like(b)
     r = b.copy()
     z = inv_diag * r
@@ -187,16 +200,27 @@ def pcg(
     for it in range(1, max_iter + 1):
         Ap = apply(p)
         curv = float(np.vdot(p, Ap))
-        if not curv > 0.0:  # rounding at the bottom of the spectrum: keep the last iterate
-            return x, it
+        if not curv > 0.0:  # rounding at the bottom of the spectrum: to the boundary, or keep the last iterate
+            return (_to_boundary(x, p, w, radius), it, True) if math.isfinite(radius) else (x, it, False)
         alpha = rz / curv
+        if float(np.vdot(x + alpha * p, w * (x + alpha * p))) >= radius * radius:
+            return _to_boundary(x, p, w, radius), it, True
         x += alpha * p
         r -= alpha * Ap
         if float(np.sqrt(np.vdot(r, r))) <= stop:
-            return x, it
+            return x, it, False
         z = inv_diag * r
         rz_new = float(np.vdot(r, z))
         p *= rz_new / rz
         p += z
         rz = rz_new
-    return x, max_iter
+    return x, max_iter, False
+
+
+def _to_boundary(x: np.ndarray, p: np.ndarray, w: np.ndarray, radius: float) -> np.ndarray:
+    """x + τ p with τ >= 0 and ‖x + τ p‖_w = radius (x inside the ball)."""
+    a = float(np.vdot(p, w * p))
+    bx = float(np.vdot(x, w * p))
+    c = float(np.vdot(x, w * x)) - radius * radius
+    tau = (-bx + math.sqrt(max(bx * bx - a * c, 0.0))) / a
+    return x + tau * p

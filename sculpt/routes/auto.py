@@ -1,14 +1,16 @@
-"""``method="auto"``: routes and peers tried in turn until one validates, composed by name.
+"""``method="auto"``: routes and peers tried in turn until one validates, ordered by the cost model.
 
-The order (docs/method.md): the exact route when m = 1, 2 <= k < d and N allows it; else, when
-``auto.peer_first`` (auto: m·d² > 256, > 1,024 when m >= 3, where VP-LM's normal equations and its spurious fits
-of a first small subset cost more than L-BFGS's try; at d = 8 VP-LM first is 2–3× faster), L-BFGS on
-``auto.peer_examples`` examples capped at ``auto.peer_iterations`` iterations; else (or then) VP-LM from
-``auto.vp_lm_starts`` random starts; else the sculpting route when N allows it (it recovers the layers gradient
-descent fails on); else, or if that did not validate, L-BFGS on growing subsets with ``auto.restarts`` starts
-per size, the first from the best model so far, within ``auto.fallback_work`` (a work budget, not seconds).
-Every step is deterministic given the seed (iteration caps and work budgets; no time budget unless
-``gradient.time_limit`` is set). ``reason`` lists what was tried, in order, with times.
+The exact route alone when it applies (m = 1, 2 <= k < d and N allows it). Otherwise the steps are a capped
+L-BFGS try (``auto.peer_examples`` examples, ``auto.peer_iterations`` iterations), VP-LM from
+``auto.vp_lm_starts`` random starts, the sculpting route (unless it refuses the shape or N is below its
+minimum) and L-BFGS on growing subsets within ``auto.fallback_work``; ``plan`` orders them by the seconds
+``sculpt.costs`` predicts from (d, k, m, N) and the settings, cheapest first, with the capped try first when
+``auto.peer_first`` (by default when it is predicted to cost less than ``cost.peer_odds(m)`` × VP-LM: the order
+that minimises the expected cost) and never after VP-LM (the fallback starts with the same run). A step whose
+predicted peak memory exceeds ``cost.max_bytes`` is skipped. Every step is bounded by work (examples × iterations
+caps, the fallback's work budget), never by time unless ``gradient.time_limit`` is set, so a run depends only on
+the data, the seed and the settings. ``reason`` and ``info.tried`` list each step with its time, its predicted
+cost and its outcome, and each skipped step with why.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..baselines import GrowingFit, gradient_descent, lbfgs_growing
+from ..costs import StepCost, auto_step_costs
 from ..pipeline import SCULPT_PHASES
 from ..result import LearnResult, PhaseRecord
-from ..settings import ProblemSize
-from . import exact
+from ..settings import ProblemSize, Settings
+from . import exact, sculpting
 from .base import Holdout, Route, RouteContext, get_route, parameter_count_examples, run_route, truth_summary
 from .vp_lm import fit_starts
 
-__all__ = ["ROUTE", "min_examples"]
+__all__ = ["ROUTE", "Plan", "min_examples", "plan"]
 
 
 def min_examples(d: int, k: int, m: int) -> int:
@@ -56,9 +59,11 @@ def _holdout(size: ProblemSize) -> Holdout:
 
 @dataclass
 class _Tries:
-    """What auto has tried so far: the step lines, every record, the best result on validation."""
+    """What auto has tried so far: the step lines, every record, the best result on validation; ``costs`` the
+    plan's predictions, quoted in each step's line."""
 
     ctx: RouteContext
+    costs: dict[str, StepCost] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)
     records: list[PhaseRecord] = field(default_factory=list)
     best: LearnResult | None = None
@@ -71,7 +76,9 @@ class _Tries:
         outcome = (
             "validated" if res.converged else f"validation relative MSE {val:.2e}" if math.isfinite(val) else "no model"
         )
-        self.tried.append(f"{label} ({time.perf_counter() - t0:.2f} s: {outcome})")
+        step = label.split(":")[0].split(" ")[0]
+        predicted = f"{self.costs[step].short()}; " if step in self.costs else ""
+        self.tried.append(f"{label} ({predicted}{time.perf_counter() - t0:.2f} s: {outcome})")
         best_val = math.inf if self.best is None or self.best.validation_error is None else self.best.validation_error
         if res.model is not None and (self.best is None or val < best_val):
             self.best = res
@@ -132,15 +139,9 @@ def _vp_lm_step(t: _Tries) -> bool:
 
 
 def _sculpt_step(t: _Tries) -> bool:
-    """The sculpting route when N reaches its minimum."""
-    ctx = t.ctx
-    route = get_route("sculpt")
-    need = route.min_examples(ctx.d, ctx.k, ctx.m)
-    if ctx.N < need:
-        t.tried.append(f"sculpt skipped (N = {ctx.N} < {need} examples it needs)")
-        return False
+    """The sculpting route (``plan`` has checked its refusal and its minimum N)."""
     t0 = time.perf_counter()
-    return t.keep(run_route(route, ctx), "sculpt", t0)
+    return t.keep(run_route(get_route("sculpt"), t.ctx), "sculpt", t0)
 
 
 def _fallback_step(t: _Tries) -> bool:
@@ -243,18 +244,81 @@ def _finish(fit: GrowingFit, ctx: RouteContext) -> None:
         fit.model, fit.validation_error, fit.train_error = fin.model, float(val), float(fin.train_error)
 
 
-def _plan(ctx: RouteContext) -> list[Callable[[_Tries], bool]]:
-    """The steps auto tries, in order: exact alone when it applies, else the capped L-BFGS try (when
-    ``auto.peer_first``), VP-LM and sculpt; then the fallback (when ``auto.fallback``)."""
-    a = ctx.settings.auto
-    steps: list[Callable[[_Tries], bool]]
-    if exact.applies(ctx.size):
-        steps = [_exact_step]
+_STEPS: dict[str, Callable[[_Tries], bool]] = {
+    "exact": _exact_step,
+    "auto-peer": _peer_step,
+    "auto-vp-lm": _vp_lm_step,
+    "sculpt": _sculpt_step,
+    "fallback-gradient": _fallback_step,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """auto's steps at one size, in order: ``order`` pairs each step's name with None (it runs) or why it is
+    skipped; ``costs`` holds every step's prediction (``sculpt.costs.auto_step_costs``)."""
+
+    order: tuple[tuple[str, str | None], ...]
+    costs: dict[str, StepCost]
+
+    @property
+    def steps(self) -> list[str]:
+        """The steps that run, in order."""
+        return [name for name, why in self.order if why is None]
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """The steps left out, with why."""
+        return {name: why for name, why in self.order if why is not None}
+
+
+def _sculpt_skip(settings: Settings, size: ProblemSize) -> str | None:
+    """Why the sculpting step does not run at ``size``: the route refuses the shape, or N is below its minimum."""
+    why = sculpting.refusal(size.d, size.k, size.m, settings)
+    if why is not None:
+        return why
+    need = get_route("sculpt").min_examples(size.d, size.k, size.m)
+    return f"N = {size.N} < {need} examples it needs" if size.N < need else None
+
+
+def plan(settings: Settings, size: ProblemSize) -> Plan:
+    """The steps auto takes at ``size``, in order: exact alone (then the fallback) when it applies; else the
+    capped L-BFGS try first when ``auto.peer_first``, then VP-LM (when ``auto.vp_lm_starts``), sculpt and the
+    fallback (when ``auto.fallback``) by predicted seconds, cheapest first. A step predicted to need more than
+    ``cost.max_bytes`` is skipped, as is sculpt where it refuses the shape or N is below its minimum.
+
+    Parameters
+    ----------
+    settings : Settings
+        Resolved settings (``Settings.resolve``).
+    size : ProblemSize
+        (d, k, m, N).
+
+    Returns
+    -------
+    Plan
+        The order, the skipped steps with why, and every step's predicted cost.
+    """
+    a = settings.auto
+    costs = auto_step_costs(settings, size)
+    order: list[tuple[str, str | None]]
+    if exact.applies(size):
+        order = [("exact", None), *([("fallback-gradient", None)] if a.fallback else [])]
     else:
-        steps = [*([_peer_step] if a.peer_first else []), _vp_lm_step, _sculpt_step]
-    if a.fallback:
-        steps.append(_fallback_step)
-    return steps
+        rest: list[tuple[str, str | None]] = [("auto-vp-lm", None)] if a.vp_lm_starts > 0 else []
+        rest.append(("sculpt", _sculpt_skip(settings, size)))
+        rest += [("fallback-gradient", None)] if a.fallback else []
+        rest.sort(key=lambda step: costs[step[0]].seconds)  # stable: ties keep this order
+        order = [*([("auto-peer", None)] if a.peer_first else []), *rest]
+    limit = math.inf if settings.cost.max_bytes is None else float(settings.cost.max_bytes)
+    return Plan(tuple((name, why or _over_memory(costs[name], limit)) for name, why in order), costs)
+
+
+def _over_memory(cost: StepCost, limit: float) -> str | None:
+    """Why a step predicted to need ``cost.bytes`` may not start under the bound ``limit``, or None."""
+    if cost.bytes <= limit:
+        return None
+    return f"predicted peak memory {cost.short_bytes()} > cost.max_bytes = {StepCost.format_bytes(limit)}"
 
 
 def _result(t: _Tries) -> LearnResult:
@@ -279,12 +343,15 @@ def _result(t: _Tries) -> LearnResult:
 
 
 def _run(ctx: RouteContext) -> LearnResult:
-    """``Route.run`` of auto: each step of ``_plan`` in turn until one validates, keeping the best model on
-    validation; ``info.tried`` lists each step with its time and outcome, ``info.model_from`` the step whose
-    model is kept."""
-    tries = _Tries(ctx)
-    for step in _plan(ctx):
-        if step(tries):
+    """``Route.run`` of auto: each step of ``plan`` in turn until one validates, keeping the best model on
+    validation; ``info.tried`` lists each step with its time, predicted cost and outcome (and each skipped step
+    with why), ``info.model_from`` the step whose model is kept."""
+    steps = plan(ctx.settings, ctx.size)
+    tries = _Tries(ctx, steps.costs)
+    for name, why in steps.order:
+        if why is not None:
+            tries.tried.append(f"{name} skipped ({why})")
+        elif _STEPS[name](tries):
             break
     return _result(tries)
 
@@ -293,9 +360,9 @@ ROUTE = Route(
     name="auto",
     run=_run,
     min_examples=min_examples,
-    settings=("auto", "gradient", "vp_lm", "exact", "polish"),
-    summary="exact when it applies; else VP-LM (after a capped L-BFGS try for large m·d²), sculpt, then "
-    "L-BFGS on growing subsets, until one validates",
+    settings=("auto", "cost", "gradient", "vp_lm", "exact", "polish"),
+    summary="exact when it applies; else a capped L-BFGS try, VP-LM, sculpt and L-BFGS on growing subsets, "
+    "cheapest first by predicted cost, until one validates",
     validated=False,
     holdout=_holdout,
     steps=len(SCULPT_PHASES) + 3,

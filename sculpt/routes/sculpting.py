@@ -1,5 +1,6 @@
 """The sculpting route, ``method="sculpt"``: Chen & Li's phases 1–6 and the polish (``SCULPT_PHASES``, run by
-``sculpt.pipeline``) on the training split, with adaptive samples; validation only selects and checks."""
+``sculpt.pipeline``) on the training split, with adaptive samples; validation only selects and checks. Shapes
+whose agreement test cannot give phase 4 its equality rows are refused at once (``refusal``)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..costs import predicted_span_rows
 from ..errors import PhaseFailed
 from ..pipeline import SCULPT_PHASES, LearnState, run_pipeline
 from ..result import ExamplesUsed, LearnResult, PhaseRecord, RouteInfo, SculptAttempt
-from ..settings import SCULPT_NEED_PER_D2, ProblemSize, one_head_examples
+from ..settings import SCULPT_NEED_PER_D2, ProblemSize, Settings, one_head_examples
 from .base import Holdout, Route, RouteContext, truth_summary
 
-__all__ = ["ROUTE", "min_examples"]
+__all__ = ["ROUTE", "min_examples", "refusal"]
 
 
 def min_examples(d: int, k: int, m: int) -> int:
@@ -42,6 +44,63 @@ def min_examples(d: int, k: int, m: int) -> int:
 def _holdout(size: ProblemSize) -> Holdout:
     """The validation split takes min(2000, N/10) whatever it leaves: the phases read a subset anyway."""
     return Holdout(0)
+
+
+#: what the refusal quotes: phase 2 stopping short of phase 4's d² − (m − 1) equality rows (docs/method.md#limits)
+_REFUSED_EVIDENCE = (
+    "measured: phase 2 stops short at (32,8,4) with 407 of 1,021 rows, (16,8,8) 93 of 249, (16,8,4) 244 of 253 and "
+    "(8,16,2), (8,32,2), (16,32,2) with none, after 1–110 s of phases"
+)
+
+
+def refusal(d: int, k: int, m: int, settings: Settings | None = None) -> str | None:
+    """Why the sculpting route cannot learn layers of these sizes, from (d, k, m) alone: with k − 1 > d an
+    output row's pattern has more free weights than the row has coordinates (the agreement test sees no
+    disagreement and fixes no pattern), and elsewhere phases 1–3's largest subset (``max_sculpt_examples``) is
+    predicted (``sculpt.costs.predicted_span_rows``) to give fewer than ``sculpt_row_budget`` × (d² − (m − 1))
+    of the equality rows phase 4 needs: the heads agree on too few rows when they must match in many
+    directions, and none of the disagreements the test is blind to can be told from agreement.
+
+    Parameters
+    ----------
+    d, k, m : int
+        Token dimension, tokens per example, heads.
+    settings : Settings, optional
+        The call's settings (defaults when None), resolved here for (d, k, m): ``sculpt_row_budget`` (0: never
+        refuse), ``max_sculpt_examples``, ``cost.span_row_fit``.
+
+    Returns
+    -------
+    str or None
+        Why (with the rule, its evidence and what to do instead), or None when the route may run.
+    """
+    s = (settings or Settings()).resolve(d, k, m, 0)
+    if s.sculpt_row_budget <= 0:
+        return None
+    size = ProblemSize(d, k, m)
+    hint = (
+        "use method='auto' (VP-LM or L-BFGS learn such layers), or set sculpt_row_budget=0 to try anyway "
+        "(refused where the rule predicts fewer rows than sculpt_row_budget × (d² − (m − 1)), or k − 1 > d)"
+    )
+    if k - 1 > d:
+        return (
+            f"method='sculpt' cannot learn (d, k, m) = ({d}, {k}, {m}): with k − 1 = {k - 1} > d = {d} an output "
+            f"row's attention pattern has more free weights than the row has coordinates, so the agreement test of "
+            f"phases 2–4 fixes no pattern and sees no disagreement (blind in all {size.blind} directions) and phase "
+            f"4 gets no equality rows ({_REFUSED_EVIDENCE}); {hint}"
+        )
+    rows, need = predicted_span_rows(size, s), d * d - (m - 1)
+    if rows >= s.sculpt_row_budget * need:
+        return None
+    seen = (m - 1) * (k - 1) - size.blind
+    blind = f", and the test is blind in {size.blind} more" if size.blind else ""
+    return (
+        f"method='sculpt' cannot learn (d, k, m) = ({d}, {k}, {m}): phases 1–3's largest subset "
+        f"(max_sculpt_examples = {s.max_sculpt_examples:,}) is predicted to give about {rows:,.0f} of the {need:,} "
+        f"equality rows phase 4 needs (d² − (m − 1)): rows where the {m} heads agree are rare when they must match "
+        f"in the {seen} directions the agreement test sees{blind} ({_REFUSED_EVIDENCE}); {hint}; more "
+        "max_sculpt_examples raise the prediction"
+    )
 
 
 @dataclass
@@ -190,10 +249,14 @@ def _examples_used(
 
 def _run(ctx: RouteContext) -> LearnResult:
     """``Route.run`` of the sculpting route: phases 1–6 and the polish on the training split, growing phases
-    1–3's subset while an attempt does not validate. ``info.attempts`` says how many examples each attempt used
+    1–3's subset while an attempt does not validate (a ValueError, before any phase, where ``refusal`` refuses
+    the shape under the call's settings). ``info.attempts`` says how many examples each attempt used
     and why the next asked for more; ``train_error`` is on the last attempt's subset (as ``lbfgs_growing``
     reports its fitted subset: the whole training split holds examples no phase read); K* and the span are
     attached for ``certify(widths=True)``."""
+    why = refusal(ctx.d, ctx.k, ctx.m, ctx.settings)
+    if why is not None:
+        raise ValueError(why)
     t_start = time.perf_counter()
     records: list[PhaseRecord] = []
     att, attempts = _attempts(ctx, records)

@@ -47,6 +47,7 @@ def fit_starts(ctx: RouteContext, name: str, settings: VpLmSettings) -> tuple[Le
             ctx.gen,
             settings,
             tol=ctx.tol,
+            polish_settings=ctx.settings.polish,
             deadline=None if g.time_limit is None else t0 + g.time_limit,
         )
     val = fit.validation_error

@@ -190,7 +190,11 @@ def test_single_precision_far_steps_reach_the_double_precision_fit(monkeypatch):
 
 
 @settings(max_examples=25, deadline=None)
-@given(scale=st.sampled_from([0.0, 1e-9, 1e-6, 1e-3, 1.0]), tol=st.sampled_from([1e-12, 1e-6, 1e-2]), seed=st.integers(0, 50))
+@given(
+    scale=st.sampled_from([0.0, 1e-9, 1e-6, 1e-3, 1.0]),
+    tol=st.sampled_from([1e-12, 1e-6, 1e-2]),
+    seed=st.integers(0, 50),
+)
 def test_the_start_screen_returns_the_validation_error_or_rules_it_out_correctly(scale, tol, seed):
     """``_validates_at_start`` gives the full validation relative MSE, or inf only when that error is above tol
     (a prefix's squared error over ‖Y_val‖² bounds it from below)."""
@@ -210,3 +214,162 @@ def test_the_start_screen_returns_the_validation_error_or_rules_it_out_correctly
         assert got == full
     if full <= tol:
         assert got == full
+
+
+# --- the matrix-free path (m·d² > PolishSettings.matrix_free_above) -------------------------------------------
+
+
+def _near(layer, seed: int, err: float) -> np.ndarray:
+    """The layer's heads with a relative error ``err`` on each."""
+    E = np.random.default_rng(seed).normal(size=layer.thetas.shape)
+    scale = np.linalg.norm(layer.thetas, axis=(1, 2), keepdims=True) / np.linalg.norm(E, axis=(1, 2), keepdims=True)
+    return layer.thetas + err * scale * E
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(1, 3), st.integers(1, 10), st.integers(1, 2000), st.data())
+def test_matrix_free_products_are_the_normal_equations(d, k, m, n, elements, data):
+    """VPProducts gives (JᵀJ)_K·v = S v, Jᵀr = g of the dense normal equations, and the unprojected diagonal
+    Σ J² of sculpt.gradients' Jacobian, whatever the chunking."""
+    from sculpt.phases.polish_cg import VPProducts
+
+    assume(n * k >= m * d)
+    thetas = data.draw(gaussian_like((m, d, d), scale=2 / max(d, 1)), label="thetas")
+    X = data.draw(inputs((n, k, d), "boolean"), label="X")
+    Y = data.draw(gaussian_like((n, k, d)), label="Y")
+    v = data.draw(gaussian_like((m, d, d)), label="v")
+    P, Zi, Q, ws, res = _state(thetas, X, Y.reshape(-1, d))
+    S, g = _normal_equations(thetas, X, P, Zi, Q, ws, res, 4)
+    ops = VPProducts.at(X, P, Zi, Q, ws, elements)
+    J = jacobian(pack(thetas, ws), X, Y, m)[:, : m * d * d]
+    scale = max(1.0, float(np.abs(J).max()) ** 2)
+    assert np.allclose(ops.normal(v).ravel(), S @ v.ravel(), rtol=1e-9, atol=1e-9 * scale * max(1.0, np.abs(v).max()))
+    assert np.allclose(
+        ops.vjp(res.reshape(X.shape)).ravel(), g, rtol=1e-9, atol=1e-9 * scale * max(1.0, np.abs(res).max())
+    )
+    assert np.allclose(ops.diagonal().ravel(), (J * J).sum(axis=0), rtol=1e-9, atol=1e-12 * scale)
+    assert np.all(np.diag(S) <= (J * J).sum(axis=0) + 1e-9 * scale)  # the projection only removes
+
+
+def test_pcg_solves_a_positive_definite_system_and_a_truncated_solve_descends():
+    """To tolerance; cut after three products or at a trust-region radius, the step still lowers the model."""
+    from sculpt.phases.polish_cg import pcg
+
+    rng = np.random.default_rng(0)
+    B = rng.normal(size=(60, 40))
+    A = B.T @ B + 1e-3 * np.eye(40)
+    b = rng.normal(size=40)
+    x, it, edge = pcg(lambda v: A @ v, b, 1.0 / np.diag(A), 1e-12, 500, np.inf)
+    assert np.linalg.norm(A @ x - b) <= 1e-12 * np.linalg.norm(b) * 1.0001 and it <= 500 and not edge
+    x3, it3, _ = pcg(lambda v: A @ v, b, 1.0 / np.diag(A), 1e-12, 3, np.inf)
+    assert it3 == 3 and b @ x3 > 0 and 0.5 * x3 @ A @ x3 - b @ x3 < 0  # lowers the quadratic model
+    radius = 0.3 * np.sqrt(x @ (np.diag(A) * x))  # Steihaug: the step stops on the boundary, still descending
+    xr, itr, edge = pcg(lambda v: A @ v, b, 1.0 / np.diag(A), 1e-12, 500, radius)
+    assert edge and itr < it and np.isclose(np.sqrt(xr @ (np.diag(A) * xr)), radius)
+    assert 0.5 * xr @ A @ xr - b @ xr < 0
+
+
+def test_a_converged_cg_step_is_the_dense_damped_step():
+    """Forced below its threshold and run to convergence, the matrix-free step is the one the factorised normal
+    equations give for the same damping (JᵀJ + λD + 1e-14·max D) δ = Jᵀr, D the unprojected diagonal."""
+    from sculpt.phases.polish_cg import VPProducts
+
+    layer = plant(6, 4, 2, seed=5)
+    X = sample_inputs(40, 4, 6, rng=5)
+    Y = layer(X)
+    Yf = Y.reshape(-1, 6)
+    yy = float(np.sum(Yf * Yf))
+    at = polish_module._trial(_near(layer, 5, 0.1), X, Yf, yy)
+    P, Zi, Q, ws, res = at.state
+    S, g = _normal_equations(at.th, X, P, Zi, Q, ws, res, 8)
+    D = VPProducts.at(X, P, Zi, Q, ws, 1 << 10).diagonal().ravel()
+    tight = LEARN.polish.merged(matrix_free_above=0, cg_forcing=1e-14, cg_tol_min=1e-14, cg_max_iter=5000)
+    for lam in (1e-3, 1e-8):
+        new, _, drop, _ = polish_module._cg_step(at, lam, np.inf, X, Yf, yy, tight)
+        assert drop > 0
+        A = S + np.diag(lam * D + 1e-14 * D.max())
+        step = np.linalg.solve(A, g)
+        assert np.linalg.norm((new.th - at.th).ravel() - step) <= 1e-8 * np.linalg.norm(step)
+
+
+def test_matrix_free_lm_holds_no_array_of_the_normal_equations_size():
+    """Traced allocations (numpy reports its buffers to tracemalloc) over three LM iterations at (32,4,2): the
+    dense path's peak exceeds one (m·d²)² float64 matrix (33.5 MB), the matrix-free path's stays below a tenth
+    of it (1.1 MB measured: the data's forward quantities and one chunk)."""
+    import tracemalloc
+
+    d, k, m = 32, 4, 2
+    layer = plant(d, k, m, seed=2, max_cond=100.0)
+    X = sample_inputs(40, k, d, rng=2)
+    Y = layer(X)
+    start = _near(layer, 2, 0.02)
+    matrix = (m * d * d) ** 2 * 8
+    peaks = {}
+    for name, threshold in (("dense", 10**9), ("matrix-free", 0)):
+        s = LEARN.polish.merged(matrix_free_above=threshold, cg_chunk_elements=4096, max_iter=3)
+        tracemalloc.start()
+        try:
+            lm_vp(start, X, Y, s)
+            peaks[name] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peaks["dense"] > matrix, peaks
+    assert peaks["matrix-free"] < matrix / 10, peaks
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([(6, 3, 2), (8, 4, 2), (6, 4, 3)]))
+def test_matrix_free_lm_recovers_a_planted_layer(seed, shape):
+    """Forced on a small layer, LM with CG steps fits its subset to cg_fit_tol, never raising the cost, and
+    the heads it returns are the planted ones; the polish around it validates."""
+    d, k, m = shape
+    layer = plant(d, k, m, seed=seed)
+    X = sample_inputs(2200, k, d, rng=seed)
+    Y = layer(X)
+    s = LEARN.polish.merged(matrix_free_above=0)
+    start = _near(layer, seed, 0.05)
+    cost0 = float(np.sum(_state(start, X[:200], Y[:200].reshape(-1, d))[4] ** 2) / np.sum(Y[:200] ** 2))
+    th, _, cost, it = lm_vp(start, X[:200], Y[:200], s)
+    assert cost <= min(cost0, s.cg_fit_tol), (cost0, cost, it)
+    res, rec = polish(start, X[:2000], Y[:2000], X[2000:], Y[2000:], s, tol=LEARN.tol, rng=seed, truth=layer)
+    assert res.converged and rec.truth["theta_error"] < 1e-6 and rec.figures["matrix_free"]
+
+
+def test_the_threshold_chooses_the_path_and_sizes_the_first_subset(monkeypatch):
+    """m·d² above ``matrix_free_above`` takes the CG steps (no normal equations built), at or below it the
+    factorised ones; with CG steps the first subset has at least cg_first_ratio·d²/(k(k−1)) examples."""
+    from sculpt.settings import ProblemSize
+
+    built = []
+    full = polish_module._normal_equations
+    monkeypatch.setattr(polish_module, "_normal_equations", lambda *a: built.append(1) or full(*a))
+    layer = plant(6, 3, 2, seed=0)
+    X = sample_inputs(100, 3, 6, rng=0)
+    start = _near(layer, 0, 0.05)
+    lm_vp(start, X, layer(X), LEARN.polish.merged(matrix_free_above=72))  # m·d² = 72: dense
+    assert built
+    built.clear()
+    lm_vp(start, X, layer(X), LEARN.polish.merged(matrix_free_above=71))
+    assert not built
+    s = LEARN.polish
+    below = s.resolve(ProblemSize(16, 4, 1))  # 256 parameters: dense
+    above = s.resolve(ProblemSize(64, 4, 2))
+    assert (
+        below.first_examples == 64
+        and s.merged(matrix_free_above=0).resolve(ProblemSize(16, 4, 1)).first_examples == 171
+    )
+    assert above.first_examples >= s.cg_first_ratio * 64 * 64 / 12
+
+
+def test_head_matching_above_six_heads_is_the_enumerated_minimum(monkeypatch):
+    """Past six heads ``head_errors`` matches by an assignment solver; it finds the permutation enumeration finds."""
+    from sculpt.phases import projections
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        T = rng.normal(size=(7, 3, 3))
+        th = T[rng.permutation(7)] + 0.8 * rng.normal(size=T.shape)
+        fast = projections._nearest_matching(th, T)
+        monkeypatch.setattr(projections, "_ENUMERATE_HEADS", 7)
+        assert fast == projections._nearest_matching(th, T)
+        monkeypatch.setattr(projections, "_ENUMERATE_HEADS", 6)

@@ -132,3 +132,17 @@ def test_vp_lm_reads_its_defaults_from_vp_lm_settings():
     assert fit.stop == "validated" and fit.validation_error <= 1e-12 and 1 <= len(fit.starts) <= 2
     late = vp_lm_starts(X[:1000], Y[:1000], X[1000:], Y[1000:], 2, gen, tol=1e-12, deadline=0.0)
     assert late.stop == "time limit" and late.best is None and late.model is None
+
+
+def test_vp_lm_with_matrix_free_steps_recovers_a_planted_layer(monkeypatch):
+    """With ``matrix_free_above`` below m·d², every start's LM solves its steps by CG (no normal equations are
+    built) and VP-LM from random starts still recovers the planted layer exactly."""
+    from sculpt.phases import polish as polish_module
+    from sculpt.settings import PolishSettings
+
+    monkeypatch.setattr(polish_module, "_normal_equations", None)  # any dense build would fail
+    truth = plant(8, 4, 2, seed=3)
+    X = sample_inputs(3000, 4, 8, rng=4)
+    res = vp_lm(X, truth(X), 2, seed=0, polish_settings=PolishSettings(matrix_free_above=0))
+    assert res.converged and res.validation_error <= 1e-12
+    assert truth.distance(res.model).max_theta_error < 1e-6
