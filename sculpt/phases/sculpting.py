@@ -108,6 +108,9 @@ class SculptedBody:
     span_rule: SpanRule | None = None
 
     _slab_rank: int | None = field(default=None, repr=False, compare=False)
+    #: rank of the weighted span rows alone, set by phase 4's first fit (a later fit adds rows to them: when
+    #: these already have full column rank, so has the union, and its rank check is skipped)
+    span_rank: int | None = field(default=None, init=False, repr=False, compare=False)
     _polytope: Polytope | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
