@@ -30,7 +30,10 @@ Notation: p = m·d² (the Θ parameters VP-LM fits), n the examples a step reads
   (``cost.sculpt_polish_iterations`` LM iterations on the polish's first subset); plus a fixed
   ``cost.sculpt_attempt_seconds`` for its LPs and bookkeeping.
 - The exact route (``sculpt.exact``): its two streaming least-squares systems have d² unknowns and
-  k·(d − k + 1) + k·(k − 1) rows per example: 2·rows·d⁴ flops, 8·(2d⁴ + block·d²) bytes.
+  k·(d − k + 1) + k·(k − 1) rows per example: 2·rows·d⁴ flops (at ``cost.exact_flop_seconds``: tall QR blocks
+  run below the GEMM rate), 8·(2d⁴ + block·d²) bytes.
+- The capped L-BFGS try (``auto.peer_examples`` examples, ``auto.peer_iterations``) is priced with its run-on
+  to ``auto.finish_margin``·tol (``cost.peer_finish_iterations`` more iterations on the same examples).
 """
 
 from __future__ import annotations
@@ -355,7 +358,7 @@ def exact_cost(size: ProblemSize, settings: Settings) -> StepCost:
     Returns
     -------
     StepCost
-        2·rows·d⁴ flops at the dense rate, 8·(2d⁴ + block·d²) bytes.
+        2·rows·d⁴ flops at ``cost.exact_flop_seconds``, 8·(2d⁴ + block·d²) bytes.
     """
     d, k = size.d, size.k
     n = min(size.N or math.inf, settings.exact.max_examples or 0)
@@ -365,7 +368,7 @@ def exact_cost(size: ProblemSize, settings: Settings) -> StepCost:
     return StepCost(
         "exact",
         flops,
-        flops * settings.cost.dense_flop_seconds,
+        flops * settings.cost.exact_flop_seconds,
         _B * (2.0 * d**4 + block * d * d),
         f"{int(n):,} examples",
     )
@@ -491,7 +494,7 @@ def auto_step_costs(settings: Settings, size: ProblemSize) -> dict[str, StepCost
     Returns
     -------
     dict of str to StepCost
-        "exact" (when 2 <= k < d and m = 1), "auto-peer" (the capped L-BFGS try), "auto-vp-lm" (one start of
+        "exact" (when 2 <= k < d and m = 1), "auto-peer" (the capped L-BFGS try and its run-on), "auto-vp-lm" (one start of
         ``cost.vp_lm_iterations`` LM steps on the polish's first subset; memory at ``vp_lm.max_examples``),
         "sculpt" (one attempt) and "fallback-gradient" (the whole ``auto.fallback_work``).
     """
@@ -501,7 +504,8 @@ def auto_step_costs(settings: Settings, size: ProblemSize) -> dict[str, StepCost
     if size.m == 1 and 2 <= size.k < size.d:
         out["exact"] = exact_cost(size, settings)
     peer_n = min(size.N or math.inf, a.peer_examples)
-    peer = lbfgs_cost(size, int(peer_n), int(a.peer_iterations or 50 * size.m), c, history)
+    peer_its = int(a.peer_iterations or 50 * size.m) + c.peer_finish_iterations  # the try and its run-on
+    peer = lbfgs_cost(size, int(peer_n), peer_its, c, history)
     out["auto-peer"] = _named(peer, "auto-peer")
     vp_polish = settings.polish.merged(max_examples=settings.vp_lm.max_examples)  # as ``vp_lm_starts`` runs it
     vp = polish_cost(size, vp_polish, c.vp_lm_iterations, c)

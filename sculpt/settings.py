@@ -862,6 +862,19 @@ class CostSettings(_Group):
         4.7e-10, "seconds per L-BFGS work unit (one example-iteration is m·k·d·(k + d) units)", positive
     )
     lbfgs_iteration_seconds: float = opt(3.4e-4, "fixed seconds per L-BFGS iteration (scipy, chunk loops)", nonneg)
+    exact_flop_seconds: float = opt(
+        1.3e-10,
+        "seconds per flop of the exact route's streaming QR and what builds its rows (geometric mean of 6e-11 "
+        "to 3.4e-10 over (8,4,1)–(32,8,1): tall QR blocks of d² + 1 columns run below the GEMM rate)",
+        positive,
+    )
+    peer_finish_iterations: int = opt(
+        20,
+        "L-BFGS iterations of the capped try's run-on to auto.finish_margin·tol (12–22 at (32,8,2) where the "
+        "try stops at its cap; priced on every try, so the model errs towards VP-LM where the try ends far "
+        "below the margin)",
+        nonneg_int,
+    )
     sculpt_attempt_seconds: float = opt(
         0.09, "fixed seconds of one sculpting attempt beyond its modelled products (LPs, phase bookkeeping)", nonneg
     )
