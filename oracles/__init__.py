@@ -8,7 +8,10 @@ inequalities is from feasible and cheap feasible points, support values and flat
 registry of LP/QP/conic backends (``backend_name`` resolves a ``solver=`` choice). It knows nothing of
 attention. Every public module's names are exported here; modules whose names start with "_" are private.
 docs/engine.md has an example for each.
+``__version__`` is the version of the distribution that ships it (``sculpt``; "0+unknown" when not installed).
 """
+
+from importlib import metadata as _metadata
 
 from . import solvers
 from .affine import ExactCheck, ImplicitEqualities, affine_hull, implicit_equalities, linear_span
@@ -34,6 +37,11 @@ from .slack import (
 )
 from .support import extents, flat_slice
 from .working_set import BoundResult, WorkingSetMinimizer
+
+try:
+    __version__: str = _metadata.version("sculpt")  # the distribution that ships the engine
+except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     # bodies and cuts

@@ -7,8 +7,11 @@ lazily), ``learn``, ``LearnResult`` / ``PhaseRecord`` / ``RouteInfo`` (results; 
 ``RouteInfo``), ``Settings`` (every option of ``learn``, typed; each group resolves its "auto" fields for a
 ``ProblemSize``), ``PhaseFailed``, ``certify``, and ``Route`` / ``register_route`` (a way for ``learn`` to learn
 the layer, registered under its ``method`` name: the registry is ``sculpt.routes.ROUTES``). Gradient baselines
-are in ``sculpt.baselines``.
+are in ``sculpt.baselines``. ``__version__`` is the installed distribution's version ("0+unknown" when the
+package is imported from a tree that is not installed).
 """
+
+from importlib import metadata as _metadata
 
 from .certify import Certificate, certify
 from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
@@ -19,6 +22,11 @@ from .result import LearnResult, PhaseRecord, RouteInfo
 from .routes import Route, register_route
 from .settings import ProblemSize, Settings
 from .torch_interop import from_torch, to_torch
+
+try:
+    __version__: str = _metadata.version("sculpt")
+except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "MultiHeadAttention",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from ._argtypes import nonneg_int, positive_int, real_at_least
-from .toolkit import package_version, versions, write_json
+from .toolkit import versions, write_json
 
 if TYPE_CHECKING:
     from .model import MultiHeadAttention
@@ -178,16 +178,42 @@ def add_settings_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "settings",
         help="list the learner's settings (for --set NAME=VALUE)",
         description="Every setting of sculpt.Settings: dotted name, default ('auto' = "
-        "chosen from the problem size) and the one-line reason for it.",
+        "chosen from the problem size) and the one-line reason for it; GROUP lists one group's only.",
+    )
+    p.add_argument(
+        "group",
+        nargs="?",
+        metavar="GROUP",
+        choices=sorted(_settings_groups()),
+        help="only this group's settings (one of: %(choices)s)",
     )
     p.set_defaults(func=run_settings, parser=p)
     return p
 
 
+def _settings_groups() -> dict[str, tuple[str, Callable[[str], str]]]:
+    """The groups of ``sculpt.Settings`` by field name: (the reason for the group, its ``describe(prefix)``)."""
+    import dataclasses
+
+    from .settings import Settings
+
+    return {
+        f.name: (str(f.metadata.get("why", "")), f.metadata["group"].describe)
+        for f in dataclasses.fields(Settings)
+        if "group" in f.metadata
+    }
+
+
 def run_settings(args: argparse.Namespace) -> int:
     from .settings import Settings
 
-    print(Settings.describe())
+    group = getattr(args, "group", None)
+    if group is None:
+        print(Settings.describe())
+    else:
+        why, describe = _settings_groups()[group]  # argparse has checked the name
+        print(f"# {group}: {why}")
+        print(describe(f"{group}."))
     return EXIT_OK
 
 
@@ -207,7 +233,9 @@ def build_parser(prog: str = "sculpt") -> argparse.ArgumentParser:
         "examples by sculpting a convex body (Chen & Li, STOC 2025).",
         epilog="exit status: 0 converged, 1 not converged, 2 bad input",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version('sculpt')}")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
         add(sub)
@@ -597,7 +625,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         with np.errstate(all="ignore"):  # overflowing figures print as inf; numpy's warnings add nothing
-            return int(args.func(args))
+            status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        _silence_stdout()
+        return EXIT_OK
     except (BadInput, ValueError, TypeError) as exc:  # TypeError: an unknown setting (one line naming it)
         sub.print_usage(sys.stderr)
         print(f"{sub.prog}: error: {_one_line(exc)}", file=sys.stderr)
@@ -627,6 +662,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONVERGED
+
+
+def _stdout_closed() -> bool:
+    """Whether the reader of standard output has gone (``sculpt settings | head``), rather than another pipe.
+
+    Where poll cannot tell (no ``select.poll``, stdout not a file), a BrokenPipeError is taken to be stdout's.
+    """
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR and POLLHUP are always reported
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, as Python's docs recommend for a closed pipe (signal module,
+    "Note on SIGPIPE"): what is still buffered is dropped, and the flush at exit no longer fails."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a file descriptor
+        pass
 
 
 def _one_line(exc: BaseException) -> str:

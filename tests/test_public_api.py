@@ -187,3 +187,25 @@ def test_contract_names_have_docstrings(name: str) -> None:
     import oracles
 
     assert (getattr(oracles, name).__doc__ or "").strip(), f"oracles.{name} has no docstring"
+
+
+@pytest.mark.parametrize("package", ["sculpt", "oracles"])
+def test_version_and_type_marker(package: str) -> None:
+    """`__version__` is the installed distribution's version (what `sculpt --version` prints), and the
+    package directory holds the PEP 561 `py.typed` marker."""
+    import importlib
+    import importlib.metadata
+    import importlib.resources
+
+    mod = importlib.import_module(package)
+    assert isinstance(mod.__version__, str)
+    assert mod.__version__ == importlib.metadata.version("sculpt")
+    assert importlib.resources.files(package).joinpath("py.typed").is_file()
+
+
+def test_cli_version_matches_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import sculpt
+    from sculpt.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"sculpt {sculpt.__version__}"

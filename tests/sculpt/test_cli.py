@@ -198,3 +198,34 @@ def test_settings_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["settings"]) == 0
     listing = capsys.readouterr().out
     assert "refine.slabs.tau = 0.01" in listing and "auto.peer_iterations = auto" in listing
+
+
+def test_settings_group_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    """`sculpt settings polish` lists the polish group's fields only; an unknown group is exit 2 naming the
+    valid groups."""
+    assert main(["settings", "polish"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# polish:") and len(lines) > 2
+    assert all(line.startswith("polish.") for line in lines[1:]), lines
+    assert any(line.startswith("polish.max_examples = ") for line in lines)
+    assert main(["settings", "polsh"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'polsh'" in err and "'polish'" in err and "'sum_w'" in err and "Traceback" not in err
+
+
+def test_closed_pipe_is_quiet() -> None:
+    """`sculpt settings | head -1`: the reader closes the pipe after one line; sculpt ends quietly with exit 0
+    (no "internal error: BrokenPipeError", no "Exception ignored" at interpreter exit)."""
+    import fcntl
+
+    read_fd, write_fd = os.pipe()
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: a one-page pipe, so the listing (~28 kB) cannot fit before the close
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen([sys.executable, "-m", "sculpt", "settings"], stdout=write_fd, stderr=subprocess.PIPE,
+                            text=True, cwd=Path(__file__).resolve().parents[2])
+    os.close(write_fd)
+    with os.fdopen(read_fd) as reader:
+        assert reader.readline().strip()
+    _, err = proc.communicate(timeout=120)
+    assert "BrokenPipeError" not in err and "internal error" not in err and "Exception ignored" not in err, err
+    assert proc.returncode == 0, err
