@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import gaussian_like, orthonormal, unit_vectors, well_conditioned
 
-from oracles.flats import FULL_EIGH_UP_TO, fit_flat, singular_gap_dimension
+from oracles.flats import FULL_EIGH_UP_TO, _right_singular, _smallest_shift_invert, fit_flat, singular_gap_dimension
 
 
 def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
@@ -211,3 +211,46 @@ def test_fit_flat_gram_route_with_a_narrow_noise_gap(seed: int) -> None:
     scale = 1 + np.linalg.norm(svd.flat.point)
     assert np.linalg.norm(auto.flat.point - svd.flat.point) <= 1e-8 * scale
     assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-8
+
+
+def _gapped_rows(rng: np.random.Generator, n: int, small: tuple[float, ...]) -> np.ndarray:
+    """A (3n, n) matrix whose smallest singular values are ``small``, the rest spread over [330, 1000]."""
+    U = np.linalg.qr(rng.standard_normal((3 * n, n)))[0]
+    V = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    s = np.concatenate([small, np.sort(rng.uniform(330.0, 1000.0, n - len(small)))])
+    return (U * s) @ V.T
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shift_invert_eigenpairs_agree_with_eigh_on_a_gapped_gram_matrix(seed: int) -> None:
+    """From ``iterative_from`` columns on, the few smallest pairs come from shift-invert Lanczos: the same
+    eigenvalues (1e-8 relative) and the same gapped subspace (1e-8) as the subset eigh, σ_max alike."""
+    rng = np.random.default_rng(seed)
+    n, k = 300, 7
+    M = _gapped_rows(rng, n, (15.0, 78.0))
+    G = M.T @ M
+    assert _smallest_shift_invert(G, k, float(np.linalg.eigvalsh(G)[-1])) is not None  # the fast path is taken
+    s_fast, V_fast = _right_singular(M, "gram", k, iterative_from=100)
+    s_ref, V_ref = _right_singular(M, "gram", k)
+    assert s_fast.shape == s_ref.shape and V_fast.shape == V_ref.shape
+    np.testing.assert_allclose(s_fast**2, s_ref**2, rtol=1e-8)
+    P_fast, P_ref = V_fast[:, :2] @ V_fast[:, :2].T, V_ref[:, :2] @ V_ref[:, :2].T
+    assert np.linalg.norm(P_fast - P_ref, 2) < 1e-8
+    A, b = M[:, :-1], -M[:, -1]
+    fast = fit_flat(A, b, dim=1, max_dim=4, smallest=k, iterative_from=100)
+    ref = fit_flat(A, b, dim=1, max_dim=4, smallest=k)
+    np.testing.assert_allclose(fast.span @ fast.span.T, ref.span @ ref.span.T, atol=1e-8)
+    with pytest.raises(ValueError, match="iterative_from"):
+        fit_flat(A, b, max_dim=4, smallest=k, iterative_from=0)
+
+
+def test_shift_invert_falls_back_to_eigh_when_the_gram_matrix_is_singular() -> None:
+    """A rank-deficient Gram matrix (fewer rows than columns) has no Cholesky factor or fails the residual
+    check: the pairs are then exactly the subset eigh's."""
+    rng = np.random.default_rng(3)
+    M = rng.standard_normal((150, 200))
+    G = M.T @ M
+    assert _smallest_shift_invert(G, 6, float(np.linalg.eigvalsh(G)[-1])) is None
+    s_fast, V_fast = _right_singular(M, "gram", 6, iterative_from=100)
+    s_ref, V_ref = _right_singular(M, "gram", 6)
+    assert np.array_equal(s_fast, s_ref) and np.array_equal(V_fast, V_ref)
