@@ -79,6 +79,14 @@ def as_rhs(b: ArrayLike, name: str, rows: int, *, limit: float | None = MAX_MAGN
     return arr
 
 
+def as_box(lo: float, hi: float) -> tuple[float, float]:
+    """The scalar box lo <= x_j <= hi of a system: finite with lo < hi (ValueError naming both otherwise)."""
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi:
+        raise ValueError(f"the box must be finite with lo < hi, got lo={lo}, hi={hi}")
+    return lo, hi
+
+
 def as_count(value: Any, name: str, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (integral floats such as 100.0 accepted): TypeError for non-numbers and bools,
     ValueError for NaN, inf, fractions and values below ``minimum``."""

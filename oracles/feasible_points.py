@@ -17,17 +17,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import solvers
-from ._validate import as_matrix, as_rhs, as_vector
+from ._validate import as_box, as_matrix, as_rhs, as_vector
 from .errors import OracleError, SolverError
 
 __all__ = ["feasible_point_on_flat", "first_order_feasible_point"]
-
-
-def _box(lo: float, hi: float) -> tuple[float, float]:
-    lo, hi = float(lo), float(hi)
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi:
-        raise ValueError(f"the box must be finite with lo < hi, got lo={lo}, hi={hi}")
-    return lo, hi
 
 
 def _meets(A: np.ndarray, b: np.ndarray, x: np.ndarray, lo: float, hi: float) -> bool:
@@ -91,7 +84,7 @@ def feasible_point_on_flat(
     U = as_matrix(directions, "directions")
     if U.shape[0] != p.shape[0] or U.shape[1] < 1:
         raise ValueError(f"directions must have shape ({p.shape[0]}, r) with r >= 1, got {U.shape}")
-    lo, hi = _box(lo, hi)
+    lo, hi = as_box(lo, hi)
     r = U.shape[1]
     G = np.vstack(
         [
@@ -165,7 +158,7 @@ def first_order_feasible_point(
     """
     A_ = as_matrix(A, "A")
     b_ = as_rhs(b, "b", A_.shape[0])
-    lo, hi = _box(lo, hi)
+    lo, hi = as_box(lo, hi)
     backend = solvers.get(solver, "lp")
     if not backend.FIRST_ORDER_LP:
         raise SolverError(

@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 
 from . import solvers
-from ._validate import as_matrix, as_rhs
+from ._validate import as_box, as_matrix, as_rhs
 
 __all__ = [
     "min_max_violation",
@@ -39,10 +39,7 @@ def _system(A: ArrayLike, b: ArrayLike, lo: float, hi: float) -> tuple[np.ndarra
     """A (n, p) and b (n,) finite, the scalar box lo < hi finite; ValueError naming the argument otherwise."""
     A_ = as_matrix(A, "A")
     b_ = as_rhs(b, "b", A_.shape[0])
-    lo, hi = float(lo), float(hi)
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi:
-        raise ValueError(f"the box must be finite with lo < hi, got lo={lo}, hi={hi}")
-    return A_, b_, lo, hi
+    return A_, b_, *as_box(lo, hi)
 
 
 def _vertex_options(solver: str | None) -> dict | None:

@@ -74,3 +74,23 @@ def backend_param(kind: str = "lp"):
             marks = [pytest.mark.skip(reason=f"{name} does not handle {kind} problems")]
         out.append(pytest.param(name, marks=marks, id=name))
     return out
+
+
+class _LpOnly(solvers.Backend):
+    """An LP-only adapter relaying to HiGHS: no QP, no conic problems, no first-order mode."""
+
+    name, SUPPORTS_LP = "LPONLY", True
+
+    def probe(self) -> tuple[bool, str]:
+        return (True, "")
+
+    def solve(self, data, *, interior=False, options=None):
+        return solvers.get("HIGHS").solve(data, interior=interior, options=options)
+
+
+@pytest.fixture
+def lp_only_backend():
+    """The name of an LP-only backend registered for one test (whatever backends this machine has)."""
+    with solvers.register(_LpOnly()):
+        yield "LPONLY"
+

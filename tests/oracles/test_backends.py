@@ -31,12 +31,10 @@ def test_unknown_name_and_kind_are_value_errors():
         backend_names("sdp-ish", usable=False)
 
 
-def test_a_backend_that_cannot_do_the_kind_is_a_solver_error():
-    lacking = [n for n in backend_names() if "conic" not in solvers.capabilities(n)]
-    if not lacking:
-        pytest.skip("every usable backend handles conic problems")
+def test_a_backend_that_cannot_do_the_kind_is_a_solver_error(lp_only_backend):
+    assert "conic" not in solvers.capabilities(lp_only_backend)
     with pytest.raises(SolverError, match="cannot solve conic") as info:
-        backend_name(lacking[0], kind="conic")
+        backend_name(lp_only_backend, kind="conic")
     assert info.value.status == "unsupported"
 
 

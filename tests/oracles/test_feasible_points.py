@@ -94,10 +94,7 @@ def test_first_order_run_on_an_infeasible_system_gives_none() -> None:
     assert first_order_feasible_point(A, b, -2.0, 2.0, max_iter=200) is None
 
 
-def test_a_backend_without_a_first_order_mode_is_refused() -> None:
-    lp_backends = [n for n in solvers.available("lp") if not solvers.get(n, "lp").FIRST_ORDER_LP]
-    if not lp_backends:
-        pytest.skip("every usable LP backend has a first-order mode")
+def test_a_backend_without_a_first_order_mode_is_refused(lp_only_backend) -> None:
     with pytest.raises(SolverError, match="first-order") as info:
-        first_order_feasible_point(np.ones((1, 2)), np.ones(1), -1.0, 1.0, solver=lp_backends[0])
+        first_order_feasible_point(np.ones((1, 2)), np.ones(1), -1.0, 1.0, solver=lp_only_backend)
     assert info.value.status == "unsupported"
