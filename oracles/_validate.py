@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -28,9 +28,27 @@ MIN_RADIUS = 1e-150
 RANGE_TEXT = "magnitudes up to 1e150 (float64 must square them)"
 
 
-def _as_real(x: Any, name: str) -> np.ndarray:
-    if np.iscomplexobj(x):
+def check_real(x: object, name: str) -> None:
+    """TypeError naming ``name`` when x holds complex numbers: a complex scalar, a complex numpy array, a
+    scipy.sparse matrix of complex dtype, or a sequence with a complex entry (float conversion would drop the
+    imaginary parts silently). The engine's one complex check: every public entry that takes arrays calls it
+    (through ``real_array``, ``as_vector``, ``as_matrix``, ``as_rhs`` or directly)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and not isinstance(x, np.ndarray):  # scipy.sparse, pandas, ...: their dtype says
+        try:
+            complex_dtype = bool(np.issubdtype(dtype, np.complexfloating))
+        except TypeError:  # a dtype numpy does not know (a torch tensor's): ask numpy about the values
+            complex_dtype = bool(np.iscomplexobj(np.asarray(x)))
+        if complex_dtype:
+            raise TypeError(f"{name} must be real, got complex values")
+        return
+    if np.iscomplexobj(cast(ArrayLike, x)):  # scalars, arrays and nested sequences
         raise TypeError(f"{name} must be real, got complex values")
+
+
+def real_array(x: ArrayLike, name: str) -> np.ndarray:
+    """x as a float array, complex input refused (``check_real``); shape and range are not checked."""
+    check_real(x, name)
     return np.asarray(x, dtype=float)
 
 
@@ -41,14 +59,14 @@ def _check_range(arr: np.ndarray, name: str, limit: float | None) -> None:
         total = np.sum(arr)
     if not np.isfinite(total) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
-    if limit is not None and arr.size and float(np.max(np.abs(arr))) > limit:
-        raise ValueError(
-            f"{name} has an entry of magnitude {float(np.max(np.abs(arr))):.3g}; the engine accepts {RANGE_TEXT}"
-        )
+    if limit is not None and arr.size:
+        top = max(float(np.max(arr)), -float(np.min(arr)))  # the largest magnitude without an |arr| temporary
+        if top > limit:
+            raise ValueError(f"{name} has an entry of magnitude {top:.3g}; the engine accepts {RANGE_TEXT}")
 
 
 def as_vector(x: ArrayLike, name: str, dim: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
-    arr = _as_real(x, name)
+    arr = real_array(x, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
     if dim is not None and arr.shape[0] != dim:
@@ -58,7 +76,7 @@ def as_vector(x: ArrayLike, name: str, dim: int | None = None, *, limit: float |
 
 
 def as_matrix(A: ArrayLike, name: str, cols: int | None = None, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
-    arr = _as_real(A, name)
+    arr = real_array(A, name)
     if arr.ndim == 1 and cols is not None and arr.shape[0] == cols:
         arr = arr[None, :]
     if arr.ndim != 2:
@@ -70,7 +88,7 @@ def as_matrix(A: ArrayLike, name: str, cols: int | None = None, *, limit: float 
 
 
 def as_rhs(b: ArrayLike, name: str, rows: int, *, limit: float | None = MAX_MAGNITUDE) -> np.ndarray:
-    arr = _as_real(b, name)
+    arr = real_array(b, name)
     if arr.ndim == 0:
         arr = np.full(rows, float(arr))
     if arr.ndim != 1 or arr.shape[0] != rows:
@@ -81,6 +99,8 @@ def as_rhs(b: ArrayLike, name: str, rows: int, *, limit: float | None = MAX_MAGN
 
 def as_box(lo: float, hi: float) -> tuple[float, float]:
     """The scalar box lo <= x_j <= hi of a system: finite with lo < hi (ValueError naming both otherwise)."""
+    check_real(lo, "lo")
+    check_real(hi, "hi")
     lo, hi = float(lo), float(hi)
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo >= hi:
         raise ValueError(f"the box must be finite with lo < hi, got lo={lo}, hi={hi}")
@@ -99,8 +119,7 @@ def as_count(value: Any, name: str, minimum: int = 1) -> int:
 
 
 def positive(value: float, name: str, *, strict: bool = True) -> float:
-    if isinstance(value, (complex, np.complexfloating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
+    check_real(value, name)
     v = float(value)
     if not np.isfinite(v) or (v <= 0 if strict else v < 0):
         raise ValueError(f"{name} must be {'positive' if strict else 'non-negative'} and finite, got {value}")
@@ -159,9 +178,7 @@ def call_oracle(fn: Any, who: str, *args: Any) -> Any:
 
 def _oracle_vector(value: Any, who: str, what: str, dim: int) -> np.ndarray:
     try:
-        if np.iscomplexobj(value):
-            raise TypeError("complex values")
-        arr = np.asarray(value, dtype=float)
+        arr = real_array(value, what)
     except (TypeError, ValueError) as exc:
         raise OracleError(f"{who} returned {what} {_show(value)}: not an array of real numbers ({exc})") from None
     if arr.shape != (dim,):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validate import as_matrix, as_vector
+from ._validate import as_matrix, as_vector, real_array
 
 __all__ = ["AffineSubspace"]
 
@@ -43,7 +43,7 @@ class AffineSubspace:
     ) -> None:
         p = as_vector(point, "point")
         n = p.shape[0]
-        B = np.asarray(basis, dtype=float)
+        B = real_array(basis, "basis")
         if B.size == 0:
             B = np.zeros((n, 0))
         B = as_matrix(B, "basis") if B.shape[1] else B

@@ -29,8 +29,10 @@ from ._validate import (
     check_bool,
     check_cut,
     check_maximize,
+    check_real,
     norm,
     radius,
+    real_array,
     row_norms,
 )
 from .cuts import Cut
@@ -100,11 +102,11 @@ def _polytope_dim(
 ) -> int:
     """The dimension of a polytope from the first of A's columns, A_eq's columns, ``dim`` and a bound vector's
     length that is given; ValueError when none is, when ``dim`` disagrees, or when it is below 1."""
-    n = None
+    n, source = None, ""
     if A_arr is not None and A_arr.ndim == 2:
-        n = A_arr.shape[1]
+        n, source = A_arr.shape[1], "A has {n} columns"
     if n is None and A_eq is not None and np.ndim(A_eq) == 2:
-        n = np.shape(A_eq)[1]
+        n, source = np.shape(A_eq)[1], "A_eq has {n} columns"
     if n is None and dim is not None:
         n = int(dim)
     for v in (lb, ub):
@@ -113,7 +115,7 @@ def _polytope_dim(
     if n is None:
         raise ValueError(f"A must be a 2-D array (rows, dim), got shape {() if A is None else np.shape(A)}")
     if dim is not None and int(dim) != n:
-        raise ValueError(f"A has {n} columns but dim={dim}")
+        raise ValueError(f"{source.format(n=n)} but dim={dim}")
     if n < 1:
         raise ValueError("Polytope needs dim >= 1")
     return n
@@ -163,10 +165,12 @@ class Polytope(ConvexBody):
         ub: ArrayLike | None = None,
         dim: int | None = None,
     ) -> None:
+        for value, name in ((A, "A"), (b, "b"), (A_eq, "A_eq"), (b_eq, "b_eq")):
+            check_real(value, name)
         sparse = sp.issparse(A) or sp.issparse(A_eq)
         A_arr = None
         if A is not None:
-            A_arr = A if sp.issparse(A) else np.asarray(A, dtype=float)
+            A_arr = A if sp.issparse(A) else real_array(A, "A")
         elif b is not None:
             raise ValueError("b given without A")
         n = _polytope_dim(A, A_arr, A_eq, lb, ub, dim)
@@ -188,7 +192,7 @@ class Polytope(ConvexBody):
         if A_eq is not None or b_eq is not None:
             if A_eq is None or b_eq is None:
                 raise ValueError("A_eq and b_eq must be given together")
-            self.add_equalities(A_eq, b_eq)
+            self._add_equalities(A_eq, b_eq, "A_eq", "b_eq")
 
     # -- growth -----------------------------------------------------------------------------------
     @staticmethod
@@ -209,13 +213,14 @@ class Polytope(ConvexBody):
 
     def _checked_rows(self, A: Matrix, b: ArrayLike, a_name: str, b_name: str) -> tuple[Matrix, np.ndarray]:
         """Validated, range-checked rows in this polytope's storage (dense array or CSR)."""
+        check_real(A, a_name)
         if self._sparse:
             M = as_csr(A, a_name, self.dim)
             return _rescale_sparse_rows(M, as_rhs(b, b_name, M.shape[0], limit=None), a_name, b_name)
         if sp.issparse(A):
             A = A.toarray()
         A = as_matrix(
-            np.asarray(A, dtype=float).reshape(-1, self.dim) if np.size(A) == 0 else A, a_name, self.dim, limit=None
+            real_array(A, a_name).reshape(-1, self.dim) if np.size(A) == 0 else A, a_name, self.dim, limit=None
         )
         return _rescale_rows(A, as_rhs(b, b_name, A.shape[0], limit=None), a_name, b_name)
 
@@ -232,7 +237,11 @@ class Polytope(ConvexBody):
 
     def add_equalities(self, A: Matrix, b: ArrayLike) -> Polytope:
         """Append rows A x = b."""
-        A, b = self._checked_rows(A, b, "A", "b")
+        return self._add_equalities(A, b, "A", "b")
+
+    def _add_equalities(self, A: Matrix, b: ArrayLike, a_name: str, b_name: str) -> Polytope:
+        """``add_equalities`` with the caller's names for the arrays in its error messages."""
+        A, b = self._checked_rows(A, b, a_name, b_name)
         if self._sparse:
             self._Aeq = sp.vstack([self._Aeq, A], format="csr") if self._meq else A
             self._beq = np.concatenate([self._beq[: self._meq], b])
@@ -243,6 +252,7 @@ class Polytope(ConvexBody):
 
     def add_slabs(self, A: Matrix, c: ArrayLike, eta: ArrayLike) -> Polytope:
         """Append |A x - c| <= eta row-wise, as the two half-spaces A x <= c + eta and -A x <= eta - c."""
+        check_real(A, "A")
         if sp.issparse(A) or self._sparse:
             A = as_csr(A, "A", self.dim)
         else:
@@ -419,9 +429,7 @@ def _bounds(lb: ArrayLike | None, ub: ArrayLike | None, n: int) -> tuple[np.ndar
         if v is None:
             out.append(np.full(n, default))
             continue
-        if np.iscomplexobj(v):
-            raise TypeError(f"{name} must be real, got complex values")
-        arr = np.asarray(v, dtype=float)
+        arr = real_array(v, name)
         if arr.ndim == 0:
             arr = np.full(n, float(arr))
         if arr.shape != (n,):
@@ -779,7 +787,7 @@ def _ball_radius(value: float) -> float:
     return radius(value, "radius", strict=False)
 
 
-_ENGINE_MODULES = ("oracles.bodies",)
+_ENGINE_MODULES = ("oracles.bodies", "oracles.ellipsoid")  # trusted: answers not re-checked
 
 
 def checked_separate(body: ConvexBody, x: np.ndarray, tol: float) -> Cut | None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._validate import check_real, norm, real_array
+
 __all__ = ["Cut", "ParallelCut"]
 
 
@@ -26,9 +28,8 @@ class Cut:
     offset: float
 
     def __post_init__(self) -> None:
-        if np.iscomplexobj(self.normal) or np.iscomplexobj(self.offset):
-            raise TypeError("Cut.normal and Cut.offset must be real, got complex values")
-        normal = np.asarray(self.normal, dtype=float)
+        check_real(self.offset, "Cut.offset")
+        normal = real_array(self.normal, "Cut.normal")
         if normal.ndim != 1:
             raise ValueError(f"Cut.normal must be a vector, got shape {normal.shape}")
         if not np.all(np.isfinite(normal)) or not np.isfinite(self.offset):
@@ -43,8 +44,6 @@ class Cut:
     def depth(self, x: np.ndarray) -> float:
         """Violation measured in units of ‖normal‖ (Euclidean distance of x to the cut's hyperplane), computed
         without overflow or underflow at any scale of the normal; a zero normal gives ±inf (0 if not violated)."""
-        from ._validate import norm
-
         nrm = norm(self.normal)
         if nrm == 0.0:
             v = -self.offset
@@ -69,9 +68,9 @@ class ParallelCut:
     upper: float
 
     def __post_init__(self) -> None:
-        if any(np.iscomplexobj(v) for v in (self.normal, self.lower, self.upper)):
-            raise TypeError("ParallelCut.normal, lower and upper must be real, got complex values")
-        normal = np.asarray(self.normal, dtype=float)
+        check_real(self.lower, "ParallelCut.lower")
+        check_real(self.upper, "ParallelCut.upper")
+        normal = real_array(self.normal, "ParallelCut.normal")
         if normal.ndim != 1 or not np.all(np.isfinite(normal)):
             raise ValueError("ParallelCut.normal must be a finite vector")
         if not (np.isfinite(self.lower) and np.isfinite(self.upper)) or self.lower > self.upper:

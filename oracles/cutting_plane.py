@@ -24,6 +24,27 @@ from .results import EllipsoidResult, Status
 __all__ = ["cutting_plane"]
 
 
+class _CutArchive:
+    """Every cut of a run as unit rows C x <= d, in a buffer that doubles when full."""
+
+    def __init__(self, n: int) -> None:
+        self.C = np.empty((16, n))
+        self.d = np.empty(16)
+        self.size = 0
+
+    def add(self, normal: np.ndarray, offset: float) -> None:
+        if self.size == self.d.shape[0]:
+            self.C = np.vstack([self.C, np.empty_like(self.C)])
+            self.d = np.concatenate([self.d, np.empty_like(self.d)])
+        nrm = float(np.linalg.norm(normal))
+        self.C[self.size] = normal / nrm
+        self.d[self.size] = offset / nrm
+        self.size += 1
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.C[: self.size], self.d[: self.size]
+
+
 class _Localisation:
     """Cuts C x <= d (unit rows, weights w) inside the box [lo, hi], and their analytic centre x."""
 
@@ -38,7 +59,8 @@ class _Localisation:
         self.H = np.diag(8.0 / (hi - lo) ** 2)
         self.s = np.zeros(0)
         self.empty_slack = 0.0
-        self.ambiguous = False  # the last phase-one slack was within the LP's tolerance of empty_slack
+        self.ambiguous = False  # the last phase-one LP could not tell whether the cuts leave slack empty_slack
+        self.ambiguous_why = ""
 
     @property
     def m(self) -> int:
@@ -126,11 +148,44 @@ class _Localisation:
         z, xz, margin = self.phase_one()
         if z < self.empty_slack:
             self.ambiguous = z >= self.empty_slack - margin
+            h = 0.5 * float(np.max(self.hi - self.lo))
+            self.ambiguous_why = (
+                f"the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: at radius {h:.3g} it "
+                f"solves in units {h / 1e12:.1e} times the box's (start from a ball of radius <= 1e12 around the body)"
+            )
             return None
         # past radii of ~1e20 the LP's point can round onto a box side (x = hi = 7.1e20), where the barrier is
         # infinite: keep it inside by _interior's margin
         eps = 1e-9 * (self.hi - self.lo)
-        return np.clip(xz, self.lo + eps, self.hi - eps)
+        y = np.clip(xz, self.lo + eps, self.hi - eps)
+        if not math.isfinite(self._phi(y, self.d)):
+            y = self._polish_vertex(y, z)
+        if not math.isfinite(self._phi(y, self.d)):
+            # the LP claims slack z but its point violates a row: the cuts leave less room than the LP's
+            # feasibility tolerance (a Newton run from there would leave the domain)
+            self.ambiguous = True
+            self.ambiguous_why = (
+                f"the cuts leave a region thinner than the phase-one LP resolves (it reports slack {z:.1e} at a "
+                "point that violates a cut)"
+            )
+            return None
+        return y
+
+    def _polish_vertex(self, y: np.ndarray, z: float) -> np.ndarray:
+        """The phase-one LP's vertex recomputed in float64: the rows (cuts and box sides) within the LP's
+        feasibility tolerance of slack z solved as [C_A 1][x; z] = d_A by least squares. The LP's own point can
+        violate a row by its tolerance (1e-9 relative in HiGHS) when the cuts leave a slab of width ~1e-9
+        (a flat body relaxed by oracle_tol), where Newton's barrier is infinite."""
+        n = y.shape[0]
+        rows = np.vstack([self.C, np.eye(n), -np.eye(n)])
+        rhs = np.concatenate([self.d, self.hi, -self.lo])
+        scale = 1.0 + float(np.max(np.abs(rhs)))
+        active = rhs - rows @ y <= z + 1e-7 * scale
+        if not np.any(active):
+            return y
+        M = np.hstack([rows[active], np.ones((int(active.sum()), 1))])
+        sol = np.linalg.lstsq(M, rhs[active], rcond=None)[0]
+        return sol[:n] if sol[n] > 0 else y
 
     def _ray_point(self, x: np.ndarray, u: np.ndarray, i: int, others: np.ndarray) -> np.ndarray | None:
         """x + t u with t midway between entering row i's half-space and leaving the others (or None)."""
@@ -215,6 +270,8 @@ class _Run:
         self.obj_norm = 1.0 if obj is None else float(np.linalg.norm(obj))
         self.calls = self.free = self.it = 0
         self.progress_at, self.last = 0, (math.inf, -math.inf)
+        self.archive = _CutArchive(n)  # every cut added, for the LP bound (pruning drops rows from loc only)
+        self.lp_every = max(5, n)  # iterations without progress between LP bounds
         self.loc.empty_slack = 0.5 * oracle_tol
 
     # -- one query ----------------------------------------------------------------------------------------
@@ -242,6 +299,7 @@ class _Run:
         if dist > self.R + self.oracle_tol:  # outside the start ball: its tangent cut is free
             u = off / dist
             self.loc.add(u, float(u @ self.c0) + self.R)
+            self.archive.add(u, float(u @ self.c0) + self.R)
             self.free += 1
             return None
         self.calls += 1
@@ -253,6 +311,7 @@ class _Run:
         if cut is not None:
             nrm = float(np.linalg.norm(cut.normal))
             self.loc.add(cut.normal, cut.offset + self.oracle_tol * nrm)
+            self.archive.add(cut.normal, cut.offset + self.oracle_tol * nrm)
             return None
         if self.obj is None:
             self.best_x = x.copy()
@@ -277,12 +336,11 @@ class _Run:
         """The phase-one LP found no slack oracle_tol/2: "optimal" with a best point, else "empty" (or
         "max_iter" when the LP cannot tell at this scale)."""
         if self.loc.ambiguous:
-            return self.result(
-                "max_iter",
-                "the phase-one LP cannot tell whether the cuts leave slack oracle_tol/2: "
-                f"at radius {self.R:.3g} it solves in units {self.R / 1e12:.1e} times the box's "
-                "(start from a ball of radius <= 1e12 around the body)",
-            )
+            if self.obj_row is not None:
+                self.lower = max(self.lower, self._lp_lower(self.obj_row) - self.drift * self.obj_norm)
+                if self.best_val - self.lower <= self.tol:
+                    return self.result("optimal", "best - lower bound from an LP over every cut so far is within tol")
+            return self.result("max_iter", self.loc.ambiguous_why)
         if self.best_x is not None:
             self.lower = self.best_val
             return self.result("optimal", "no point of the cuts improves on the best value")
@@ -306,13 +364,49 @@ class _Run:
             )
         if best_val < self.last[0] or lower > self.last[1]:
             self.progress_at, self.last = self.it, (best_val, lower)
-        elif self.it - self.progress_at >= self.stall:
-            return self.result(
-                "max_iter",
-                f"stalled: neither the best value nor the lower bound improved in "
-                f"{self.stall} iterations; best - lower bound = {best_val - lower:.3g} > tol",
-            )
+            return None
+        idle = self.it - self.progress_at
+        if idle % self.lp_every == 0 or idle >= self.stall:
+            self.lower = max(self.lower, self._lp_lower(obj_row) - drift * obj_norm)
+            if best_val - self.lower <= tol:
+                return self.result("optimal", "best - lower bound from an LP over every cut so far is within tol")
+            if self.lower > self.last[1]:
+                self.progress_at, self.last = self.it, (best_val, self.lower)
+                return None
+        if idle >= self.stall:
+            return self.result("stalled", self._stall_message(best_val - self.lower))
         return None
+
+    def _lp_lower(self, obj_row: int) -> float:
+        """The best weak-duality bound from every cut so far (pruned ones too): the multipliers λ >= 0 of the
+        LP min ĉᵀx over all cuts and the box, put into -λᵀd + min_box (ĉ + Cᵀλ)ᵀx, which is a valid bound
+        whatever the LP's accuracy (-inf when the LP gives no multipliers, fails, or the box is beyond 1e12).
+
+        The analytic centre's own multipliers lose the pruned cuts and weight every cut by its barrier
+        term: on the 6-d ball B(0, 3) with tol = 1e-6 they certify no gap below 1.1e-6, this LP 9e-8."""
+        from . import solvers
+
+        loc = self.loc
+        if self.archive.size == 0 or float(np.max(loc.hi - loc.lo)) > 2e12:
+            return -math.inf
+        C, d = self.archive.rows()
+        chat = loc.C[obj_row]
+        try:
+            sol = solvers.solve_lp(chat, C, d, bounds=list(zip(loc.lo, loc.hi)), solver=loc.solver)
+        except SolverError:
+            return -math.inf
+        if sol.dual_ub is None or not np.all(np.isfinite(sol.dual_ub)):
+            return -math.inf
+        lam = np.maximum(sol.dual_ub, 0.0)
+        r = chat + C.T @ lam
+        return (-float(lam @ d) + float(np.sum(np.minimum(r * loc.lo, r * loc.hi)))) * self.obj_norm
+
+    def _stall_message(self, gap: float) -> str:
+        return (
+            f"stalled: neither the best value nor the lower bound (the analytic centre's, and an LP's over all "
+            f"{self.archive.size} cuts) improved in {self.stall} iterations; best - lower bound = {gap:.3g} > "
+            f"tol = {self.tol:.3g}. x is the best point found (raise stall, or loosen tol)"
+        )
 
     # -- cut management and the answer --------------------------------------------------------------------
     def prune(self, keep_cuts: int) -> None:
@@ -372,8 +466,9 @@ def cutting_plane(
     interior); a query outside the ball gets the ball's tangent cut without an oracle call. A feasible
     query with an objective adds the cut objective @ x <= best, weighted in the barrier by
     obj_weight × (number of rows). The stop is best - LB <= tol with the dual bound
-    LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx, λ_i = (w_i/s_i)/(w_0/s_0), or the phase-one LP finding no
-    interior below the best value. When no warm start is strictly inside the cuts, a phase-one LP over them
+    LB = -Σλ_i d_i + min_box (c + Σλ_i c_i)ᵀx, λ_i = (w_i/s_i)/(w_0/s_0) at the analytic centre or λ the
+    multipliers of the LP min cᵀx over every cut so far (used once the bounds stop improving), or the
+    phase-one LP finding no interior below the best value. When no warm start is strictly inside the cuts, a phase-one LP over them
     decides: a common slack below oracle_tol/2 certifies "empty".
 
     Parameters
@@ -399,9 +494,9 @@ def cutting_plane(
         LP backend of the phase-one LP (default: the engine's LP default; checked before the first oracle
         call).
     stall : int, optional
-        With an objective, stop with status "max_iter" once neither the best value nor the lower bound has
-        improved for this many iterations (default max(100, 20·n): over a flat 3-d body the gap freezes at
-        1.3e-7 after 100 iterations).
+        With an objective, stop with status "stalled" (the gap reached and why in ``message``) once neither
+        the best value nor the lower bound has improved for this many iterations (default max(100, 20·n)).
+        After every max(5, n) such iterations the lower bound is also taken from an LP over every cut so far.
 
     Returns
     -------
@@ -454,6 +549,8 @@ def _spd_solve(H: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 def _dual_bound(loc: _Localisation, obj_row: int) -> float:
     """Weak duality: ĉᵀx >= -Σλ_i d_i + min_box (ĉ + Σλ_i c_i)ᵀx for λ >= 0 (ĉ the unit objective row)."""
     s = loc.s
+    if not np.all(s > 0):  # not an interior point: the multipliers below would have the wrong signs
+        return -math.inf
     nu = loc.w / s
     lam = nu / nu[obj_row]
     lam[obj_row] = 0.0

@@ -29,6 +29,9 @@ __all__ = ["Ellipsoid", "ellipsoid"]
 UpdateStatus = Literal["success", "empty", "no_effect"]
 _Halfspace = tuple[np.ndarray, float]  # (a, b): the cut aᵀy <= b
 
+# a cut at a point of the flat with ‖Vᵀa‖ <= _STEEP ‖a‖ is almost orthogonal to it: the flat leaves the body's
+# tolerance band there, so it is tilted against the body and the optimum over the section may be that of a slice
+_STEEP = 1e-2
 _ALPHA_MAX = 1.0 - 1e-12  # alpha in [_ALPHA_MAX, 1] leaves (at most) one point: keep a sliver instead
 
 
@@ -197,9 +200,9 @@ class Ellipsoid:
 
     def _check_normal(self, normal: np.ndarray) -> np.ndarray:
         if normal.shape != (self.dim,):
-            raise ValueError(f"cut normal must have shape ({self.dim},), got {normal.shape}")
+            raise ValueError(f"cut.normal must have shape ({self.dim},), got {normal.shape}")
         if not np.any(normal):
-            raise ValueError("cut normal must be non-zero")
+            raise ValueError("cut.normal must be non-zero")
         return normal
 
     def _single(self, v: np.ndarray, alpha: float) -> UpdateStatus:
@@ -318,6 +321,29 @@ class _CutStore:
         return A[i].copy(), float(b[i])
 
 
+class _InFlat(ConvexBody):
+    """The body seen inside the flat {x0 + V z} (V orthonormal columns): z is in it when x0 + V z is in the
+    body. A cut aᵀx <= b at x0 + V z becomes (Vᵀa)ᵀz <= b - aᵀx0 + tol·(‖a‖ - ‖Vᵀa‖), so that the caller's
+    relaxation by tol·‖Vᵀa‖ adds up to the tol·‖a‖ the ambient cut needs to stay valid for K_tol."""
+
+    def __init__(self, body: ConvexBody, x0: np.ndarray, V: np.ndarray) -> None:
+        self.body, self.x0, self.V = body, x0, V
+        self.dim = V.shape[1]
+        self.steep = 0  # cuts with ‖Vᵀa‖ <= _STEEP ‖a‖
+
+    def separate(self, x: ArrayLike, tol: float = 1e-9) -> Cut | None:
+        z = np.asarray(x, dtype=float)
+        cut = checked_separate(self.body, self.x0 + self.V @ z, tol)
+        if cut is None:
+            return None
+        a = cut.normal
+        a_in = self.V.T @ a
+        if norm(a_in) <= _STEEP * norm(a):
+            self.steep += 1
+        relax = tol * max(norm(a) - norm(a_in), 0.0)
+        return Cut(a_in, cut.offset - float(a @ self.x0) + relax)
+
+
 def _check_body(body: ConvexBody) -> None:
     if not isinstance(body, ConvexBody):
         raise TypeError(f"body must be a ConvexBody, got {type(body).__name__}")
@@ -360,20 +386,25 @@ class _Run:
         flat_tol: float,
         central: bool,
         memory: int,
+        budget: int,
+        start: Ellipsoid | None = None,
     ) -> None:
         n = c0.shape[0]
         self.body, self.n, self.c0, self.R, self.obj = body, n, c0, R, obj
         self.obj_norm = 0.0 if obj is None else norm(obj)
-        self.tol, self.oracle_tol, self.central = tol, oracle_tol, central
+        self.tol, self.oracle_tol, self.central, self.budget = tol, oracle_tol, central, budget
         self.store = _CutStore(n, memory)
-        self.E = Ellipsoid.ball(c0, R)
+        self.E = Ellipsoid.ball(c0, R) if start is None else start
         self.log_volumes = [self.E.log_volume]
         self.best_x: np.ndarray | None = None
         self.best_val = math.inf
         self.lower = -math.inf
         self.calls = self.recycled = self.it = 0
         self.check_every = max(1, n)
-        self.flat_thr = flat_tol * R
+        self.flat_thr = self.flat_level = flat_tol * R
+        self.flat: tuple[np.ndarray, np.ndarray] | None = None  # thin axes seen before a point, with an objective
+        self.flat_report: tuple[np.ndarray, np.ndarray] | None = None  # thin axes the result reports (no restriction)
+        self.flat_note = ""
         self.empty_thr = 0.5 * oracle_tol
         # rounding while E was large: every claim that rests on E containing the body ("empty", "optimal",
         # "flat") holds up to this absolute drift (a 1-d box found from radius 1e11 drifts by 0.17·eps·R)
@@ -393,10 +424,13 @@ class _Run:
             if isinstance(asked, EllipsoidResult):
                 return asked
             sep = asked
+        had_point = self.best_x is not None
         step = self._choose(xc, sep)
         if step is None:
             self.best_x = xc.copy()
             return self.result("feasible", "the centre of the ellipsoid is in the body")
+        if self.flat is not None and not had_point and self.best_x is not None:
+            return self._in_flat()
         status = self.E._cut(*step)
         self.it += 1
         self.log_volumes.append(self.E._log_volume)
@@ -514,6 +548,9 @@ class _Run:
                 or f"the ellipsoid became thinner than the oracle tolerance, within rounding: {self.drift_note}",
             )
         keep = s < flat_thr
+        if np.any(keep) and flat_thr > 0 and self.obj is not None:  # find a point, then optimise in the flat
+            self.flat, self.flat_thr = (U[:, keep], s[keep]), 0.0
+            return None
         if np.any(keep) and flat_thr > 0:
             return self.result(
                 "flat",
@@ -538,11 +575,107 @@ class _Run:
             f"(radius {self.R:.3g} against the body's scale)"
         )
 
+    def run(self) -> EllipsoidResult:
+        """Steps until an answer or until ``budget`` updates."""
+        while self.it < self.budget:
+            done = self.step()
+            if done is not None:
+                return done
+        return self.result("max_iter", f"no answer within max_iter={self.budget} updates")
+
+    # -- a flat body with an objective --------------------------------------------------------------------
+    def _in_flat(self) -> EllipsoidResult:
+        """The body was found flat and the centre is its first point x0: minimise over the flat x0 + span(V),
+        V the ellipsoid's semi-axes at least flat_tol·radius long, by a run in k = dim V dimensions from the
+        ellipsoid's section there (the thin axes at x0 are dropped), and lift its answer back."""
+        assert self.obj is not None and self.best_x is not None
+        s, U = self.E.semi_axes()
+        thin = s < self.flat_level
+        V, x0 = U[:, ~thin], self.best_x.copy()
+        k, obj_in = V.shape[1], V.T @ self.obj
+        note = (
+            f"the body is flat: {int(thin.sum())} semi-axes fell below flat_tol·radius = {self.flat_level:.3g} "
+            f"before a point was found; after {self.it} updates the run went on in the {k}-dimensional flat "
+            "through the body's first point"
+        )
+        if k == 0 or not norm(obj_in) > 1e-12 * self.obj_norm:
+            self.lower = self.best_val
+            return self.result("optimal", f"the objective is constant on the flat ({note})", (U[:, thin], s[thin]))
+        R_in = float(s[~thin].max())
+        section = _InFlat(self.body, x0, V)
+        inner = _Run(
+            section,
+            np.zeros(k),
+            R_in,
+            obj_in,
+            tol=self.tol,
+            oracle_tol=self.oracle_tol,
+            flat_tol=self.flat_level / R_in,
+            central=self.central,
+            memory=self.store.A.shape[0],
+            budget=self.budget - self.it,
+            start=Ellipsoid.from_factor(np.zeros(k), np.diag(s[~thin])),
+        )
+        inner.drift, inner.drift_note = max(inner.drift, self.drift), self.drift_note
+        res = inner.run()
+        if section.steep == 0 or res.x is None:
+            return self._lifted(res, x0, V, (U[:, thin], s[thin]), note)
+        return self._in_full(res, x0, V, (U[:, thin], s[thin]), section.steep)
+
+    def _in_full(
+        self, res: EllipsoidResult, x0: np.ndarray, V: np.ndarray, thin: tuple[np.ndarray, np.ndarray], steep: int
+    ) -> EllipsoidResult:
+        """The flat through x0 was tilted against the body (cuts nearly orthogonal to it): its answer may be
+        the optimum of a slice only. Keep its best point and go on in all n dimensions from the ellipsoid at
+        the restriction, which still contains the body, so the answer is certified as without a flat."""
+        assert self.obj is not None and res.x is not None
+        x = x0 + V @ res.x
+        val = float(self.obj @ x)
+        if val < self.best_val:
+            self.best_x, self.best_val = x, val
+        self.it += res.iterations
+        self.calls += res.oracle_calls
+        self.recycled += res.recycled_cuts
+        self.flat, self.flat_report = None, thin
+        self.flat_note = (
+            f" (the body is flat in {thin[1].size} directions; {steep} cuts inside its flat were nearly "
+            "orthogonal to it, so the run went on in all dimensions)"
+        )
+        return self.run()
+
+    def _lifted(
+        self, res: EllipsoidResult, x0: np.ndarray, V: np.ndarray, thin: tuple[np.ndarray, np.ndarray], note: str
+    ) -> EllipsoidResult:
+        """The in-flat run's answer in the ambient coordinates x = x0 + V z: the ellipsoid keeps the thin axes,
+        the counters and log-volumes continue the outer run's."""
+        assert self.obj is not None
+        Ut, st = thin
+        x = None if res.x is None else x0 + V @ res.x
+        base = float(self.obj @ x0)
+        return EllipsoidResult(
+            status=res.status,
+            x=x,
+            value=None if x is None else float(self.obj @ x),
+            iterations=self.it + res.iterations,
+            oracle_calls=self.calls + res.oracle_calls,
+            center=x0 + V @ res.center,
+            shape=V @ res.shape @ V.T + (Ut * st**2) @ Ut.T,
+            lower_bound=None if res.lower_bound is None else res.lower_bound + base,
+            log_volumes=np.concatenate(
+                [self.log_volumes, res.log_volumes + float(np.sum(np.log(np.maximum(st, 1e-300))))]
+            ),
+            flat_directions=np.hstack([Ut, V @ res.flat_directions]),
+            flat_widths=np.concatenate([st, res.flat_widths]),
+            recycled_cuts=self.recycled + res.recycled_cuts,
+            message=f"{res.message} ({note})",
+        )
+
     # -- the answer ---------------------------------------------------------------------------------------
     def result(
         self, status: Status, message: str, flat: tuple[np.ndarray, np.ndarray] | None = None
     ) -> EllipsoidResult:
         """The run's answer with the current ellipsoid, best point and counters."""
+        flat = flat if flat is not None else self.flat_report
         dirs, widths = flat if flat is not None else (np.zeros((self.n, 0)), np.zeros(0))
         best_x, obj = self.best_x, self.obj
         return EllipsoidResult(
@@ -558,7 +691,7 @@ class _Run:
             flat_directions=dirs,
             flat_widths=widths,
             recycled_cuts=self.recycled,
-            message=message,
+            message=message + self.flat_note,
         )
 
 
@@ -601,8 +734,11 @@ def ellipsoid(
     cut : {"deep", "central"}
         "central" moves every separating cut through the centre (and stores none).
     flat_tol : float
-        Before a point is found, a smallest semi-axis below flat_tol·radius stops with status "flat" and the
-        thin directions (0: never).
+        Before a point is found, semi-axes below flat_tol·radius mean the body is flat (0: never tested).
+        Without an objective the run stops with status "flat" and the thin directions. With one it goes on
+        to a point x0 of the body, then minimises over the flat through x0 spanned by the wide semi-axes (a
+        run in that many dimensions, from the ellipsoid's section) and returns that answer lifted back, with
+        ``flat_directions``/``flat_widths`` set and the flat named in ``message``.
     oracle_tol : float
         Tolerance passed to the separation oracle; every cut is relaxed by it.
     memory : int, optional
@@ -613,8 +749,8 @@ def ellipsoid(
     Returns
     -------
     EllipsoidResult
-        Status "feasible", "optimal", "empty", "flat" or "max_iter", the point and value found, the final
-        ellipsoid, the lower bound, log-volumes and counters.
+        Status "feasible", "optimal", "empty", "flat" (no objective) or "max_iter", the point and value
+        found, the final ellipsoid, the lower bound, log-volumes and counters.
 
     Examples
     --------
@@ -644,9 +780,6 @@ def ellipsoid(
         flat_tol=flat_tol,
         central=(cut == "central"),
         memory=memory if cut == "deep" else 0,
+        budget=max_iter,
     )
-    while run.it < max_iter:
-        done = run.step()
-        if done is not None:
-            return done
-    return run.result("max_iter", f"no answer within max_iter={max_iter} updates")
+    return run.run()

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
@@ -20,7 +22,8 @@ from . import solvers
 from ._dense_ipm import min_norm_ipm
 from ._separation_only import _min_norm_by_cuts, _width_by_cuts
 from ._sparse import row_norms
-from ._validate import as_matrix, as_vector
+from ._validate import MAX_MAGNITUDE, RANGE_TEXT, as_matrix, as_vector, check_real
+from ._validate import radius as check_radius
 from .affine import _as_polytope, _check_tol, _normalised_rows, _objective_model, _System, _system, affine_hull
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope
@@ -36,6 +39,24 @@ _POLISH_FLOPS = 3e8  # the sparse form's polish: its dense least squares (r acti
 def _check_body(body: object) -> None:
     if not isinstance(body, (ConvexBody, AffineSubspace)):
         raise TypeError(f"body must be a ConvexBody or AffineSubspace, got {type(body).__name__}")
+
+
+def _check_search_ball(body: ConvexBody, center: ArrayLike | None, radius: float | None, *, epigraph: bool) -> None:
+    """The caller's ``center`` and ``radius`` of a separation-only search, checked under their own names before
+    the cutting-plane run derives its own ball from them. min_norm_point searches the epigraph
+    {(x, t) : ‖x‖ <= t} from the ball of radius 1.01·hypot(radius, ‖center‖ + radius) around
+    (center, ‖center‖ + radius), which must stay in the engine's range too."""
+    if radius is None:
+        return  # the run itself says that radius= is needed
+    r = check_radius(radius, "radius")
+    c = np.zeros(body.dim) if center is None else as_vector(center, "center", body.dim)
+    top = float(np.linalg.norm(c)) + r
+    if epigraph and not 1.01 * math.hypot(r, top) <= MAX_MAGNITUDE:
+        raise ValueError(
+            f"radius = {r:.3g} with ‖center‖ = {float(np.linalg.norm(c)):.3g} is too large for min_norm_point on "
+            f"a separation-only body: it searches the norm's epigraph up to height ‖center‖ + radius, and the "
+            f"engine accepts {RANGE_TEXT} (radius + ‖center‖ up to about 7e149)"
+        )
 
 
 MIN_NORM_METHODS = ("auto", "closed_form", "ipm", "qp", "working_set", "conic", "ellipsoid")
@@ -148,6 +169,7 @@ def min_norm_point(
         nc = float(np.linalg.norm(body.center))
         return np.zeros(body.dim) if nc <= body.radius else body.center * (1.0 - body.radius / nc)
     if method == "ellipsoid":
+        _check_search_ball(body, center, radius, epigraph=True)
         return _min_norm_by_cuts(body, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
     if method == "conic":
         import cvxpy as cp
@@ -478,6 +500,7 @@ def width(
     if not body.has_maximize:
         if not np.any(u):
             return 0.0
+        _check_search_ball(body, center, radius, epigraph=False)
         return _width_by_cuts(body, u, center=center, radius=radius, tol=tol, max_iter=max_iter, solver=solver)
     hi, _ = body.maximize(u, solver=solver)
     lo, _ = body.maximize(-u, solver=solver)
@@ -521,6 +544,7 @@ def widths(
     [2.0, 6.0]
     """
     _check_body(body)
+    check_real(U, "U")
     if isinstance(body, AffineSubspace):
         U = as_matrix(U, "U", body.ambient_dim)
         return np.array([width(body, u) for u in U])

@@ -24,6 +24,7 @@ from scipy.optimize import minimize
 
 from . import solvers
 from ._validate import as_box, as_matrix, as_rhs
+from .results import CompactResult
 
 __all__ = [
     "min_max_violation",
@@ -53,6 +54,13 @@ class MaxViolation(NamedTuple):
 
     value: float
     x: np.ndarray
+
+    def __repr__(self) -> str:
+        return CompactResult.__repr__(self)  # type: ignore[arg-type]
+
+    def summary(self) -> str:
+        """Several lines: one per field (``CompactResult.summary``)."""
+        return CompactResult.summary(self)  # type: ignore[arg-type]
 
 
 def min_max_violation(A: ArrayLike, b: ArrayLike, lo: float, hi: float, *, solver: str | None = None) -> MaxViolation:
@@ -104,8 +112,8 @@ def min_max_violation(A: ArrayLike, b: ArrayLike, lo: float, hi: float, *, solve
     return MaxViolation(max(0.0, float(sol.x[-1])), np.asarray(sol.x[:p]))
 
 
-@dataclass
-class TotalViolation:
+@dataclass(repr=False)
+class TotalViolation(CompactResult):
     """``min_total_violation``'s answer: the fit point ``x``, each row's ``violation`` max(0, (A x − b)_i) at
     it, the ``keep`` mask (violation <= tol) and the optimal total violation ``total`` = Σ_i violation_i."""
 
@@ -177,6 +185,13 @@ class HingePoint(NamedTuple):
     x: np.ndarray | None
     worst: float
     last: np.ndarray
+
+    def __repr__(self) -> str:
+        return CompactResult.__repr__(self)  # type: ignore[arg-type]
+
+    def summary(self) -> str:
+        """Several lines: one per field (``CompactResult.summary``)."""
+        return CompactResult.summary(self)  # type: ignore[arg-type]
 
 
 def hinge_feasible_point(

@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike
 
 from . import solvers
 from ._validate import as_matrix, as_rhs, as_vector
+from .results import CompactResult
 
 __all__ = ["WorkingSetMinimizer", "BoundResult"]
 
@@ -40,8 +41,8 @@ def _box(lo: BoxSide, hi: BoxSide, p: int) -> tuple[np.ndarray, np.ndarray]:
     return lo_a, hi_a
 
 
-@dataclass
-class BoundResult:
+@dataclass(repr=False)
+class BoundResult(CompactResult):
     """A bound on min_P cᵀx: ``lower`` is always valid (an LP over a relaxation of P); ``exact`` says the
     working-set optimum ``x`` is feasible for all of P, so ``lower`` is the true minimum; ``lps`` counts
     the LP solves used."""

@@ -156,15 +156,53 @@ def test_unknown_solver_is_rejected_before_any_oracle_call():
     assert calls == []
 
 
-def test_stalled_minimisation_stops_early_and_says_so():
-    """Over a flat body the ACCPM gap can freeze above tol; the stall rule ends the run well before max_iter."""
+def test_flat_body_minimisation_is_certified():
+    """Over a flat body (x0 + x1 = 1, relaxed by oracle_tol to a slab of width 2e-9) the phase-one LP's point can
+    violate a cut by the LP's tolerance; the vertex is re-solved in float64 and the run ends optimal."""
     A = np.vstack([[1.0, 1.0, 0.0], [-1.0, -1.0, 0.0], np.eye(3), -np.eye(3)])
     P = Polytope(A, np.concatenate([[1.0, -1.0], np.full(6, 2.0)]))
     with pytest.raises(ValueError, match="stall"):
         cutting_plane(P, np.zeros(3), 5.0, objective=np.ones(3), stall=0)
     res = cutting_plane(P, np.zeros(3), 5.0, objective=np.array([0.0, 0.0, -1.0]), tol=1e-8, stall=50)
-    if res.status == "optimal":  # a future ACCPM that closes the gap is welcome: it must then be right
-        assert abs(res.value + 2.0) <= 1e-8
-        return
-    assert res.status == "max_iter" and "stalled" in res.message and res.iterations < 1900
-    assert res.lower_bound <= -2.0 + 1e-9 <= res.value + 1e-9 and P.contains(res.x, tol=1e-8)
+    assert res.status == "optimal", res.message
+    assert res.lower_bound <= -2.0 + 1e-8 and abs(res.value + 2.0) <= 1e-8 and P.contains(res.x, tol=1e-8)
+
+
+def test_stalled_minimisation_stops_early_and_says_so():
+    """tol = 1e-12 is below what cuts relaxed by oracle_tol = 1e-9 can certify: the run stops with status
+    "stalled", the gap in its message, the best point and a valid bound, long before max_iter."""
+    ball = Ball(np.zeros(6), 3.0)
+    res = cutting_plane(ball, np.zeros(6), 10.0, objective=np.ones(6), tol=1e-12, stall=20)
+    exact = -3.0 * math.sqrt(6.0)
+    assert res.status == "stalled" and not res.success and res.iterations < 200
+    assert "stalled" in res.message and f"{res.gap:.3g}" in res.message and res.gap > 1e-12
+    assert res.lower_bound <= exact + 1e-8 and ball.contains(res.x, tol=1e-8) and res.value <= exact + 1e-6
+
+
+@pytest.mark.parametrize("radius, start", [(1.5, 10.0), (2.0, 5.0), (3.0, 10.0), (4.0, 10.0), (5.0, 5.0)])
+def test_six_dimensional_ball_reaches_tol_with_a_sound_bound(radius, start):
+    """The issue's case: min Σx over a 6-d ball B(0, radius) searched from B(0, start), tol 1e-6. The analytic
+    centre's multipliers alone certify no gap below 1.1e-6 at (3.0, 10.0) and 2.6e-4 at (5.0, 5.0), and at a
+    centre outside the cuts (the phase-one LP's point, off by the LP's tolerance) they give a "bound" above
+    the optimum; the LP bound over every cut and the float64 re-solve of the phase-one vertex settle both."""
+    ball = Ball(np.zeros(6), radius)
+    c = np.ones(6)
+    res = cutting_plane(ball, np.zeros(6), start, objective=c, tol=1e-6)
+    exact = -radius * math.sqrt(6.0)
+    slack = 2e-9 * math.sqrt(6.0)  # x may lie oracle_tol = 1e-9 outside the ball
+    assert res.status == "optimal", res.message
+    assert res.lower_bound <= exact + slack and res.gap <= 1e-6  # a valid certificate
+    assert exact - slack <= res.value <= exact + 1e-6 and ball.contains(res.x, tol=1e-8)
+
+
+def test_random_six_dimensional_balls_reach_tol():
+    """Balls off the origin with random objectives (oracle-only bodies) end optimal with a valid bound."""
+    rng = np.random.default_rng(11)
+    for _ in range(4):
+        centre, radius, c = rng.normal(size=6), float(rng.uniform(1.0, 3.0)), rng.normal(size=6)
+        ball = Ball(centre, radius)
+        res = cutting_plane(OracleBody(6, separate=ball.separate), np.zeros(6), 10.0, objective=c, tol=1e-6)
+        exact = float(c @ centre) - radius * float(np.linalg.norm(c))
+        slack = 2e-9 * float(np.linalg.norm(c))
+        assert res.status == "optimal" and res.lower_bound <= exact + slack <= res.value + 2 * slack
+        assert res.value - exact <= 1e-6

@@ -234,6 +234,81 @@ def test_flat_body_reported():
     assert res2.status == "feasible" and P.contains(res2.x, tol=1e-9)
 
 
+def _disc_in_r4(centre: np.ndarray, radius: float) -> OracleBody:
+    """The disc {x : x2 = x3 = 0, ‖x01 - centre‖ <= radius} in R^4, known only by its separation oracle
+    (the deeper of the two violated cuts)."""
+
+    def separate(x: np.ndarray) -> tuple[np.ndarray, float] | None:
+        cuts = []
+        off = float(np.linalg.norm(x[2:]))
+        if off > 0:
+            cuts.append((off, np.concatenate([[0.0, 0.0], x[2:] / off]), 0.0))
+        d = x[:2] - centre
+        r = float(np.linalg.norm(d))
+        if r > radius:
+            u = d / r
+            cuts.append((r - radius, np.concatenate([u, [0.0, 0.0]]), float(u @ centre) + radius))
+        if not cuts:
+            return None
+        _, a, b = max(cuts, key=lambda t: t[0])
+        return a, b
+
+    return OracleBody(4, separate=separate)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flat_disc_with_an_objective_is_optimised_in_its_flat(seed):
+    """With an objective a flat body is not a stop: the run restricts to the flat and minimises there; x is
+    feasible and optimal within tol, and the flat is reported."""
+    rng = np.random.default_rng(seed)
+    centre, radius, c = rng.normal(size=2), float(rng.uniform(0.5, 2.0)), rng.normal(size=4)
+    body = _disc_in_r4(centre, radius)
+    tol = 1e-7
+    res = ellipsoid(body, rng.normal(size=4) * 0.1, 5.0 + float(np.linalg.norm(centre)), objective=c, tol=tol)
+    exact = float(c[:2] @ centre) - radius * float(np.linalg.norm(c[:2]))
+    assert res.status == "optimal", res.message
+    assert body.contains(res.x, tol=1e-8) and abs(res.value - float(c @ res.x)) <= 1e-12
+    assert exact - 1e-8 <= res.value <= exact + tol and res.value - res.lower_bound <= tol
+    assert res.is_flat and res.flat_directions.shape == (4, 2) and "flat" in res.message
+    # the thin directions are the disc's normals e2, e3
+    assert np.allclose(np.linalg.norm(res.flat_directions[2:], axis=0), 1.0, atol=1e-6)
+
+
+def test_flat_segment_and_polytopes_by_separation_agree_with_lp():
+    """A segment in R^4 (three thin directions) and separation-only polytopes with hidden equalities."""
+    seg = Polytope(np.vstack([np.eye(4), -np.eye(4)]), np.array([1.0, 0.5, 0.5, 0.5, 1.0, -0.5, -0.5, -0.5]))
+    body = OracleBody(4, separate=seg.separate)  # x0 in [-1, 1], x1 = x2 = x3 = 0.5
+    c = np.array([-1.0, 2.0, 0.3, -0.7])
+    res = ellipsoid(body, np.zeros(4), 4.0, objective=c, tol=1e-7)
+    assert res.status == "optimal" and seg.contains(res.x, tol=1e-8) and res.flat_widths.size == 3
+    assert abs(res.value - lp_min(seg, c)) <= 1e-7
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        P, F, g, x0 = flat_polytope(rng, 5 + seed, 2)
+        c = rng.normal(size=P.dim)
+        res = ellipsoid(OracleBody(P.dim, separate=P.separate), np.zeros(P.dim), float(np.linalg.norm(x0)) + 10.0,
+                        objective=c, tol=1e-6)
+        opt = lp_min(P, c)
+        assert res.status == "optimal" and P.contains(res.x, tol=1e-8), res.message
+        assert opt - 1e-7 <= res.value <= opt + 1e-6 and res.lower_bound <= opt + 1e-7
+
+
+def test_flat_run_goes_on_in_all_dimensions_when_the_flat_is_tilted(monkeypatch):
+    """Cuts nearly orthogonal to the flat mean the flat is tilted against the body: the section's optimum is
+    not trusted and the run goes on, certified, in all dimensions (forced here by counting every cut as steep)."""
+    import importlib
+
+    module = importlib.import_module("oracles.ellipsoid")  # the attribute oracles.ellipsoid is the function
+    monkeypatch.setattr(module, "_STEEP", 2.0)
+    body = _disc_in_r4(np.array([0.2, -0.1]), 1.0)
+    c = np.array([1.0, -2.0, 0.4, 0.1])
+    res = ellipsoid(body, np.full(4, 0.1), 5.0, objective=c, tol=1e-7)
+    exact = float(c[:2] @ np.array([0.2, -0.1])) - float(np.linalg.norm(c[:2]))
+    assert res.status == "optimal" and "went on in all dimensions" in res.message
+    assert body.contains(res.x, tol=1e-8) and exact - 1e-8 <= res.value <= exact + 1e-7
+    assert res.lower_bound <= exact + 1e-8 and res.flat_widths.size == 2
+
+
 def test_thin_empty_body_certified_by_width():
     """x_0 <= 0 and x_0 >= 1e-6: the ellipsoid gets thinner than the oracle tolerance -> empty."""
     P = Polytope(np.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]]), np.array([0.0, -1e-6]))
