@@ -14,6 +14,7 @@ of ``affine_hull`` is measured in a child process (resident set growth while it 
 
 PolyRound (the bench extra) and cobra (the test extra) are optional: a missing one is reported, not fatal.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs" / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from oracles import SolverError, affine_hull, implicit_equalities, widths  # noqa: E402
+from oracles import Polytope, SolverError, affine_hull, implicit_equalities, simplify, widths  # noqa: E402
 
 MODELS = ("textbook", "iJO1366", "salmonella")
 FIXED_TOL = 1e-7
@@ -76,7 +77,7 @@ def hull_memory(name: str) -> dict:
     reset through /proc/self/clear_refs after the model is loaded)."""
     code = f"""
 import resource, sys, json
-sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'docs' / 'examples')!r})
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / "docs" / "examples")!r})
 import flux_polytope as fp
 from oracles import affine_hull
 P, _ = fp.flux_polytope(fp.load_model({name!r}))
@@ -107,10 +108,9 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
 
     model = fp.load_model(name)
     P, _ = fp.flux_polytope(model)
-    row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "nonzeros": P.nnz,
-                 "bounds": P.n_bounds}
+    row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "nonzeros": P.nnz, "bounds": P.n_bounds}
     hull, row["t_hull"], row["cpu_hull"] = timed(affine_hull, P)
-    _progress(name, 'affine_hull', row["t_hull"])
+    _progress(name, "affine_hull", row["t_hull"])
     fixed = hull.fixed_coordinates()
     row.update(dim=hull.dim, fixed=int(fixed.size))
     res, row["t_implicit_equalities"], _ = timed(implicit_equalities, P)
@@ -120,7 +120,7 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
     row["frt_ok"] = bool(h2.dim == hull.dim and np.array_equal(h2.fixed_coordinates(), fixed))
     if directions:
         hd, row["t_directions"], _ = timed(affine_hull, P, method="directions")
-        _progress(name, 'directions', row["t_directions"])
+        _progress(name, "directions", row["t_directions"])
         row["directions_ok"] = bool(hd.dim == hull.dim)
     else:
         row["t_directions"], row["directions_ok"] = None, "skipped (--no-directions)"
@@ -132,18 +132,26 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
         row["ellipsoid"] = f"refused: {str(e).split(';')[0]}"
     row["t_ellipsoid"] = time.perf_counter() - t0
     w, row["t_engine_fva"], _ = timed(widths, P, sp.identity(P.dim, format="csr"))
-    _progress(name, 'engine FVA', row["t_engine_fva"])
+    _progress(name, "engine FVA", row["t_engine_fva"])
     try:
         (lo, hi), row["t_cobra_fva"], row["cpu_cobra_fva"] = timed(fp.cobra_fva, model)
-        _progress(name, 'cobra FVA', row["t_cobra_fva"])
+        _progress(name, "cobra FVA", row["t_cobra_fva"])
         fva_fixed = np.flatnonzero(hi - lo <= FIXED_TOL)
-        row.update(fva_fixed=int(fva_fixed.size), fixed_same_as_fva=bool(np.array_equal(fva_fixed, fixed)),
-                   dim_by_rank=rank_dim(P, fva_fixed), engine_fva_max_diff=float(np.max(np.abs((hi - lo) - w))))
+        row.update(
+            fva_fixed=int(fva_fixed.size),
+            fixed_same_as_fva=bool(np.array_equal(fva_fixed, fixed)),
+            dim_by_rank=rank_dim(P, fva_fixed),
+            engine_fva_max_diff=float(np.max(np.abs((hi - lo) - w))),
+        )
         row["dim_same_as_rank"] = bool(row["dim_by_rank"] == hull.dim)
         # a disagreement is shown with both widths: cobra's FVA (GLPK by default) and the engine's own
         diff = np.setxor1d(fva_fixed, fixed)
         row["fva_disagreements"] = [
-            {"reaction": model.reactions[int(j)].id, "cobra_fva_width": float(hi[j] - lo[j]), "engine_width": float(w[j])}
+            {
+                "reaction": model.reactions[int(j)].id,
+                "cobra_fva_width": float(hi[j] - lo[j]),
+                "engine_width": float(w[j]),
+            }
             for j in diff
         ]
     except Exception as e:  # a solver failure inside cobra: report it, keep the table
@@ -153,10 +161,15 @@ def one_model(name: str, *, directions: bool, memory: bool) -> dict:
     _progress(name, "PolyRound", pr.get("seconds"))
     row["polyround_status"] = pr["status"]
     if pr["status"] == "ok":
-        row.update(t_polyround=pr["seconds"], cpu_polyround=pr["cpu_seconds"], polyround_dim=pr["dim"],
-                   polyround_fixed=int(pr["fixed"].size),
-                   fixed_same_as_polyround=bool(np.array_equal(pr["fixed"], fixed)),
-                   dim_same_as_polyround=bool(pr["dim"] == hull.dim), hull_over_polyround=row["t_hull"] / pr["seconds"])
+        row.update(
+            t_polyround=pr["seconds"],
+            cpu_polyround=pr["cpu_seconds"],
+            polyround_dim=pr["dim"],
+            polyround_fixed=int(pr["fixed"].size),
+            fixed_same_as_polyround=bool(np.array_equal(pr["fixed"], fixed)),
+            dim_same_as_polyround=bool(pr["dim"] == hull.dim),
+            hull_over_polyround=row["t_hull"] / pr["seconds"],
+        )
     if memory:
         row["memory"] = hull_memory(name)
     return row
@@ -167,32 +180,53 @@ def _fmt(v) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    cols = [("model", "model"), ("vars", "variables"), ("rows", "rows"), ("nnz", "nonzeros"), ("dim", "dim"),
-            ("fixed", "fixed"), ("hull s", "t_hull"), ("hull cpu", "cpu_hull"), ("impl.eq s", "t_implicit_equalities"),
-            ("FRT s", "t_hull_frt"), ("dirs s", "t_directions"), ("ellips. s", "t_ellipsoid"),
-            ("engine FVA s", "t_engine_fva"), ("PolyRound s", "t_polyround"), ("cobra FVA s", "t_cobra_fva"),
-            ("hull/PR", "hull_over_polyround"), ("dim=rank", "dim_same_as_rank"), ("dim=PR", "dim_same_as_polyround"),
-            ("fixed=FVA", "fixed_same_as_fva"), ("fixed=PR", "fixed_same_as_polyround")]
+    cols = [
+        ("model", "model"),
+        ("vars", "variables"),
+        ("rows", "rows"),
+        ("nnz", "nonzeros"),
+        ("dim", "dim"),
+        ("fixed", "fixed"),
+        ("hull s", "t_hull"),
+        ("hull cpu", "cpu_hull"),
+        ("impl.eq s", "t_implicit_equalities"),
+        ("FRT s", "t_hull_frt"),
+        ("dirs s", "t_directions"),
+        ("ellips. s", "t_ellipsoid"),
+        ("engine FVA s", "t_engine_fva"),
+        ("PolyRound s", "t_polyround"),
+        ("cobra FVA s", "t_cobra_fva"),
+        ("hull/PR", "hull_over_polyround"),
+        ("dim=rank", "dim_same_as_rank"),
+        ("dim=PR", "dim_same_as_polyround"),
+        ("fixed=FVA", "fixed_same_as_fva"),
+        ("fixed=PR", "fixed_same_as_polyround"),
+    ]
     print("\nMetabolic flux polytopes (cobra's bundled models; seconds, same run)")
     widths_ = [max([len(h)] + [len(_fmt(r.get(k))) for r in rows]) for h, k in cols]
     print("  ".join(f"{h:>{w}}" for (h, _), w in zip(cols, widths_)))
     for r in rows:
         print("  ".join(f"{_fmt(r.get(k)):>{w}}" for (_, k), w in zip(cols, widths_)))
     for r in rows:
-        extra = [f"ellipsoid: {r.get('ellipsoid')}", f"evidence: max width {_fmt(r.get('max_width'))}, "
-                 f"min other slack {_fmt(r.get('min_slack'))} (tol 1e-07)"]
+        extra = [
+            f"ellipsoid: {r.get('ellipsoid')}",
+            f"evidence: max width {_fmt(r.get('max_width'))}, min other slack {_fmt(r.get('min_slack'))} (tol 1e-07)",
+        ]
         if "memory" in r:
             extra.append(f"hull peak memory growth {_fmt(r['memory'].get('peak_growth_mb'))} MB")
         for d in r.get("fva_disagreements", []):
-            extra.append(f"FVA disagrees on {d['reaction']}: cobra width {d['cobra_fva_width']:.2g}, "
-                         f"engine width {d['engine_width']:.2g}")
+            extra.append(
+                f"FVA disagrees on {d['reaction']}: cobra width {d['cobra_fva_width']:.2g}, "
+                f"engine width {d['engine_width']:.2g}"
+            )
         if r.get("polyround_status") != "ok":
             extra.append(f"PolyRound: {r.get('polyround_status')}")
         print(f"  {r['model']}: " + "; ".join(extra))
 
 
-def run(quick: bool = False, models: list[str] | None = None, *, directions: bool = True,
-        memory: bool | None = None) -> dict:
+def run(
+    quick: bool = False, models: list[str] | None = None, *, directions: bool = True, memory: bool | None = None
+) -> dict:
     """The metabolic table (quick: e_coli_core only). Returns a JSON-ready dict; prints the table."""
     try:
         import cobra  # noqa: F401
@@ -203,9 +237,208 @@ def run(quick: bool = False, models: list[str] | None = None, *, directions: boo
     memory = (not quick) if memory is None else memory
     rows = [one_model(m, directions=directions, memory=memory) for m in models]
     print_table(rows)
-    return {"rows": rows, "fixed_tol": FIXED_TOL,
-            "notes": "flux bounds capped at ±1000; FVA over the whole polytope (fraction_of_optimum=0); "
-                     "PolyRound: simplify_polytope + transform_polytope with its default settings"}
+    return {
+        "rows": rows,
+        "fixed_tol": FIXED_TOL,
+        "notes": "flux bounds capped at ±1000; FVA over the whole polytope (fraction_of_optimum=0); "
+        "PolyRound: simplify_polytope + transform_polytope with its default settings",
+    }
+
+
+# ------------------------------------------------------------------------------------- simplify table
+def polyround_simplify(model_or_poly) -> dict:
+    """PolyRound's simplify_polytope and transform_polytope, timed apart: kept inequality rows, dim, fixed."""
+    try:
+        from PolyRound.api import PolyRoundApi
+    except ImportError as e:
+        return {"status": f"PolyRound not installed ({e}); pip install polyround (the bench extra)"}
+    poly = (
+        model_or_poly
+        if not hasattr(model_or_poly, "reactions")
+        else PolyRoundApi.cobra_model_to_polytope(model_or_poly)
+    )
+    c = time.process_time()
+    t = time.perf_counter()
+    simple = PolyRoundApi.simplify_polytope(poly)
+    t_s = time.perf_counter() - t
+    t = time.perf_counter()
+    trans = PolyRoundApi.transform_polytope(simple)
+    t_t = time.perf_counter() - t
+    T = np.asarray(trans.transformation, dtype=float)
+    return {
+        "status": "ok",
+        "t_simplify": t_s,
+        "t_transform": t_t,
+        "cpu": time.process_time() - c,
+        "kept": int(simple.A.shape[0]),
+        "dim": int(T.shape[1]),
+        "fixed": np.flatnonzero(np.linalg.norm(T, axis=1) <= 1e-9),
+    }
+
+
+def cobra_fva_solvers(model) -> dict:
+    """cobra's FVA over the whole polytope with GLPK and with HiGHS (through optlang), seconds and fixed set."""
+    import flux_polytope as fp
+
+    out: dict = {}
+    for name, interface in (("glpk", "glpk"), ("highs", "hybrid")):  # cobra's "hybrid": HiGHS for LPs
+        try:
+            with model:
+                model.solver = interface
+                (lo, hi), t, _ = timed(fp.cobra_fva, model)
+            out[name] = {"seconds": t, "fixed": np.flatnonzero(hi - lo <= FIXED_TOL)}
+        except Exception as e:  # a missing interface or a solver failure: reported, not fatal
+            out[name] = {"status": f"{type(e).__name__}: {e}"}
+    return out
+
+
+def simplify_memory(name: str) -> dict:
+    """Peak resident-set growth (MB) of simplify + transform in a fresh child process (as hull_memory)."""
+    code = f"""
+import sys, json, time
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / "docs" / "examples")!r})
+import flux_polytope as fp
+from oracles import simplify
+P, _ = fp.flux_polytope(fp.load_model({name!r}))
+def status(key):
+    for ln in open("/proc/self/status"):
+        if ln.startswith(key):
+            return int(ln.split()[1]) / 1024
+open("/proc/self/clear_refs", "w").write("5")
+base = status("VmRSS")
+s = simplify(P); s.transform()
+print(json.dumps({{"peak_growth_mb": status("VmHWM") - base}}))
+"""
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError) as e:
+        return {"status": f"failed: {e}"}
+
+
+def synthetic_network(n_rxn: int, n_met: int, seed: int = 0):
+    """A sparse random flux polytope with Recon3D's shape (about 10,600 reactions, 5,835 metabolites): each
+    reaction consumes one or two metabolites and produces one or two; a fifth are reversible; exchange
+    reactions (one entry) on 5 % of the metabolites; bounds 0/±1000."""
+    rng = np.random.default_rng(seed)
+    rows, cols, vals = [], [], []
+    for j in range(n_rxn):
+        k = rng.integers(2, 5)
+        mets = rng.choice(n_met, size=k, replace=False)
+        signs = np.where(np.arange(k) < k // 2, -1.0, 1.0)
+        rows += mets.tolist()
+        cols += [j] * k
+        vals += (signs * rng.integers(1, 3, k)).tolist()
+    ex = rng.choice(n_met, size=max(1, n_met // 20), replace=False)
+    for i, m in enumerate(ex):
+        rows.append(int(m))
+        cols.append(n_rxn + i)
+        vals.append(-1.0)
+    n = n_rxn + ex.size
+    S = sp.csr_matrix((vals, (rows, cols)), shape=(n_met, n))
+    rev = rng.uniform(size=n) < 0.2
+    lb = np.where(rev, -1000.0, 0.0)
+    ub = np.full(n, 1000.0)
+    return Polytope(A_eq=S, b_eq=np.zeros(n_met), lb=lb, ub=ub)
+
+
+def _polyround_from(P) -> object:
+    import pandas as pd
+    from PolyRound.mutable_classes.polytope import Polytope as PRPolytope
+
+    n = P.dim
+    names = [f"r{j}" for j in range(n)]
+    A = np.vstack([np.eye(n), -np.eye(n)])
+    b = np.concatenate([P.ub, -P.lb])
+    S = P.A_eq.toarray()
+    return PRPolytope(
+        pd.DataFrame(A, columns=names), pd.Series(b), pd.DataFrame(S, columns=names), pd.Series(np.zeros(S.shape[0]))
+    )
+
+
+def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True) -> dict:
+    """simplify + transform against PolyRound's simplify + transform (and cobra's FVA) on one model."""
+    import flux_polytope as fp
+
+    model = None
+    if name.startswith("synthetic"):
+        n_rxn, n_met = (int(v) for v in name.split(":")[1].split("x"))
+        P = synthetic_network(n_rxn, n_met)
+    else:
+        model = fp.load_model(name)
+        P, _ = fp.flux_polytope(model)
+    row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "bounds": P.n_bounds}
+    s, row["t_simplify"], row["cpu_simplify"] = timed(simplify, P)
+    tr, row["t_transform"], _ = timed(s.transform)
+    _progress(name, f"simplify ({s.n_lps} LPs)", row["t_simplify"])
+    fixed = s.fixed_variables
+    row.update(
+        dim=s.dim,
+        fixed=int(fixed.size),
+        kept=int(s.kept.size + s.kept_lower.size + s.kept_upper.size),
+        redundant=int(s.redundant.size + s.redundant_lower.size + s.redundant_upper.size),
+        near_ties=len(s.near_ties),
+        n_lps=s.n_lps,
+        t_lps=s.info.get("lp_seconds"),
+        per_lp_ms=1e3 * float(s.info.get("lp_seconds", 0.0)) / max(s.n_lps, 1),
+        transform_shape=list(tr.polytope.A.shape),
+    )
+    pr = polyround_simplify(model if model is not None else _polyround_from(P)) if polyround else {"status": "skipped"}
+    _progress(name, "PolyRound simplify + transform", pr.get("t_simplify"))
+    row["polyround_status"] = pr["status"]
+    if pr["status"] == "ok":
+        t_pr = pr["t_simplify"] + pr["t_transform"]
+        row.update(
+            t_polyround=t_pr,
+            cpu_polyround=pr["cpu"],
+            cpu_ratio=row["cpu_simplify"] / pr["cpu"],
+            polyround_kept=pr["kept"],
+            polyround_dim=pr["dim"],
+            polyround_fixed=int(pr["fixed"].size),
+            same_dim=bool(pr["dim"] == s.dim),
+            same_fixed=bool(np.array_equal(pr["fixed"], fixed)),
+            same_kept=bool(pr["kept"] == row["kept"]),
+            ratio=(row["t_simplify"] + row["t_transform"]) / t_pr,
+        )
+    if fva and model is not None:
+        for solver, res in cobra_fva_solvers(fp.load_model(name)).items():  # fresh: PolyRound's import changes it
+            row[f"t_fva_{solver}"] = res.get("seconds")
+            if "status" in res:
+                row[f"fva_{solver}_status"] = res["status"]
+            if "fixed" in res:
+                row[f"fixed_same_as_fva_{solver}"] = bool(np.array_equal(res["fixed"], fixed))
+    if memory and model is not None:
+        row["memory_mb"] = simplify_memory(name).get("peak_growth_mb")
+    return row
+
+
+def run_simplify(
+    models: list[str], *, memory: bool = True, fva: bool = True, polyround: bool = True, out: str | None = None
+) -> dict:
+    """The simplify table; with ``out``, the JSON is rewritten after every model (long runs keep what they did)."""
+    from _report import write_json
+
+    rows = []
+    for m in models:
+        rows.append(simplify_one(m, memory=memory, fva=fva, polyround=polyround))
+        print(json.dumps({k: v for k, v in rows[-1].items() if not isinstance(v, list)}, default=str), flush=True)
+        if out:
+            write_json(out, {"rows": rows})
+    cols = [
+        ("model", "model"), ("vars", "variables"), ("bounds", "bounds"), ("kept", "kept"),
+        ("PR kept", "polyround_kept"), ("dim", "dim"), ("PR dim", "polyround_dim"), ("fixed", "fixed"),
+        ("PR fixed", "polyround_fixed"), ("near ties", "near_ties"), ("LPs", "n_lps"), ("ms/LP", "per_lp_ms"),
+        ("simplify s", "t_simplify"), ("transform s", "t_transform"), ("PolyRound s", "t_polyround"),
+        ("ratio", "ratio"), ("cpu s", "cpu_simplify"), ("PR cpu s", "cpu_polyround"), ("cpu ratio", "cpu_ratio"),
+        ("FVA glpk s", "t_fva_glpk"), ("FVA highs s", "t_fva_highs"), ("peak MB", "memory_mb"),
+        ("=fixed PR", "same_fixed"), ("=fixed FVA", "fixed_same_as_fva_highs"),
+    ]  # fmt: skip
+    print("\nsimplify + transform against PolyRound (simplify_polytope + transform_polytope) and cobra FVA; seconds")
+    w = [max([len(h)] + [len(_fmt(r.get(k))) for r in rows]) for h, k in cols]
+    print("  ".join(f"{h:>{x}}" for (h, _), x in zip(cols, w)))
+    for r in rows:
+        print("  ".join(f"{_fmt(r.get(k)):>{x}}" for (_, k), x in zip(cols, w)))
+    return {"rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +449,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=None, help=f"subset of {MODELS}")
     parser.add_argument("--no-directions", action="store_true", help="skip method='directions' (minutes on iJO1366)")
     parser.add_argument("--out", default="results/engine_metabolic.json")
+    parser.add_argument(
+        "--simplify",
+        nargs="*",
+        default=None,
+        help="only the simplify table, on these models (e.g. textbook iJO1366 salmonella iYS1720 synthetic:10600x5835)",
+    )
+    parser.add_argument("--no-fva", action="store_true", help="simplify table: skip cobra's FVA")
+    parser.add_argument("--no-polyround", action="store_true", help="simplify table: skip PolyRound")
+    parser.add_argument("--no-memory", action="store_true", help="simplify table: skip the peak-memory run")
     args = parser.parse_args(argv)
+    if args.simplify is not None:
+        models = args.simplify or ["textbook"]
+        kw = {"fva": not args.no_fva, "polyround": not args.no_polyround, "memory": not args.no_memory}
+        write_json(args.out, run_simplify(models, out=args.out, **kw))
+        return 0
     report = run(args.quick, args.models, directions=not args.no_directions)
     write_json(args.out, report)
     return 0

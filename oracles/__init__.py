@@ -26,7 +26,8 @@ from .feasible_points import feasible_point_on_flat, first_order_feasible_point
 from .flats import FlatFit, fit_flat, singular_gap_dimension
 from .geometry import chebyshev_center, min_norm_point, width, widths
 from .hull_ellipsoid import affine_hull_by_ellipsoid
-from .results import EllipsoidResult
+from .results import CompactResult, EllipsoidResult
+from .simplify import NearTie, Simplified, Transformed, simplify
 from .slack import (
     HingePoint,
     MaxViolation,
@@ -39,7 +40,7 @@ from .support import extents, flat_slice
 from .working_set import BoundResult, WorkingSetMinimizer
 
 try:
-    __version__: str = _metadata.version("sculpt")  # the distribution that ships the engine
+    __version__: str = _metadata.version("sculpt-attention")  # the distribution that ships the engine
 except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
     __version__ = "0+unknown"
 
@@ -65,6 +66,11 @@ __all__ = [
     "ImplicitEqualities",
     "ExactCheck",
     "linear_span",
+    "CompactResult",
+    "simplify",
+    "Simplified",
+    "Transformed",
+    "NearTie",
     "min_norm_point",
     "chebyshev_center",
     "width",

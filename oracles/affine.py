@@ -37,10 +37,11 @@ from numpy.typing import ArrayLike
 from . import solvers
 from ._dense_ipm import central_point, single_thread_blas
 from ._sparse import row_norms, scale_rows, sparse_null_space
-from ._validate import as_vector
+from ._validate import as_vector, real_array
 from .affine_subspace import AffineSubspace
 from .bodies import Ball, ConvexBody, Intersection, Polytope, _merge_polytopes
 from .errors import EmptyBodyError, MissingOracleError, SolverError, UnboundedError
+from .results import CompactResult
 from .solvers import Matrix
 
 METHODS = ("auto", "lp", "directions", "ellipsoid")
@@ -64,8 +65,8 @@ class ExactCheck:
     seconds: float
 
 
-@dataclass
-class ImplicitEqualities:
+@dataclass(repr=False)
+class ImplicitEqualities(CompactResult):
     """Implicit equalities of P = {A x <= b, A_eq x = b_eq, lb <= x <= ub}.
 
     ``rows``: indices of the inequality rows that hold with equality on the whole body; ``lower``/``upper``:
@@ -669,14 +670,26 @@ def _known_flat(body: ConvexBody) -> tuple[np.ndarray, np.ndarray] | None:
     return p, B
 
 
+# HiGHS accepts a basis whose rows and bounds are violated by up to its feasibility tolerance (1e-7 by default);
+# on flux polytopes (values up to 1000, long chains of equalities) that slack makes flat directions look wide:
+# salmonella is 743-dimensional for "directions" at 1e-7 and 738 at 1e-9, as FVA and the "lp" method say
+_TIGHT_HIGHS = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}
+
+
 def _objective_model(P: Polytope, solver: str | None) -> solvers.LPModel:
     """One kept LP model for many objectives over P: on a sparse P a warm-started simplex with the backend's
     COST_CHANGE_OPTIONS (HiGHS: primal simplex; iJO1366: 7.8 ms per LP against 120 ms for IPM + crossover),
-    else IPM + crossover (measured fastest for unrelated objectives on dense data)."""
+    else IPM + crossover (measured fastest for unrelated objectives on dense data). HiGHS runs with its
+    feasibility tolerances at 1e-9 (``_TIGHT_HIGHS``): the widths are differences of such LP values."""
+    from .solvers.backend_highs import HighsBackend
+
+    backend = solvers.get(solver, "lp")
+    tight = dict(_TIGHT_HIGHS) if isinstance(backend, HighsBackend) else {}
     if P.is_sparse:
-        backend = solvers.get(solver, "lp")
-        return solvers.LPModel(P, solver=solver, algorithm="simplex", options=dict(backend.COST_CHANGE_OPTIONS) or None)
-    return solvers.LPModel(P, solver=solver)
+        return solvers.LPModel(
+            P, solver=solver, algorithm="simplex", options={**backend.COST_CHANGE_OPTIONS, **tight} or None
+        )
+    return solvers.LPModel(P, solver=solver, options=tight or None)
 
 
 def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.random.Generator) -> AffineSubspace:
@@ -927,7 +940,7 @@ def linear_span(
                 q /= np.linalg.norm(q)
             B = np.hstack([B, q[:, None]])
         return B
-    X = np.asarray(body_or_points, dtype=float)
+    X = real_array(body_or_points, "body_or_points")
     if X.ndim != 2:
         raise ValueError(f"body_or_points must be a body or a 2-D array of points (rows), got shape {X.shape}")
     if not np.all(np.isfinite(X)):
@@ -963,7 +976,7 @@ def _exact_check(P: Polytope, res: ImplicitEqualities) -> ExactCheck:
         import cdd.gmp as cddgmp
     except ImportError as e:
         raise ImportError(
-            "exact=True needs pycddlib with its gmp module (pip install 'sculpt[exact]'; it builds "
+            "exact=True needs pycddlib with its gmp module (pip install 'sculpt-attention[exact]'; it builds "
             "against the system's cddlib and GMP, e.g. the Debian packages libcdd-dev and "
             f"libgmp-dev): {e}"
         ) from e

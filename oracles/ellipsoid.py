@@ -591,6 +591,8 @@ class _Run:
         assert self.obj is not None and self.best_x is not None
         s, U = self.E.semi_axes()
         thin = s < self.flat_level
+        # what E's thin axes vouch for, as in the flat test: rounding noise below the resolution, plus the drift
+        s = np.where(thin, np.maximum(s, _resolution(self.n) * float(np.linalg.norm(self.E._J, 2))) + self.drift, s)
         V, x0 = U[:, ~thin], self.best_x.copy()
         k, obj_in = V.shape[1], V.T @ self.obj
         note = (
@@ -598,9 +600,11 @@ class _Run:
             f"before a point was found; after {self.it} updates the run went on in the {k}-dimensional flat "
             "through the body's first point"
         )
+        slack = self._thin_slack(U[:, thin], s[thin])
         if k == 0 or not norm(obj_in) > 1e-12 * self.obj_norm:
-            self.lower = self.best_val
-            return self.result("optimal", f"the objective is constant on the flat ({note})", (U[:, thin], s[thin]))
+            self.lower = self.best_val - slack
+            status: Status = "optimal" if slack <= self.tol + self.drift * self.obj_norm else "flat"
+            return self.result(status, f"the objective is constant on the flat ({note})", (U[:, thin], s[thin]))
         R_in = float(s[~thin].max())
         section = _InFlat(self.body, x0, V)
         inner = _Run(
@@ -608,7 +612,7 @@ class _Run:
             np.zeros(k),
             R_in,
             obj_in,
-            tol=self.tol,
+            tol=max(self.tol - slack, 0.1 * self.tol),  # room for the thin axes' slack in the certified gap
             oracle_tol=self.oracle_tol,
             flat_tol=self.flat_level / R_in,
             central=self.central,
@@ -652,15 +656,19 @@ class _Run:
         Ut, st = thin
         x = None if res.x is None else x0 + V @ res.x
         base = float(self.obj @ x0)
+        slack = self._thin_slack(Ut, st)  # the optimum in the flat is the body's only up to its thin extent
+        gap = math.inf if res.lower_bound is None or res.value is None else res.value - res.lower_bound + slack
+        ok = gap <= self.tol + self.drift * self.obj_norm  # the gap the run itself certifies "optimal" at
+        status = res.status if res.status != "optimal" or ok else "flat"
         return EllipsoidResult(
-            status=res.status,
+            status=status,
             x=x,
             value=None if x is None else float(self.obj @ x),
             iterations=self.it + res.iterations,
             oracle_calls=self.calls + res.oracle_calls,
             center=x0 + V @ res.center,
             shape=V @ res.shape @ V.T + (Ut * st**2) @ Ut.T,
-            lower_bound=None if res.lower_bound is None else res.lower_bound + base,
+            lower_bound=None if res.lower_bound is None else res.lower_bound + base - slack,
             log_volumes=np.concatenate(
                 [self.log_volumes, res.log_volumes + float(np.sum(np.log(np.maximum(st, 1e-300))))]
             ),
@@ -669,6 +677,12 @@ class _Run:
             recycled_cuts=self.recycled + res.recycled_cuts,
             message=f"{res.message} ({note})",
         )
+
+    def _thin_slack(self, Ut: np.ndarray, st: np.ndarray) -> float:
+        """How far the objective can fall across the thin axes: the body spans at most 2 s_j along axis u_j of
+        E, so Σ_j 2 s_j |cᵀu_j| bounds what the optimum over the flat through x0 can miss."""
+        assert self.obj is not None
+        return float(2.0 * np.sum(st * np.abs(Ut.T @ self.obj)))
 
     # -- the answer ---------------------------------------------------------------------------------------
     def result(
@@ -738,7 +752,9 @@ def ellipsoid(
         Without an objective the run stops with status "flat" and the thin directions. With one it goes on
         to a point x0 of the body, then minimises over the flat through x0 spanned by the wide semi-axes (a
         run in that many dimensions, from the ellipsoid's section) and returns that answer lifted back, with
-        ``flat_directions``/``flat_widths`` set and the flat named in ``message``.
+        ``flat_directions``/``flat_widths`` set and the flat named in ``message``: status "optimal" when the
+        objective can fall by at most tol across the thin axes, else "flat" with the point, its value and a
+        lower bound that allows for them (set flat_tol=0 to optimise over a thin full-dimensional body).
     oracle_tol : float
         Tolerance passed to the separation oracle; every cut is relaxed by it.
     memory : int, optional
@@ -749,7 +765,7 @@ def ellipsoid(
     Returns
     -------
     EllipsoidResult
-        Status "feasible", "optimal", "empty", "flat" (no objective) or "max_iter", the point and value
+        Status "feasible", "optimal", "empty", "flat" or "max_iter", the point and value
         found, the final ellipsoid, the lower bound, log-volumes and counters.
 
     Examples

@@ -16,19 +16,21 @@ from numpy.typing import ArrayLike
 
 from ._validate import as_matrix, as_rhs
 from .affine_subspace import AffineSubspace
+from .results import CompactResult
 
 __all__ = ["FlatFit", "fit_flat", "singular_gap_dimension"]
 
 
-@dataclass
-class FlatFit:
+@dataclass(repr=False)
+class FlatFit(CompactResult):
     """Result of :func:`fit_flat`.
 
     ``flat``: the fitted r-dimensional AffineSubspace; ``span``: orthonormal (n, r+1) basis of the linear
     span of the flat's points; ``singular_values``: singular values of the weighted [A, −b], ascending;
     ``dim``: r used; ``dim_estimate``: r suggested by the largest relative gap; ``gap``: σ_{r+1}/σ_{r+2}
     (ascending, 1-based; small means a clean null space); ``residual``: weighted RMS of A x − b at the
-    flat's min-norm point.
+    flat's min-norm point; ``vectors``: the right singular vectors computed, as columns in ascending order
+    (all n+1, or the ``smallest`` ones), a ``start`` for a refit.
     """
 
     flat: AffineSubspace
@@ -39,6 +41,7 @@ class FlatFit:
     gap: float
     residual: float
     info: dict[str, object] = field(default_factory=dict)
+    vectors: np.ndarray | None = field(default=None, repr=False)
 
 
 def singular_gap_dimension(
@@ -102,6 +105,7 @@ def fit_flat(
     method: str = "auto",
     smallest: int | None = None,
     iterative_from: int | None = None,
+    start: ArrayLike | None = None,
 ) -> FlatFit:
     """Fit an affine flat to the equations A x ≈ b by the homogeneous SVD of diag(w)·[A, −s·b] (TLS).
 
@@ -142,12 +146,15 @@ def fit_flat(
         shift-invert Lanczos on one Cholesky factor of MᵀM (n³/3 flops, against the tridiagonal reduction's
         4n³/3), checks each pair's residual ‖G v − λ v‖ ≤ 1e-11·λ_max and falls back to the subset eigh when a
         check (or the factorisation) fails. Default None: always the exact eigh.
+    start : array_like of shape (n+1,) or (n+1, j), optional
+        A guess of the smallest right singular vectors of [A, −b] (``vectors`` of an earlier fit of nearly the
+        same rows): the shift-invert Lanczos starts from their sum. Ignored by the other methods.
 
     Returns
     -------
     FlatFit
         The flat, its span, the singular values, the dimension used and estimated, the gap, the weighted
-        residual; ``info["method"]`` says which factorisation produced the fit.
+        residual, the right singular ``vectors``; ``info["method"]``: the factorisation that produced the fit.
 
     Examples
     --------
@@ -160,14 +167,14 @@ def fit_flat(
     """
     A, b, w, scale = _fit_inputs(A, b, dim, weights, max_dim, scale, min_ratio, method, smallest, iterative_from)
     n = A.shape[1]
-    M = np.hstack([A, -scale * b[:, None]]) * w[:, None]
+    lifted = _Lifted(A, b, w, scale)
     used = "svd" if method == "svd" else "gram"
-    s_asc, V_asc = _right_singular(M, used, smallest, iterative_from)
+    s_asc, V_asc = _right_singular(lifted, used, smallest, iterative_from, _start_vector(start, n + 1))
     q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
     r = q_est - 1 if dim is None else int(dim)
     if method == "auto" and not _gram_resolves(s_asc, r):
         used = "svd"
-        s_asc, V_asc = _right_singular(M, used)
+        s_asc, V_asc = _right_singular(lifted, used)
         q_est, ratios = singular_gap_dimension(s_asc, None if max_dim is None else max_dim + 1, min_ratio)
         r = q_est - 1 if dim is None else int(dim)
     flat = _flat_from_null(V_asc[:, : r + 1], n, scale)
@@ -184,6 +191,7 @@ def fit_flat(
         gap=gap,
         residual=residual,
         info={"scale": scale, "gap_ratios": ratios[:16], "method": used},
+        vectors=V_asc,
     )
 
 
@@ -260,16 +268,69 @@ FULL_EIGH_UP_TO = 160
 ITERATIVE_RESIDUAL = 1e-11
 
 
+#: floats of [A, −b] one chunk of the streamed Gram matrix holds (128 MB): MᵀM is accumulated chunk by chunk, so
+#: the weighted lifted system is never formed whole (below it, one chunk: the plain product)
+GRAM_CHUNK_ENTRIES = 1 << 24
+
+
+class _Lifted:
+    """The weighted lifted system M = diag(w)·[A, −s·b], formed only in row chunks (``rows``) or whole (``full``)."""
+
+    def __init__(self, A: np.ndarray, b: np.ndarray, w: np.ndarray, scale: float) -> None:
+        self.A, self.b, self.w, self.scale = A, b, w, scale
+        self.shape = (A.shape[0], A.shape[1] + 1)
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows lo:hi of M."""
+        return np.hstack([self.A[lo:hi], -self.scale * self.b[lo:hi, None]]) * self.w[lo:hi, None]
+
+    def full(self) -> np.ndarray:
+        """M whole."""
+        return self.rows(0, self.shape[0])
+
+    def gram(self) -> np.ndarray:
+        """MᵀM, streamed: chunks of ``GRAM_CHUNK_ENTRIES`` floats accumulated by a symmetric rank-k update."""
+        n_rows, n1 = self.shape
+        step = max(1, GRAM_CHUNK_ENTRIES // n1)
+        if n_rows <= step:
+            M = self.full()
+            return M.T @ M
+        G = np.zeros((n1, n1), order="F")
+        for lo in range(0, n_rows, step):
+            G = scipy.linalg.blas.dsyrk(1.0, self.rows(lo, lo + step), beta=1.0, c=G, trans=1, overwrite_c=1)
+        upper = np.triu(G)
+        return np.ascontiguousarray(upper + np.triu(G, 1).T)
+
+
+def _start_vector(start: ArrayLike | None, n1: int) -> np.ndarray | None:
+    """Lanczos's start vector from ``start`` (the sum of its columns), None without one; ValueError when its
+    shape does not match or it is not finite."""
+    if start is None:
+        return None
+    V = np.asarray(start, dtype=float)
+    V = V[:, None] if V.ndim == 1 else V
+    if V.ndim != 2 or V.shape[0] != n1 or not np.all(np.isfinite(V)):
+        raise ValueError(f"start must be finite with {n1} rows (n + 1), got shape {np.shape(start)}")
+    v0 = V.sum(axis=1)
+    return v0 if float(np.linalg.norm(v0)) > 0 else None
+
+
 def _right_singular(
-    M: np.ndarray, method: str, smallest: int | None = None, iterative_from: int | None = None
+    M: _Lifted | np.ndarray,
+    method: str,
+    smallest: int | None = None,
+    iterative_from: int | None = None,
+    v0: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Singular values of M (ascending, padded with zeros to M's column count) and the matching right singular
-    vectors as columns: by QR + SVD of the square factor ("svd") or by eigh of MᵀM ("gram"); with
+    vectors as columns: by QR + SVD of the square factor ("svd") or by eigh of MᵀM ("gram", streamed); with
     ``smallest`` the gram method returns only the ``smallest`` smallest pairs, then σ_max (no vector), by
-    shift-invert Lanczos from ``iterative_from`` columns on."""
+    shift-invert Lanczos (from ``v0`` when given) from ``iterative_from`` columns on."""
+    if isinstance(M, np.ndarray):  # a matrix given whole: its last column plays −b, unweighted
+        M = _Lifted(M[:, :-1], -M[:, -1], np.ones(M.shape[0]), 1.0)
     n1 = M.shape[1]
     if method == "gram":
-        G = M.T @ M
+        G = M.gram()
         # a subset eigh plus ARPACK for σ_max pays off only past ~160 columns (65: 1.7 against 0.5 ms for the
         # full eigh; 145: 3.4 against 2.1; 257: 7.2 against 9.0; 577: 33 against 49)
         if smallest is not None and smallest + 1 < n1 and n1 > FULL_EIGH_UP_TO:
@@ -280,7 +341,7 @@ def _right_singular(
             )
             pairs = None
             if iterative_from is not None and n1 >= iterative_from:
-                pairs = _smallest_shift_invert(G, smallest, top)
+                pairs = _smallest_shift_invert(G, smallest, top, v0)
             if pairs is None:
                 pairs = scipy.linalg.eigh(G, subset_by_index=[0, smallest - 1], driver="evr", check_finite=False)
             ev, V = pairs
@@ -289,22 +350,31 @@ def _right_singular(
         if smallest is not None and smallest + 1 < n1:  # the same shapes as the subset path
             ev, V = np.append(ev[:smallest], ev[-1]), V[:, :smallest]
         return np.sqrt(np.maximum(ev, 0.0)), V
-    if M.shape[0] > n1:
+    A = M.full()
+    if A.shape[0] > n1:
         # QR first: same singular values and right vectors, cheaper SVD on the square factor (scipy's
         # mode="r" skips forming Q: 29 against 41 ms on 2,500 × 257)
-        M = scipy.linalg.qr(M, mode="r", check_finite=False)[0][:n1]
-    _, s_desc, Vt = np.linalg.svd(M, full_matrices=True)
+        A = scipy.linalg.qr(A, mode="r", check_finite=False)[0][:n1]
+    _, s_desc, Vt = np.linalg.svd(A, full_matrices=True)
     s_all = np.zeros(n1)
     s_all[: s_desc.size] = s_desc
     order = np.arange(n1 - 1, -1, -1)
     return s_all[order], Vt[order].T
 
 
-def _smallest_shift_invert(G: np.ndarray, k: int, top: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """The k smallest eigenpairs of the SPD matrix G (ascending) by Lanczos on G⁻¹ through one Cholesky factor,
-    a Rayleigh–Ritz step on the vectors found, then each pair's residual checked against ``top`` = λ_max;
-    None when G is not numerically positive definite, Lanczos does not converge or a residual is too large.
-    Lanczos runs to full precision: ARPACK's 1e-8 leaves the last pairs' residuals at ~6e-10·λ_max."""
+#: ARPACK's tolerance for the shift-invert pairs: the residual check (``ITERATIVE_RESIDUAL``) is what certifies
+#: them (at 4,097 columns 1e-8 passed it with a margin of 15 in 95 solves, full precision took 145; 1e-9 keeps
+#: a wider margin); a failed check retries at full precision before the subset eigh
+ITERATIVE_TOL = 1e-9
+
+
+def _smallest_shift_invert(
+    G: np.ndarray, k: int, top: float, v0: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The k smallest eigenpairs of the SPD matrix G (ascending) by Lanczos on G⁻¹ through one Cholesky factor
+    (from ``v0``, else a vector of ones), a Rayleigh–Ritz step on the vectors found, then each pair's residual
+    checked against ``top`` = λ_max; None when G is not numerically positive definite, Lanczos does not converge
+    or a residual is too large even at full precision."""
     n1 = G.shape[0]
     try:
         factor = scipy.linalg.cho_factor(G, lower=True, check_finite=False)
@@ -313,18 +383,20 @@ def _smallest_shift_invert(G: np.ndarray, k: int, top: float) -> tuple[np.ndarra
     solve = scipy.sparse.linalg.LinearOperator(
         (n1, n1), matvec=lambda x: scipy.linalg.cho_solve(factor, x, check_finite=False), dtype=G.dtype
     )
-    try:
-        _, X = scipy.sparse.linalg.eigsh(G, k=k, sigma=0.0, which="LM", OPinv=solve, v0=np.ones(n1), tol=0.0)
-    except scipy.sparse.linalg.ArpackError:
-        return None
-    Q = np.linalg.qr(X)[0]
-    GQ = G @ Q
-    ev, U = np.linalg.eigh(Q.T @ GQ)
-    V = Q @ U
-    residual = np.linalg.norm(GQ @ U - V * ev, axis=0)
-    if not (np.all(np.isfinite(residual)) and float(residual.max()) <= ITERATIVE_RESIDUAL * top):
-        return None
-    return ev, V
+    start = np.ones(n1) if v0 is None else v0
+    for tol in (ITERATIVE_TOL, 0.0):
+        try:
+            _, X = scipy.sparse.linalg.eigsh(G, k=k, sigma=0.0, which="LM", OPinv=solve, v0=start, tol=tol)
+        except scipy.sparse.linalg.ArpackError:
+            return None
+        Q = np.linalg.qr(X)[0]
+        GQ = G @ Q
+        ev, U = np.linalg.eigh(Q.T @ GQ)
+        V = Q @ U
+        residual = np.linalg.norm(GQ @ U - V * ev, axis=0)
+        if np.all(np.isfinite(residual)) and float(residual.max()) <= ITERATIVE_RESIDUAL * top:
+            return ev, V
+    return None
 
 
 def _gram_resolves(s_asc: np.ndarray, r: int) -> bool:

@@ -3,7 +3,7 @@ sculpting a convex body (Chen & Li, STOC 2025), on top of the ``oracles`` convex
 
 Public names: ``MultiHeadAttention`` (the layer), ``sample_inputs`` / ``plant`` / ``nondegeneracy`` (data
 and planted instances), ``from_torch`` / ``to_torch`` (torch.nn.MultiheadAttention interop, torch imported
-lazily), ``learn``, ``LearnResult`` / ``PhaseRecord`` / ``RouteInfo`` (results; ``LearnResult.info`` is a typed
+lazily), ``learn``, ``learn_from_queries`` (from black-box queries: ``sculpt.queries``), ``LearnResult`` / ``PhaseRecord`` / ``RouteInfo`` (results; ``LearnResult.info`` is a typed
 ``RouteInfo``), ``Settings`` (every option of ``learn``, typed; each group resolves its "auto" fields for a
 ``ProblemSize``), ``PhaseFailed``, ``certify``, and ``Route`` / ``register_route`` (a way for ``learn`` to learn
 the layer, registered under its ``method`` name: the registry is ``sculpt.routes.ROUTES``). Gradient baselines
@@ -18,13 +18,14 @@ from .data import NondegeneracyReport, nondegeneracy, plant, sample_inputs
 from .errors import PhaseFailed, SculptError
 from .learner import learn
 from .model import HeadDistance, MultiHeadAttention
+from .queries import learn_from_queries
 from .result import LearnResult, PhaseRecord, RouteInfo
 from .routes import Route, register_route
 from .settings import ProblemSize, Settings
 from .torch_interop import from_torch, to_torch
 
 try:
-    __version__: str = _metadata.version("sculpt")
+    __version__: str = _metadata.version("sculpt-attention")  # the distribution's name; the import name is sculpt
 except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
     __version__ = "0+unknown"
 
@@ -41,6 +42,7 @@ __all__ = [
     "PhaseRecord",
     "RouteInfo",
     "learn",
+    "learn_from_queries",
     "Settings",
     "ProblemSize",
     "Route",

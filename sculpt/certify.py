@@ -80,6 +80,10 @@ __all__ = ["certify", "Certificate", "body_widths", "BodyWidths", "normal_equati
 
 COVARIANCES = ("gauss-newton", "sandwich")
 DEFAULT_RTOL = 1e-6
+#: relative residual RSS / Σ Y² above which the summary says the model does not fit the data (it explains less
+#: than half of the labels' energy, as ``Settings.misfit_residual``): uniqueness and intervals of such a
+#: least-squares point describe no layer behind the data
+NO_FIT_RESIDUAL = 0.5
 _NULL_LEAK = 1e-6  # squared null-space component of a coordinate above which its se is infinite
 _CHUNK_FLOATS = 1 << 21  # ~16 MB per chunk intermediate
 _WEAK = 1e-3  # s_min / s_max below this (but above rtol): "weakly identified" note
@@ -381,6 +385,11 @@ class Certificate:
         return float(s[-1] / s[0]) if s.size and s[0] > 0 else math.inf
 
     @property
+    def fits(self) -> bool:
+        """Whether the model fits the data: relative residual at most ``NO_FIT_RESIDUAL`` (nan counts as a fit)."""
+        return not self.relative_residual > NO_FIT_RESIDUAL
+
+    @property
     def smallest_relative_singular_value(self) -> float:
         s = self.singular_values
         return float(s[0] / s[-1]) if s.size and s[-1] > 0 else 0.0
@@ -422,6 +431,11 @@ class Certificate:
         """A few lines for a terminal."""
         s = self.singular_values
         head = "locally unique" if self.locally_unique else "NOT locally unique"
+        if not self.fits:
+            head = (
+                f"the model does NOT fit the data (relative residual {self.relative_residual:.3g} > "
+                f"{NO_FIT_RESIDUAL:g}), so nothing is certified; at this point the fit is {head}"
+            )
         lines = [
             f"certificate: {head} (rank {self.rank} / {self.n_params} parameters; "
             f"s_min/s_max = {self.smallest_relative_singular_value:.3g}, s_max = {s[-1] if s.size else 0:.3g})",
@@ -443,6 +457,7 @@ class Certificate:
         """JSON-ready (strict: non-finite numbers become None; the covariance matrix is left out)."""
         return {
             "locally_unique": bool(self.locally_unique),
+            "fits": bool(self.fits),
             "rank": int(self.rank),
             "n_params": int(self.n_params),
             "m": self.model.m,

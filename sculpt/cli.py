@@ -3,11 +3,15 @@ your own X, Y arrays) and ``sculpt bench`` (the recovery benchmark, registered f
 
     sculpt recover --d 8 --k 4 --m 2 --samples 20000 --seed 0 [--method ROUTE]
                    [--distribution boolean|gaussian] [--noise SIGMA] [--scale 2.5] [--solver NAME]
-                   [--tol TOL] [--test-samples 5000] [--out DIR] [--quiet]
+                   [--tol TOL] [--test-samples 5000] [--out DIR] [--verbose | --quiet]
     sculpt learn --data FILE.npz --m 2 [--method ...] [--seed 0] [--solver NAME] [--tol TOL]
-                 [--truth MODEL.npz] [--out DIR] [--quiet]
+                 [--truth MODEL.npz] [--out DIR] [--verbose | --quiet]
 
-ROUTE is any registered learning route (``sculpt.routes.ROUTES``: sculpt, exact, gradient, vp-lm, auto).
+ROUTE is any registered learning route (``sculpt.routes.ROUTES``: sculpt, exact, gradient, vp-lm, auto; auto by
+default). The default output is a short plain-language summary (what was learned, whether it is exact, at the
+noise level or failed, the errors, the time, where the files went), with a progress bar on a terminal;
+``--verbose`` adds the progress lines, the phase table and the whole certificate; ``--quiet`` prints the summary
+only.
 Exit status: 0 learned (converged), 1 ran but did not converge (or a solver failed, or an internal error,
 reported on one line), 2 bad input: the usage line, then one line ``sculpt CMD: error: ...`` naming the flag,
 file or setting; never a traceback (SCULPT_TRACEBACK=1 shows one for internal errors).
@@ -23,6 +27,7 @@ import os
 import shlex
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from ._argtypes import nonneg_int, positive_int, real_at_least
+from ._checks import MAX_VALUE
 from .toolkit import versions, write_json
 
 if TYPE_CHECKING:
@@ -94,7 +100,11 @@ def _add_learning_arguments(p: argparse.ArgumentParser, default_method: str) -> 
         help="a learner setting by its dotted name, e.g. --set refine.slabs.tau=0.02 (repeatable; "
         "VALUE is read as JSON, else as text; `sculpt settings` lists them)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress lines and no phase table")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument(
+        "--verbose", action="store_true", help="progress lines, the phase table and the whole certificate"
+    )
+    talk.add_argument("--quiet", action="store_true", help="the summary only: no progress bar or lines")
 
 
 # ------------------------------------------------------------------------------------------ parsers
@@ -135,7 +145,7 @@ def add_recover_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--test-samples", type=positive_int, default=5000, help="fresh inputs for the test relative MSE (default 5000)"
     )
-    _add_learning_arguments(p, "sculpt")
+    _add_learning_arguments(p, "auto")
     p.set_defaults(func=run_recover, parser=p)
     return p
 
@@ -327,6 +337,7 @@ def _summary(result: LearnResult, extra: dict[str, float | None]) -> str:
     info = result.info
     rows = [
         ("converged", _fmt(result.converged)),
+        ("status", result.status + ("" if result.noise_sigma is None else f" (σ̂ = {result.noise_sigma:.3g})")),
         ("route", info.route or result.method),
         ("reason", result.reason or "-"),
         ("train rel MSE", _fmt(result.train_error)),
@@ -424,34 +435,87 @@ def _learn(
     if args.tol is not None:
         options["tol"] = args.tol
     cfg = parse_settings(getattr(args, "settings", []) or [])
-    return learn(
-        X,
-        Y,
-        args.m,
-        method=args.method,
-        seed=seed,
-        solver=args.solver,
-        progress=not args.quiet,
-        truth=truth,
-        settings=cfg,
-        **options,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        result = learn(
+            X,
+            Y,
+            args.m,
+            method=args.method,
+            seed=seed,
+            solver=args.solver,
+            progress=args.verbose or (not args.quiet and sys.stderr.isatty()),
+            truth=truth,
+            settings=cfg,
+            **options,
+        )
+    for w in caught:  # the learner's warnings (e.g. fewer heads supported than --m) as one line each
+        if issubclass(w.category, UserWarning):
+            print(f"sculpt {args.command}: warning: {w.message}", file=sys.stderr)
+    return result
 
 
-def _report(result: LearnResult, args: argparse.Namespace, extra: dict[str, float | None]) -> int:
-    if not args.quiet:
+def _headline(result: LearnResult, what: str) -> str:
+    """The first line of the plain summary: what was learned, from what, and the outcome in words."""
+    outcome = {
+        "exact": "exact",
+        "noise": "at the noise level of the labels"
+        + ("" if result.noise_sigma is None else f" (σ̂ = {result.noise_sigma:.3g})"),
+    }.get(result.status, "FAILED (see why)")
+    m_hat = result.info.details.get("supported_heads")
+    if m_hat is not None and result.model is not None:
+        outcome += f"; only {m_hat} of its {result.model.m} heads carry the output (--m {m_hat} would do)"
+    return f"{what}: {outcome}."
+
+
+def _plain_summary(result: LearnResult, what: str, extra: list[str], files: Sequence[Path]) -> str:
+    """The default output: the headline, ``LearnResult.summary()``, the caller's lines (test errors), the
+    certificate's verdict and the files written."""
+    lines = [_headline(result, what), result.summary(), *extra]
+    if result.certificate is not None:  # on the held-out examples; all of it in result.json and with --verbose
+        lines.append("certificate: " + result.certificate.summary().splitlines()[0].removeprefix("certificate: "))
+    if files:
+        lines.append(f"files:       {files[0].parent}/ ({', '.join(f.name for f in files)})")
+    lines.append("(--verbose: every step, the phase table and the whole certificate)")
+    return "\n".join(lines)
+
+
+def _exit_status(result: LearnResult) -> int:
+    return EXIT_OK if result.converged else EXIT_NOT_CONVERGED
+
+
+def _report(
+    result: LearnResult,
+    args: argparse.Namespace,
+    extra: dict[str, float | None],
+    plain: tuple[str, list[str]],
+    files: Sequence[Path],
+) -> int:
+    """Print the result (``--verbose``: phase table, figures, certificate; else the plain summary ``plain`` =
+    (what was learned from, extra lines)) and return the exit status (a failure also says why on stderr)."""
+    if args.verbose:
         print(phase_table(result.phases))
         print()
-    print(_summary(result, extra))
-    if result.certificate is not None:  # on the held-out examples; also written to result.json
-        print(result.certificate.summary())
-    if result.converged:
-        return EXIT_OK
+        print(_summary(result, extra))
+        if result.certificate is not None:  # on the held-out examples; also written to result.json
+            print(result.certificate.summary())
+        for path in files:
+            print(f"wrote {path}")
+    else:
+        print(_plain_summary(result, plain[0], plain[1], files))
+    status = _exit_status(result)
+    if status == EXIT_OK:
+        return status
+    if not args.verbose:  # the summary's "why" line has said it
+        print(
+            f"sculpt {args.command}: not converged (why: above; all of it: --verbose or result.json)", file=sys.stderr
+        )
+        return status
     why = result.reason or "no reason given"
     print(
         f"sculpt {args.command}: {why if why.startswith('not converged') else 'not converged: ' + why}", file=sys.stderr
     )
-    return EXIT_NOT_CONVERGED
+    return status
 
 
 # ------------------------------------------------------------------------------------------ runners
@@ -479,6 +543,12 @@ def run_recover(args: argparse.Namespace) -> int:
     if args.noise > 0:
         rms = math.sqrt(float(np.mean(Y * Y)))
         Y = Y + args.noise * rms * np.random.default_rng(streams[1]).standard_normal(Y.shape)
+        if not np.all(np.abs(Y) <= MAX_VALUE):
+            raise BadInput(
+                f"--noise {args.noise:g}: labels with noise of standard deviation --noise × rms(Y) = "
+                f"{args.noise * rms:.3g} leave [-{MAX_VALUE:g}, {MAX_VALUE:g}], the largest values the learner "
+                f"accepts; give --noise below {0.1 * MAX_VALUE / max(rms, 1e-300):.3g}"
+            )
     result = _learn(X, Y, args, np.random.default_rng(streams[2]), truth)
     extra: dict[str, float | None] = {}
     if result.model is not None:
@@ -518,11 +588,27 @@ def run_recover(args: argparse.Namespace) -> int:
         },
         "truth_file": "truth.npz",
     }
-    status = _report(result, args, extra)
-    payload["exit_status"] = status
-    for path in _write_outputs(args.out, result, payload, truth):
-        print(f"wrote {path}")
-    return status
+    payload["exit_status"] = _exit_status(result)
+    files = _write_outputs(args.out, result, payload, truth)
+    what = f"Recovered a planted {args.m}-head attention layer (d = {args.d}, k = {args.k}) from {args.samples:,} " + (
+        f"examples with label noise {args.noise:g} × rms" if args.noise > 0 else "examples"
+    )
+    return _report(result, args, extra, (what, _test_lines(result, extra, args.test_samples)), files)
+
+
+def _test_lines(result: LearnResult, extra: dict[str, float | None], n_test: int) -> list[str]:
+    """The plain summary's lines about the planted layer: the test error and the worst head's parameter errors."""
+    test = extra.get("test rel MSE (fresh)")
+    if test is None:
+        return []
+    truth = result.info.truth or {}
+    theta, w = truth.get("max_theta_error"), truth.get("max_w_error")
+    params = (
+        f"; worst head against the planted one: Θ error {_fmt(theta)}, W error {_fmt(w)}"
+        if theta is not None and w is not None
+        else ""
+    )
+    return [f"test:        relative MSE {_fmt(test)} on {n_test:,} fresh inputs{params}"]
 
 
 def _load_data(path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -584,7 +670,7 @@ def run_learn(args: argparse.Namespace) -> int:
         "k": int(X.shape[1]),
         "d": int(X.shape[2]),
     }
-    status = _report(result, args, {})
+    status = _exit_status(result)
     payload = {
         "command": args.command_line,
         "config": config,
@@ -593,9 +679,10 @@ def run_learn(args: argparse.Namespace) -> int:
         "versions": versions(),
         "exit_status": status,
     }
-    for path in _write_outputs(args.out, result, payload):
-        print(f"wrote {path}")
-    return status
+    files = _write_outputs(args.out, result, payload)
+    n, k, d = X.shape
+    what = f"Learned a {args.m}-head attention layer (d = {d}, k = {k}) from the {n:,} examples of {args.data}"
+    return _report(result, args, {}, (what, []), files)
 
 
 # ------------------------------------------------------------------------------------------ entry point

@@ -460,7 +460,7 @@ def sculpt_cost(size: ProblemSize, settings: Settings) -> StepCost:
     simplex = forward_flops(size, int(n1 + scanned)) / max(m, 1)  # one pattern per row, not one per head
     kstar_rows = float(settings.refine.slabs.min_equalities or 3 * d * d)
     span_rows = _span_rows(size, settings, int(scanned))
-    fits = 2.0 * kstar_rows * d**4 + (1 + settings.span.hull_reweight) * 2.0 * span_rows * d**4
+    fits = 2.0 * kstar_rows * d**4 + (1 + settings.span.reweights(d)) * 2.0 * span_rows * d**4
     polish = polish_cost(size, settings.polish, c.sculpt_polish_iterations, c)
     net_flops, net_bytes = _net_cost(size, settings)
     dense = fits + net_flops

@@ -4,14 +4,16 @@
 and runs the route named by ``method`` (``sculpt.routes``: one registry of ``Route`` objects, shared with the
 command line and the benchmark). Every route holds out a validation split that no phase fits on (except the
 exact route given exactly its minimum N, which checks its overdetermined systems on their own rows and says so
-in ``info.validation_on``); ``converged`` means the validation relative MSE is at most ``tol`` (1e-12 by
-default), never less. Every option is a field of ``sculpt.Settings`` (defaults and reasons:
+in ``info.validation_on``); ``converged`` means ``status`` is "exact" (the validation relative MSE is at most
+``tol``, 1e-12 by default) or "noise" (the fit is at the noise floor of its labels, ``sculpt.noise``; off with
+``polish={"accept_noise": False}``). Every option is a field of ``sculpt.Settings`` (defaults and reasons:
 ``print(Settings.describe())``).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -20,6 +22,7 @@ from numpy.typing import ArrayLike
 from oracles import backend_name
 
 from ._checks import SeedLike, as_generator, check_data, check_m
+from .diagnose import misfit_causes, supported_heads
 from .model import MultiHeadAttention
 from .result import LearnResult, RouteInfo
 from .routes import ROUTES, Route, RouteContext, get_route, route_names, run_route
@@ -134,7 +137,7 @@ def learn(
     Y: ArrayLike,
     m: int,
     *,
-    method: str = "sculpt",
+    method: str = "auto",
     seed: SeedLike = None,
     solver: str | None = None,
     progress: bool = False,
@@ -151,7 +154,7 @@ def learn(
     m : int
         Heads to learn.
     method : str
-        A route of ``sculpt.routes.ROUTES`` (``METHODS``): "sculpt" (phases 1–6 + polish), "exact" (m = 1,
+        A route of ``sculpt.routes.ROUTES`` (``METHODS``), "auto" by default: "sculpt" (phases 1–6 + polish), "exact" (m = 1,
         2 ≤ k < d), "gradient" (L-BFGS from a random initialisation), "vp-lm" (the polish's
         variable-projection LM from random starts), "auto" (exact when it applies; else VP-LM, after a capped
         L-BFGS try for large m·d², then sculpt when N ≥ ``min_examples("sculpt")``, then L-BFGS on growing
@@ -174,7 +177,8 @@ def learn(
     Returns
     -------
     LearnResult
-        The model, its training and validation relative MSE, ``converged`` (validation ≤ ``tol``), each
+        The model, its training and validation relative MSE, ``status`` ("exact": validation ≤ ``tol``;
+        "noise": at the labels' noise floor, σ̂ in ``noise_sigma``; "failed") and ``converged``, each
         phase's record, the ``reason``, and ``info`` (a ``RouteInfo``: the route, split sizes, resolved
         settings, ...).
 
@@ -188,10 +192,19 @@ def learn(
     oracles.SolverError
         A known solver that is unusable here (MOSEK without a licence).
 
+    Warns
+    -----
+    UserWarning
+        The fitted layer has heads that add nothing (‖W_i‖_F ≤ ``idle_head`` × the largest, or the validation
+        error rises by at most ``idle_head_rise`` of itself without them): the data support fewer heads, m̂,
+        which the warning names (``sculpt.diagnose.supported_heads``).
+
     Notes
     -----
     A phase that cannot go on ends the route with ``converged=False`` and a reason naming the phase
-    (``sculpt.errors.PhaseFailed``); anything else raised inside a phase propagates.
+    (``sculpt.errors.PhaseFailed``); anything else raised inside a phase propagates. A model whose validation
+    relative MSE stays above ``misfit_residual`` gets the likely causes (axis order, m, labels) at the front of
+    its ``reason`` and in ``info.details["diagnosis"]`` (``sculpt.diagnose.misfit_causes``).
 
     Examples
     --------
@@ -199,10 +212,12 @@ def learn(
     >>> layer = plant(8, 4, 2, seed=1)
     >>> X = sample_inputs(2000, 4, 8, rng=2)
     >>> res = learn(X, layer(X), 2, seed=3)
-    >>> res.converged, res.info.route, res.validation_error <= res.info.tol
-    (True, 'sculpt', True)
+    >>> res.converged, res.status, res.validation_error <= res.info.tol
+    (True, 'exact', True)
     >>> layer.distance(res.model).max_theta_error < 1e-6
     True
+    >>> learn(X, layer(X), 2, method="sculpt", seed=3).info.route
+    'sculpt'
     """
     t_start = time.perf_counter()
     route = get_route(method)
@@ -219,9 +234,39 @@ def learn(
     finally:
         ctx.progress.close()
     res.attach_held_out(ctx.Xva, ctx.Yva)
+    _diagnose(res, X3, Y3, m, cfg, (ctx.Xva, ctx.Yva) if ctx.n_val else None)
     res.time = time.perf_counter() - t_start
     _stamp(res.info, route, cfg, lp_backend)
     return res
+
+
+def _diagnose(
+    res: LearnResult,
+    X: np.ndarray,
+    Y: np.ndarray,
+    m: int,
+    cfg: Settings,
+    validation: tuple[np.ndarray, np.ndarray] | None,
+) -> None:
+    """Say what went wrong in the user's terms: a misfit's likely causes lead its ``reason`` (and go to
+    ``info.details["diagnosis"]``); a fit with idle heads warns naming the supported m̂."""
+    causes = misfit_causes(X, Y, m, res.validation_error, cfg.misfit_residual)
+    if causes is not None:
+        res.info.details["diagnosis"] = causes
+        res.reason = f"{causes}. {res.reason}" if res.reason else causes
+        return
+    if res.model is None or m == 1:
+        return
+    m_hat, idle = supported_heads(res.model, cfg.idle_head, validation, cfg.idle_head_rise, cfg.tol)
+    if idle:
+        res.info.details["supported_heads"] = m_hat
+        warnings.warn(
+            f"the data support m̂ = {m_hat} of the m = {m} heads: {_heads(idle)} no measurable effect on the output "
+            f"(‖W_i‖_F ≤ {cfg.idle_head:g} × the largest, or the validation error rises by at most "
+            f"{cfg.idle_head_rise:g} of itself without it); learn with m={m_hat}",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _stamp(info: RouteInfo, route: Route, cfg: Settings, lp_backend: str) -> None:
@@ -235,3 +280,10 @@ def _stamp(info: RouteInfo, route: Route, cfg: Settings, lp_backend: str) -> Non
     ran = ROUTES.get(info.route)
     if ran is not None and ran.uses_lp and info.solver is None:
         info.solver = lp_backend
+
+
+def _heads(idle: list[int]) -> str:
+    """ "head 3 has" / "heads 3, 4 have": the idle heads as the subject of the warning."""
+    if len(idle) == 1:
+        return f"head {idle[0]} has"
+    return f"heads {', '.join(map(str, idle))} have"

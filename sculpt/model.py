@@ -32,6 +32,7 @@ from .toolkit.forward_pass import (  # noqa: F401
     concat_thetas,
     forward,
     forward_chunk,
+    prediction_relative_mse,
     relative_mse,
     softmax_axis1,
 )
@@ -233,7 +234,7 @@ class MultiHeadAttention:
         """
         other = self._check_other(other)
         X3, _ = check_inputs(X, "X", d=self.d)
-        return relative_mse(forward(other.thetas, other.ws, X3), forward(self.thetas, self.ws, X3))
+        return prediction_relative_mse(other.thetas, other.ws, self.thetas, self.ws, X3)
 
     # --------------------------------------------------------------------------------------------- io
     def save(self, path: str | os.PathLike) -> None:

@@ -11,6 +11,10 @@ which route runs phases 2–5 (``decide_route``, kept typed in ``state.decision`
 - "argmax" (``ARGMAX_ROUTE``, peaked heads, ``sculpt.phases.argmax``): one joint step solves phases 2, 3 and 5
   together and records 4-span as skipped. It declines when its mixed regression finds no start (moderately
   peaked heads), and the body route runs instead.
+- "linear" (``LINEAR_ROUTE``, ``sculpt.phases.linear_start``): where the body route is refused (the agreement
+  test is blind, m(k − 1) > d, and too few rows agree) and the lifted regression is affordable, phase 1 fits the
+  lifted linear-attention regression (its x̄ coefficient is Σ̂W) and one joint step splits it into the m heads
+  (5-heads), recording 2-sculpt, 3-refine and 4-span as skipped.
 
 ``run_pipeline`` runs the phases, records each, and stops at the first that cannot go on: a
 ``sculpt.errors.PhaseFailed`` raised while it runs (by its own algorithm or one it calls, such as phase 3's
@@ -37,6 +41,7 @@ from .settings import Settings
 
 if TYPE_CHECKING:
     from .phases.heads import HeadCandidates
+    from .phases.linear_start import LiftedFit
     from .phases.sculpting import SculptedBody
     from .phases.span import SpanEstimate
 
@@ -50,6 +55,7 @@ __all__ = [
     "Pipeline",
     "BODY_ROUTE",
     "ARGMAX_ROUTE",
+    "LINEAR_ROUTE",
     "SCULPT_PHASES",
     "decide_route",
     "run_pipeline",
@@ -61,7 +67,7 @@ PHASE_FAILURES: tuple[type[BaseException], ...] = (PhaseFailed, OracleError, np.
 
 #: the two ways through phases 2–5: the sculpted body (Chen & Li), or the argmax route for peaked heads (not to
 #: be confused with ``sculpt.routes.Route``, a way for ``learn`` to learn the layer)
-PhaseRoute = Literal["body", "argmax"]
+PhaseRoute = Literal["body", "argmax", "linear"]
 
 
 @dataclass(frozen=True)
@@ -83,14 +89,18 @@ class RouteDecision:
 
     ``nothing_to_refine``: why phase 3 has nothing to do beyond re-sculpting with phase 1's Σ̂W ("" when it
     has): then phase 2 sculpts the slab body K* at once and phase 3 is skipped. ``argmax``: the argmax route's
-    start when that route applies (None: the body route only)."""
+    start when that route applies (None: the body route only). ``linear``: the linear route runs phases 2–5
+    (phase 1 fitted the lifted regression)."""
 
     nothing_to_refine: str
     argmax: ArgmaxStart | None = None
+    linear: bool = False
 
     @property
     def routes(self) -> tuple[PhaseRoute, ...]:
-        """The routes to try, in order (the argmax route may decline; the body route never does)."""
+        """The routes to try, in order (the argmax route may decline; the body and linear routes never do)."""
+        if self.linear:
+            return ("linear",)
         return ("argmax", "body") if self.argmax is not None else ("body",)
 
 
@@ -115,6 +125,7 @@ class LearnState:
     scan_order: np.ndarray | None = None  # training examples outside X_body, in a random order: phase 4 reads these
     # outputs, filled in phase order
     sum_w: np.ndarray | None = None
+    lifted: LiftedFit | None = None  # phase 1's lifted regression when the linear route runs phases 2–5
     # phase 1 found every agreeing row fitted exactly by one pattern (one head): phase 3 has nothing to refine
     exact_agreement: bool = False
     decision: RouteDecision | None = None
@@ -343,6 +354,8 @@ def decide_route(state: LearnState) -> RouteDecision:
         agreeing row, or no certification rounds on this subset), "" when it has work.
     """
     X, _ = _body_subset(state)
+    if state.lifted is not None:
+        return RouteDecision(nothing_to_refine="the linear route: no body to refine", linear=True)
     start = _argmax_start(state)
     return RouteDecision(nothing_to_refine=_nothing_to_refine(state, X.shape[0]), argmax=start)
 
@@ -387,11 +400,35 @@ def _argmax_start(state: LearnState) -> ArgmaxStart | None:
 
 
 def _sum_w(state: LearnState) -> PhaseRecord:
+    """Phase 1: ``estimate_sum_w``, or, where the linear route runs phases 2–5, the lifted linear-attention
+    regression (its x̄ coefficient is Σ̂W: 26 % off at (8,32,2) against the single-token estimate's 60–70 %)."""
+    from .phases.linear_start import linear_route_applies
     from .phases.sum_w import estimate_sum_w
 
     X, Y = _body_subset(state)
+    if linear_route_applies(state.d, X.shape[1], state.m, state.settings):
+        return _lifted_sum_w(state, X, Y)
     state.sum_w, rec = estimate_sum_w(X, Y, state.settings.sum_w, truth=state.truth)
     state.exact_agreement = bool(rec.figures.get("exact_agreement", False))
+    return rec
+
+
+def _lifted_sum_w(state: LearnState, X: np.ndarray, Y: np.ndarray) -> PhaseRecord:
+    """Phase 1 on the linear route: the lifted regression on the first ``linear_examples`` of phases 1–3's
+    subset; Σ̂W is its x̄ coefficient."""
+    from .phases.linear_start import fit_lifted, linear_examples
+
+    t0 = time.perf_counter()
+    n = min(X.shape[0], linear_examples(state.d, X.shape[1], state.settings.linear))
+    state.lifted = fit = fit_lifted(X[:n], Y[:n])
+    state.sum_w = fit.sum_w
+    rec = PhaseRecord("1-sum-w", message="the linear route: Σ̂W from the lifted linear-attention regression")
+    rec.figures.update(estimator="lifted linear-attention regression (x̄ coefficient)", examples=fit.examples)
+    rec.figures["linear_rel_mse"] = fit.rel_residual
+    if state.truth is not None:
+        S = state.truth.ws.sum(0)
+        rec.truth["err_sum_w"] = float(np.linalg.norm(fit.sum_w - S) / np.linalg.norm(S))
+    rec.time = time.perf_counter() - t0
     return rec
 
 
@@ -524,6 +561,21 @@ def _argmax_phases(state: LearnState) -> list[PhaseRecord] | None:
     return [split, by_name["3-refine"], no_span, by_name["5-heads"]]
 
 
+def _linear_phases(state: LearnState) -> list[PhaseRecord] | None:
+    """Phases 2–5 on the linear route: 2-sculpt, 3-refine and 4-span skipped (no body: the agreement test is
+    blind here), 5-heads the m heads split from phase 1's lifted regression (``linear_start``)."""
+    from .phases.heads import HeadCandidates
+    from .phases.linear_start import linear_start
+
+    fit = _required(state.lifted, "5-heads", "lifted regression")
+    thetas, heads = linear_start(fit, state.m, state.settings.linear, rng=state.rng)
+    n = thetas.shape[0]
+    state.candidates = HeadCandidates(thetas, np.zeros(n), np.zeros((n, state.m, 0)), 0, n, n)
+    why = "the linear route: the agreement test is blind at this shape, the heads come from the lifted regression"
+    skipped = [PhaseRecord(name, status="skipped", message=why) for name in ("2-sculpt", "3-refine", "4-span")]
+    return [*skipped, heads]
+
+
 def _projections(state: LearnState) -> PhaseRecord:
     from .phases.projections import fit_projections
 
@@ -575,11 +627,14 @@ BODY_ROUTE: tuple[Step, ...] = (
 #: phases 2–5 for peaked heads: one joint step, which declines when its split finds no start
 ARGMAX_ROUTE: tuple[Step, ...] = (JointPhases(("2-sculpt", "3-refine", "4-span", "5-heads"), _argmax_phases),)
 
+#: phases 2–5 where the body route is refused: the split of phase 1's lifted regression (one joint step)
+LINEAR_ROUTE: tuple[Step, ...] = (JointPhases(("2-sculpt", "3-refine", "4-span", "5-heads"), _linear_phases),)
+
 #: Chen & Li's six phases and the final polish: phase 1, the route decision, the route's phases 2–5, phase 6
 #: and the polish (seven records on either route)
 SCULPT_PHASES = Pipeline(
     first=(Phase("1-sum-w", _sum_w),),
     decide=decide_route,
-    routes={"argmax": ARGMAX_ROUTE, "body": BODY_ROUTE},
+    routes={"argmax": ARGMAX_ROUTE, "body": BODY_ROUTE, "linear": LINEAR_ROUTE},
     last=(Phase("6-projections", _projections), Phase("polish", _polish)),
 )

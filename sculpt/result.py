@@ -108,6 +108,10 @@ class RouteInfo(Mapping[str, object]):
     settings: Settings | None = None
     #: the engine's LP backend (routes that solve LPs)
     solver: str | None = None
+    #: the noise-floor test of the returned model (``sculpt.noise.NoiseVerdict.to_dict()``)
+    noise: dict[str, object] | None = None
+    #: why the route's own method produced no model, when the model is a fallback least-squares fit
+    fallback: str | None = None
     #: what the route's own algorithm reports (JSON values)
     details: dict[str, object] = field(default_factory=dict)
 
@@ -156,10 +160,12 @@ class RouteInfo(Mapping[str, object]):
 
 
 class LearnResult:
-    """Outcome of learning: the ``model`` (None if no phase produced one), the per-phase records, samples
-    used, training/validation relative MSE, whether it ``converged``, wall ``time``; ``iterations`` for
-    iterative methods; ``method`` says which route ran and ``reason`` why; ``info`` is the route's
-    ``RouteInfo`` (a mapping too: ``res.info["route"]``).
+    """Outcome of learning: the ``model`` (every route returns its best model; None only from a baseline given
+    nothing it could fit), the per-phase records, samples used, training/validation relative MSE, the
+    ``status`` ("exact", "noise" or "failed", ``sculpt.noise``) and whether it ``converged``, the noise level
+    ``noise_sigma``, wall ``time``; ``iterations`` for iterative methods; ``method`` says which route ran and
+    ``reason`` why; ``info`` is the route's ``RouteInfo`` (a mapping too: ``res.info["route"]``).
+    ``summary()`` says it in a few plain lines.
 
     Parameters
     ----------
@@ -170,7 +176,8 @@ class LearnResult:
     train_error, validation_error : float, float or None
         Relative MSE on the examples fitted and on the held-out examples (None: none held out).
     converged : bool
-        ``validation_error <= tol`` (a baseline without a validation split: its own stopping rule).
+        Status "exact" (``validation_error <= tol``), or "noise" when ``polish.accept_noise`` (a baseline without
+        a validation split: its own stopping rule).
     time : float
         Wall seconds.
     iterations : int
@@ -183,6 +190,10 @@ class LearnResult:
         Why the run stopped, in words.
     info : RouteInfo or mapping, optional
         What the route reports; a mapping is converted (``RouteInfo.of``).
+    status : str, optional
+        "exact", "noise" or "failed" (default: "exact" when converged, else "failed").
+    noise_sigma : float, optional
+        σ̂, the label noise's estimated standard deviation per output coordinate, when status is "noise".
     """
 
     def __init__(
@@ -198,6 +209,8 @@ class LearnResult:
         phases: list[PhaseRecord] | None = None,
         reason: str = "",
         info: RouteInfo | Mapping[str, object] | None = None,
+        status: str | None = None,
+        noise_sigma: float | None = None,
     ) -> None:
         self.model = model
         self.method = method
@@ -210,16 +223,56 @@ class LearnResult:
         self.phases: list[PhaseRecord] = [] if phases is None else phases
         self.reason = reason
         self.info: RouteInfo = info if isinstance(info, RouteInfo) else RouteInfo.of(info)
+        self.status: str = status if status is not None else ("exact" if converged else "failed")
+        self.noise_sigma: float | None = noise_sigma
         self._held_out: tuple[np.ndarray, np.ndarray] | None = None
         self._certificate: Certificate | None = None
         self._body: tuple[SculptedBody | ConvexBody, np.ndarray] | None = None
 
     def __repr__(self) -> str:
+        """One short line: route, status, validation error, σ̂, heads, samples, time."""
+        val = "-" if self.validation_error is None else f"{self.validation_error:.3g}"
+        sigma = "" if self.noise_sigma is None else f", noise_sigma={self.noise_sigma:.3g}"
+        heads = "" if self.model is None else f", m={self.model.m}"
         return (
-            f"LearnResult(method={self.method!r}, converged={self.converged}, "
-            f"validation_error={self.validation_error!r}, train_error={self.train_error!r}, "
-            f"samples_used={self.samples_used}, time={self.time!r})"
+            f"LearnResult(method={self.method!r}, status={self.status!r}, converged={self.converged}, "
+            f"validation_error={val}{sigma}{heads}, samples_used={self.samples_used}, time={self.time:.3g})"
         )
+
+    def summary(self) -> str:
+        """A few plain lines: the outcome, the errors, the noise level, the time and examples, the route and
+        the heads.
+
+        Returns
+        -------
+        str
+            Multi-line text, no trailing newline.
+        """
+        said = {
+            "exact": "learned exactly (validation error at most tol)",
+            "noise": "learned to the noise level of the labels (the validation error is the labels' noise)",
+            "failed": "not learned",
+        }
+        if self.info.fallback is not None:
+            said["failed"] = "the route could not finish; the model is a fallback least-squares fit (see why)"
+        route = self.info.route or self.method
+        step = self.info.model_from
+        via = f" (model from step {step})" if step and step != route else ""
+        val = "none held out" if self.validation_error is None else f"{self.validation_error:.3g}"
+        lines = [
+            f"status:      {self.status}: {said.get(self.status, self.status)}; converged = {self.converged}",
+            f"errors:      validation relative MSE {val}, training {self.train_error:.3g}",
+        ]
+        if self.noise_sigma is not None:
+            lines.append(f"noise:       σ̂ = {self.noise_sigma:.3g} per output coordinate")
+        lines += [
+            f"time:        {self.time:.2f} s on {self.samples_used:,} examples",
+            f"route:       {route}{via}",
+            "heads:       no model" if self.model is None else f"heads:       {self.model.m} (d = {self.model.d})",
+        ]
+        if self.status == "failed" and self.reason:
+            lines.append(f"why:         {self.reason[:300]}{'…' if len(self.reason) > 300 else ''}")
+        return "\n".join(lines)
 
     def attach_held_out(self, X: np.ndarray, Y: np.ndarray) -> None:
         """Keep the held-out examples the result was validated on, for ``certificate``."""
@@ -277,6 +330,8 @@ class LearnResult:
             "train_error": self.train_error,
             "validation_error": self.validation_error,
             "converged": self.converged,
+            "status": self.status,
+            "noise_sigma": self.noise_sigma,
             "time": self.time,
             "iterations": self.iterations,
             "samples_used": self.samples_used,

@@ -26,6 +26,7 @@ __all__ = [
     "Settings",
     "ProblemSize",
     "ArgmaxSettings",
+    "LinearSettings",
     "SumWSettings",
     "BodySettings",
     "RefineSettings",
@@ -47,6 +48,12 @@ G = TypeVar("G", bound="_Group")
 #: agreement test is blind (m(k−1) > d: max(20,000, 40d²)): (16,4,3) needs 40,000–80,000 for a span within 10°
 #: (6.2–7.0° from 78,000, 14–15° from 18,000)
 SCAN_EXAMPLES_AUTO = 200_000
+#: floats per chunk of the forward kernel's intermediates (``sculpt.toolkit.forward_pass.chunk_size``): 256 KB stay
+#: in cache (2^14–2^16 run fastest); no N × m × k × k array is ever held
+FORWARD_CHUNK_ELEMENTS = 1 << 15
+#: floats (of an N × k × d array) per chunk of the error sums (``layer_relative_mse``, ``prediction_error``): 8 MB,
+#: so an error over N examples never holds a prediction or a residual the size of the data
+ERROR_CHUNK_ELEMENTS = 1 << 20
 Check = Callable[[str, Any], Any]
 
 
@@ -354,6 +361,35 @@ class SumWSettings(_Group):
         ">= 0.17): the refits stop and phase 3 has nothing to refine",
         nonneg,
     )
+    holdout_every: int = opt(
+        10, "every this-th example is held out of the refit: it judges the refit and sizes the error", pos_int
+    )
+    holdout_rows: int = opt(50, "the held-out criterion averages at least this many rows", pos_int)
+    holdout_fraction: float = opt(
+        0.005,
+        "the held-out criterion: the mean relative single-token residual of this fraction of the held-out rows "
+        "best fitted by one token (a fraction, not a count, so that it does not shrink as N grows)",
+        fraction,
+    )
+    refit_fraction: float = opt(
+        0.2,
+        "the refit is kept when it lowers the mean agreement residual of this fraction of the held-out rows best "
+        "fitted by one shared pattern (its verdict was right in 30/30 runs, (8,4,2) to (16,8,2))",
+        fraction,
+    )
+    error_scale: float = opt(
+        1.5,
+        "Σ̂W's relative error is at most about this × max(1, k/4) × the held-out single-token criterion "
+        "(measured 0.3–1.4 × at k = 4–64, d = 8, m = 2; docs/method.md#phase-1)",
+        positive,
+    )
+    target_error: float = opt(0.05, "the relative error of Σ̂W a failure's 'needs about N examples' aims at", positive)
+    bias_limited_k: int = opt(
+        4,
+        "beyond this k the single-token estimate's bias, not N, limits it (k = 8: 3.5–10 % off from 4,500 or "
+        "54,000 examples alike)",
+        pos_int,
+    )
     warn_cond: float = opt(100.0, "cond(Σ̂W) above this: the record warns that Σ W_i may be singular", positive)
     max_cond: float = opt(1e3, "cond(Σ̂W) above this is a degenerate instance (planted layers <= 10)", positive)
     max_single_residual: float | None = opt(
@@ -534,10 +570,11 @@ class SpanSettings(_Group):
         optional(positive),
     )
     max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m + 3)", optional(pos_int))
-    hull_reweight: int = opt(
-        2,
-        "refits that down-weight rows along the flat's own directions (m = 2: head error 0.10 against 0.16 without)",
-        nonneg_int,
+    hull_reweight: int | None = opt(
+        None,
+        "refits that down-weight rows along the flat's own directions (m = 2: head error 0.10 against 0.16 without; "
+        "auto: 2, or 1 from d² >= iterative_eigen_from, where the second moves the span < 0.4° for a d⁶ Gram pass)",
+        optional(nonneg_int),
     )
     hull_c: float = opt(1.0, "those refits weight a row by w/(‖F_i U‖ + hull_c · median)", positive)
     iterative_eigen_from: int = opt(
@@ -584,7 +621,38 @@ class SpanSettings(_Group):
         """scan_examples: max(SCAN_EXAMPLES_AUTO, 40d²), or max(20,000, 40d²) where the agreement test is blind
         (more examples do not remove the span's bias there)."""
         budget = max(20_000 if size.blind else SCAN_EXAMPLES_AUTO, 40 * size.d * size.d)
-        return self.merged(scan_examples=_or(self.scan_examples, budget))
+        return self.merged(scan_examples=_or(self.scan_examples, budget), hull_reweight=self.reweights(size.d))
+
+    def reweights(self, d: int) -> int:
+        """hull_reweight, or when auto: 2, and 1 from d² >= iterative_eigen_from on."""
+        return _or(self.hull_reweight, 1 if d * d >= self.iterative_eigen_from else 2)
+
+
+@dataclass(frozen=True)
+class LinearSettings(_Group):
+    """The linear-attention route (``sculpt.phases.linear_start``): replaces phases 2–5 where the agreement
+    test cannot give phase 4 its rows (the shapes ``method='sculpt'`` refused) and the lifted regression is
+    affordable."""
+
+    enabled: bool = opt(
+        True,
+        "take the route where the body route is refused (docs/method.md#linear-lead: (16,8,4) torch, (16,8,8), "
+        "(8,32,2), (16,32,2))",
+        boolean,
+    )
+    max_features: int = opt(
+        3000,
+        "lifted features d + d²(d + 1)/2 at most (normal equations: features² · 8 bytes and N·k·features² "
+        "flops; d = 16 2,192 features 38 MB, d = 32 16,928 features 2.3 GB)",
+        pos_int,
+    )
+    rows_per_feature: int = opt(12, "output rows the lifted regression reads per feature, at most", pos_int)
+    starts: int = opt(4, "random starts of the split's alternating least squares", pos_int)
+    iters: int = opt(200, "alternating least-squares sweeps per start at most", pos_int)
+
+    def resolve(self, size: ProblemSize) -> LinearSettings:
+        """Nothing depends on the size."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -758,6 +826,40 @@ class PolishSettings(_Group):
         "with CG steps the first subset has at least this × d²/(k(k−1)) examples: each token's attention "
         "constrains k − 1 directions of a head's d², and fewer examples leave CG ill-conditioned",
         positive,
+    )
+
+    accept_noise: bool = opt(
+        True, "a fit at the noise floor (sculpt.noise) converges, status 'noise'; False: only tol converges", boolean
+    )
+    noise_level: float = opt(
+        0.01, "the noise-floor F-test's level: how often a fit truly at the floor is called failed", fraction
+    )
+    noise_min_improvement: float = opt(
+        0.1,
+        "a last stage (×growth examples) lowering the validation error by more than this is still improving, not "
+        "at the noise floor (noise alone gives 0.2–5 %)",
+        fraction,
+    )
+    noise_max_level: float = opt(
+        1e-2,
+        "relative MSE above which a fit is failed, not noisy: noise up to 10 % of the labels' rms (local minima "
+        "end at 0.06–0.53, as ``stuck``)",
+        positive,
+    )
+    noise_max_examples: int = opt(
+        20_000,
+        "at the noise floor the polish refits on up to this many training examples (the least-squares fit: "
+        "4,096 doubles the head error against L-BFGS on 20,000)",
+        pos_int,
+    )
+    noise_max_bytes: int = opt(
+        1 << 29, "memory that refit's forward quantities may take (caps its examples at large k, m, d)", pos_int
+    )
+    noise_max_iter: int = opt(
+        2,
+        "LM iterations of that refit: warm from the fit on fewer examples, the second leaves the head error within "
+        "1e-8 of the converged fit's ((8,4,2), 18,000 examples; the first within 0.4 %, the converged fit takes 4)",
+        pos_int,
     )
 
     def resolve(self, size: ProblemSize) -> PolishSettings:
@@ -1051,12 +1153,31 @@ class Settings(_Group):
         nonneg,
     )
     search_examples: int = opt(1000, "training examples phase 6 compares candidates on", pos_int)
+    misfit_residual: float = opt(
+        0.5,
+        "validation relative MSE above which the result names likely causes (axis order, m, labels): the model "
+        "explains less than half the labels' energy (sculpt.diagnose)",
+        positive,
+    )
+    idle_head: float = opt(
+        1e-6,
+        "‖W_i‖_F / max_j ‖W_j‖_F below which a fitted head adds nothing: a UserWarning names the supported m̂ "
+        "(exact fits leave such heads at 1e-15; sculpt.diagnose)",
+        fraction,
+    )
+    idle_head_rise: float = opt(
+        0.05,
+        "a head whose removal raises the validation relative MSE by at most this fraction of it (plus tol) adds "
+        "nothing the labels can tell: under noise an unneeded head fits noise, 0.3 % at 1 % noise (sculpt.diagnose)",
+        nonneg,
+    )
     sum_w: SumWSettings = group(SumWSettings, "phase 1")
     sculpt: BodySettings = group(BodySettings, "phase 2 (half-space body)")
     refine: RefineSettings = group(RefineSettings, "phase 3")
     span: SpanSettings = group(SpanSettings, "phase 4")
     heads: HeadsSettings = group(HeadsSettings, "phase 5")
     argmax: ArgmaxSettings = group(ArgmaxSettings, "the argmax route for peaked heads (phases 2–5)")
+    linear: LinearSettings = group(LinearSettings, "the linear-attention route where the body route is refused")
     polish: PolishSettings = group(PolishSettings, "the polish")
     exact: ExactSettings = group(ExactSettings, "the exact m = 1 route")
     gradient: GradientSettings = group(GradientSettings, "the gradient route and auto's fallback")
@@ -1097,6 +1218,7 @@ class Settings(_Group):
             span=self.span.resolve(size),
             heads=self.heads.resolve(size),
             argmax=self.argmax.resolve(size),
+            linear=self.linear.resolve(size),
             polish=self.polish.resolve(size),
             exact=self.exact.resolve(size),
             gradient=self.gradient.resolve(size),

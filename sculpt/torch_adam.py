@@ -36,7 +36,7 @@ def _import_torch() -> ModuleType:
         import torch
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "torch_adam needs torch (pip install 'sculpt[torch]'); "
+            "torch_adam needs torch (pip install 'sculpt-attention[torch]'); "
             "use sculpt.baselines.gradient_descent(method='adam') instead"
         ) from exc
     return torch

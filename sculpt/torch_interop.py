@@ -25,7 +25,10 @@ def _import_torch() -> ModuleType:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("torch is required for torch interop (pip install 'sculpt[torch]')") from exc
+        raise ImportError(
+            "torch is required for torch interop (pip install 'sculpt-attention[torch]'; the CPU build alone: "
+            "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+        ) from exc
     return torch
 
 

@@ -199,7 +199,7 @@ def test_version_and_type_marker(package: str) -> None:
 
     mod = importlib.import_module(package)
     assert isinstance(mod.__version__, str)
-    assert mod.__version__ == importlib.metadata.version("sculpt")
+    assert mod.__version__ == importlib.metadata.version("sculpt-attention")
     assert importlib.resources.files(package).joinpath("py.typed").is_file()
 
 

@@ -1,4 +1,5 @@
-"""The torch example runs and recovers a real torch.nn.MultiheadAttention with the sculpting learner."""
+"""The torch example runs and recovers a real torch.nn.MultiheadAttention with learn's default route (auto) and
+with the sculpting learner."""
 import importlib.util
 from pathlib import Path
 
@@ -12,7 +13,9 @@ def test_torch_layer_example_recovers_the_layer():
     spec = importlib.util.spec_from_file_location("torch_layer_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    out = module.main(["--n", "6000"])
-    assert out["sculpt"]["converged"]
-    assert out["sculpt"]["test_error"] <= 1e-12
-    assert out["sculpt"]["theta_error"] <= 1e-6 and out["sculpt"]["w_error"] <= 1e-6
+    for method in ("auto", "sculpt"):
+        out = module.main(["--n", "6000", "--method", method])
+        assert out[method]["converged"]
+        assert out[method]["test_error"] <= 1e-12
+        assert out[method]["theta_error"] <= 1e-6 and out[method]["w_error"] <= 1e-6
+    assert set(module.main(["--n", "6000"])) == {"auto", "lbfgs"}   # auto by default

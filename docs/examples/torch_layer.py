@@ -1,11 +1,12 @@
 """Learn a real ``torch.nn.MultiheadAttention`` back from its input/output pairs, and compare with L-BFGS.
 
-    .venv/bin/python docs/examples/torch_layer.py [--n 20000] [--sharpen 4.0] [--seed 0]
+    .venv/bin/python docs/examples/torch_layer.py [--n 20000] [--sharpen 4.0] [--seed 0] [--method auto]
 
 A bias-free, batch-first torch layer with h heads is the model F(X) = Σ_i softmax(X Θ_i Xᵀ) X W_i with
 Θ_i = Q_i K_iᵀ/√d_h and W_i = V_i O_i (rank d_h each). We label ±1 inputs with torch's own forward pass,
-learn the layer with the sculpting learner and with gradient descent from random init on the same data,
-and report the function error on fresh inputs and the head-matched parameter errors.
+learn the layer with ``learn`` (``--method``, auto by default; sculpt for the sculpting learner) and with
+gradient descent from random init on the same data, and report the function error on fresh inputs and the
+head-matched parameter errors. A method that returns no model is reported as such.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sharpen", type=float, default=4.0,
                    help="multiply the in-projection by this (torch's init gives nearly uniform attention)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", default="auto", help="the learn() route (auto, sculpt, vp-lm, ...)")
     args = p.parse_args(argv)
 
     torch.manual_seed(args.seed)
@@ -44,11 +46,21 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"torch layer: d={args.d}, heads={args.heads}, k={args.k}; ‖Θ_i‖_F = "
           + ", ".join(f"{v:.2f}" for v in (truth.thetas ** 2).sum(axis=(1, 2)) ** 0.5))
     print(f"{'method':<10} {'converged':>9} {'test rel MSE':>13} {'Θ error':>9} {'W error':>9} {'time s':>7}")
-    for name, run in (("sculpt", lambda: learn(X, Y, args.heads, method="sculpt", seed=args.seed, truth=truth)),
+    for name, run in ((args.method, lambda: learn(X, Y, args.heads, method=args.method, seed=args.seed, truth=truth)),
                       ("lbfgs", lambda: gradient_descent(X, Y, args.heads, method="lbfgs", seed=args.seed))):
         t0 = time.perf_counter()
-        res = run()
+        try:
+            res = run()
+        except ValueError as exc:  # a route that refuses the shape (sculpt at m(k - 1) >> d) says so up front
+            res = None
+            reason = f"refused: {exc}"
         wall = time.perf_counter() - t0
+        if res is None or res.model is None:  # no model: say why instead of scoring nothing
+            reason = reason if res is None else res.reason
+            out[name] = {"converged": False, "test_error": float("inf"), "theta_error": float("inf"),
+                         "w_error": float("inf"), "time": wall, "reason": reason}
+            print(f"{name:<10} {'False':>9} {'no model':>13} {'-':>9} {'-':>9} {wall:7.2f}  {reason[:100]}")
+            continue
         test = truth.prediction_error(res.model, X_test)
         dist = truth.distance(res.model)
         out[name] = {"converged": bool(res.converged), "test_error": test, "theta_error": dist.theta_error,

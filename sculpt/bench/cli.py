@@ -127,6 +127,14 @@ def run_bench(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"sculpt bench: {exc}", file=sys.stderr)
             return 2
+    if not any(args.only is None or args.only in s.key for s in grid.runs(args.methods)):
+        chosen = ",".join(args.methods) if args.methods else "(the grid's)"
+        only = f" and --only {args.only!r}" if args.only else ""
+        print(
+            f"sculpt bench: nothing to run: grid {grid.name!r} has no run with --methods {chosen}{only}",
+            file=sys.stderr,
+        )
+        return 2
     out = Path(args.out or ("results/bench-quick" if args.quick and not args.grid else "results/bench"))
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -176,8 +184,15 @@ def run_bench(args: argparse.Namespace) -> int:
         from .plots import available, write_plots
 
         if available():
-            for path in write_plots(res.records, out / "plots"):
+            written = write_plots(res.records, out / "plots")
+            for path in written:
                 print(f"wrote {path}")
+            if not written:
+                print(
+                    "sculpt bench: no plot written: every curve needs two points (two N values of one instance, or "
+                    "two values of d or m), which this sweep does not have",
+                    file=sys.stderr,
+                )
     print(
         f"{res.ran} runs done, {res.skipped} skipped (already in {out / 'trials.jsonl'}), "
         f"{res.errors} errors, {res.wall:.1f} s",

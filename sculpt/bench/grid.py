@@ -189,14 +189,16 @@ class Grid:
     source: dict[str, Json] = field(default_factory=dict)
 
     def runs(self, methods: Iterable[str] | None = None) -> list[RunSpec]:
-        """Every (cell, seed, method) run, in grid order; ``methods`` restricts the method set. The exact
-        route applies only to single-head cells (m = 1) and is left out elsewhere."""
+        """Every (cell, seed, method) run, in grid order. ``methods`` chooses the methods: one the grid lists
+        runs in the cells that list it, one the grid lists nowhere (``--methods vp-lm`` on a grid without it) in
+        every cell. The exact route applies only to single-head cells (m = 1) and is left out elsewhere."""
         wanted = None if methods is None else list(methods)
+        listed = {name for names in self.methods.values() for name in names}
         out: list[RunSpec] = []
         for cell in self.cells:
             ms = self.methods[cell.key]
             if wanted is not None:
-                ms = [m for m in wanted if m in ms]
+                ms = [m for m in wanted if m in ms or m not in listed]
             for seed in self.seeds[cell.key]:
                 for method in ms:
                     if method == "exact" and cell.m != 1:

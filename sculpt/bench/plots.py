@@ -5,6 +5,9 @@
 - ``time_vs_size.png``: median wall time of each cell (completed runs) against d and against m, per method.
 - ``phases_vs_N.png``: the sculpting learner's phase diagnostics against N — acceptance rate of the
   sculpting rows, principal angle between the estimated and the true span, relative ΣW error.
+
+A plot shows a curve or nothing: a panel needs a series with at least two points (two N values; two values of
+d or m), a log-scaled panel keeps only positive values, and a figure left without a panel is not written.
 """
 
 from __future__ import annotations
@@ -209,7 +212,8 @@ def _success_plot(plt: ModuleType, records: Sequence[Record], methods: list[str]
             regs.append(str(cell["regime"]))
         runs = families.setdefault(_family(cell), {})
         runs.setdefault(str(r["method"]), {}).setdefault(_n(r), []).append(bool(r.get("success")))
-    shown = dict(sorted(families.items(), key=lambda kv: -len({n for per in kv[1].values() for n in per})))
+    curves = {fam: per for fam, per in families.items() if any(len(ns) >= 2 for ns in per.values())}
+    shown = dict(sorted(curves.items(), key=lambda kv: -len({n for per in kv[1].values() for n in per})))
     if not shown:
         return None
     fig, axes = _grid_axes(plt, len(shown))
@@ -238,10 +242,11 @@ def _time_plot(plt: ModuleType, records: Sequence[Record], methods: list[str], o
         if r.get("time") is not None and r.get("status") == "ok":
             cell_times.setdefault((str(r["cell_key"]), str(r["method"])), []).append(cast(float, r["time"]))
             cell_of[str(r["cell_key"])] = _cell(r)
-    if not cell_times:
+    sizes = [size for size in ("d", "m") if len({cast(int, c[size]) for c in cell_of.values()}) >= 2]
+    if not cell_times or not sizes:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, size in zip(axes, ("d", "m")):
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 3.6), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
         for i, m in enumerate(methods):
             pts = [
                 (cast(int, cell_of[ck][size]), statistics.median(ts)) for (ck, mm), ts in cell_times.items() if mm == m
@@ -263,9 +268,13 @@ def _phases_plot(plt: ModuleType, records: Sequence[Record], out: Path) -> Path 
     diag: dict[str, dict[Family, list[tuple[int, float]]]] = {name: {} for name in DIAGNOSTICS}
     for r in records:
         for name, value in phase_diagnostics(r).items():
-            if value is not None:
+            if value is not None and (name == "acceptance rate" or value > 0):  # the others are log-scaled
                 diag[name].setdefault(_family(_cell(r)) + (r["method"],), []).append((_n(r), value))
-    diag = {k: v for k, v in diag.items() if v}
+    diag = {
+        name: curves
+        for name, series in diag.items()
+        if (curves := {fam: pts for fam, pts in series.items() if len({n for n, _ in pts}) >= 2})
+    }
     if not diag:
         return None
     fig, axes = _grid_axes(plt, len(diag), size=4.2)
@@ -301,7 +310,7 @@ def write_plots(records: Sequence[Record], out_dir: str | Path) -> list[Path]:
         The figures written (a figure without data is skipped). RuntimeError when matplotlib is not installed.
     """
     if not available():
-        raise RuntimeError("plots need matplotlib (pip install 'sculpt[plot]')")
+        raise RuntimeError("plots need matplotlib (pip install 'sculpt-attention[plot]')")
     import matplotlib
 
     matplotlib.use("Agg", force=True)

@@ -24,8 +24,8 @@ __all__ = ["MethodStats", "CellSummary", "summarize", "markdown_table", "render_
 REGIME_NOTES: dict[str, str] = {
     "generic": "planted instances of the default generator",
     "small-N": (
-        "N at 1.2-3x the parameter count 2md/k (docs/method.md#gd-failure-regimes, item 1: random-init L-BFGS "
-        "failing here)"
+        "N at 1.2-3x 2md/k (the examples whose label entries, k·d each, are as many as the 2md² parameters) "
+        "(docs/method.md#gd-failure-regimes, item 1: random-init L-BFGS failing here)"
     ),
     "weak-head": "one head's W 100x smaller (docs/method.md#gd-failure-regimes, item 2: a derivative-head valley for GD)",
     "near-identical": (
@@ -201,6 +201,8 @@ def render_summary(
     parts += [
         f"- runs: {len(records)}, cells: {len(cells)}, methods: {', '.join(methods)}",
         f"- success: test relative MSE on fresh noise-free inputs ≤ {', '.join(f'{t:g}' for t in thresholds)}",
+        "- N (×2md/k): the training examples, and N as a multiple of 2md/k: 2md/k examples give k·d label entries "
+        "each, as many as the layer's 2md² parameters (so ×1 is the fewest any method can need)",
         "- columns per method: succ = successes/runs; err = median test relative MSE (no model = inf); "
         "s = median wall seconds of completed runs; ×lb = median per-trial time ratio to the gradient peer "
         "(lbfgs-growing when run, else lbfgs)",

@@ -156,7 +156,7 @@ def _execute_dask(
     except ImportError:
         raise RuntimeError(
             f"--scheduler {address} needs dask.distributed, which is not installed; "
-            f"install the extra (pip install 'sculpt[dask]') or use --scheduler local"
+            f"install the extra (pip install 'sculpt-attention[dask]') or use --scheduler local"
         ) from None
     try:
         client = Client(address, timeout=connect_timeout)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from ..noise import NoiseVerdict, assess_fit
 from ..result import PhaseRecord
 from ..settings import PolishSettings, ProblemSize
 from .polish_cg import VPProducts, pcg
@@ -57,6 +58,8 @@ class PolishResult:
         Examples in the fitting subset of the returned fit.
     converged : bool
         validation_error <= tol.
+    noise : NoiseVerdict or None
+        The noise-floor test of the returned fit (``sculpt.noise``): "exact", "noise" (with σ̂) or "failed".
     """
 
     thetas: np.ndarray
@@ -66,6 +69,7 @@ class PolishResult:
     iterations: int
     examples: int
     converged: bool
+    noise: NoiseVerdict | None = None
 
 
 def _state(thetas: np.ndarray, X: np.ndarray, Yf: np.ndarray) -> _VPState:
@@ -422,6 +426,66 @@ def _grow(
         n_use = min(N, s.max_examples, n_use * s.growth)
 
 
+def _noise_cap(s: PolishSettings, X: np.ndarray, m: int) -> int:
+    """The largest subset the noise stage fits: ``noise_max_examples``, all of X, and what ``noise_max_bytes``
+    allows for LM's forward quantities (attention, features, the basis of range Z, residual: about
+    k·(mk + 3md + 3d) floats per example)."""
+    N, k, d = X.shape
+    per_example = 8 * k * (m * k + 3 * m * d + 3 * d)
+    return int(max(1, min(N, s.noise_max_examples, s.noise_max_bytes // per_example)))
+
+
+def _verdict(
+    run: _Stages,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    perm: np.ndarray,
+    s: PolishSettings,
+    tol: float,
+) -> NoiseVerdict:
+    """The noise-floor test of the best stage, fitted on perm[:examples]."""
+    assert run.best is not None
+    X, Y, X_val, Y_val = data
+    rows = perm[: run.best.examples]
+    history = [float(st["validation_error"]) for st in run.stages]  # type: ignore[arg-type]
+    return assess_fit(
+        run.best.thetas, run.best.ws, (X[rows], Y[rows]), (X_val, Y_val), tol=tol, history=history, settings=s
+    )
+
+
+def _noise_stage(
+    run: _Stages,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    perm: np.ndarray,
+    s: PolishSettings,
+    tol: float,
+    callback: Callable[[str], None] | None,
+) -> NoiseVerdict:
+    """The noise-floor test of the best stage; when it says "noise" and more training examples are allowed
+    (``_noise_cap``), one more LM stage from it on that many: under noise the least-squares fit on more examples
+    has the smaller error whatever the validation split's noise says, so it is kept while it stays at the floor."""
+    verdict = _verdict(run, data, perm, s, tol)
+    assert run.best is not None
+    cap = _noise_cap(s, data[0], run.best.thetas.shape[0])
+    if verdict.status != "noise" or run.best.examples >= cap:
+        return verdict
+    X, Y, X_val, Y_val = data
+    prev = run.best
+    refit = s.merged(max_iter=s.noise_max_iter)
+    th, ws, cost, it = lm_vp(prev.thetas, X[perm[:cap]], Y[perm[:cap]], refit, give_up=(s.stuck_after, s.stuck))
+    run.iterations += it
+    verr = layer_relative_mse(th, ws, X_val, Y_val)
+    note = f"at the noise floor on {prev.examples} examples: refit on {cap} (polish.noise_max_examples)"
+    run.stages.append({"examples": cap, "iterations": it, "train_error": cost, "validation_error": verr, "note": note})
+    if callback is not None:
+        callback(f"polish: {cap} examples (noise floor), {it} LM iterations, validation rel MSE {verr:.2e}")
+    run.best = _Best(th.copy(), ws.copy(), cost, verr, cap)
+    again = _verdict(run, data, perm, s, tol)
+    if again.status in ("noise", "exact") or verr <= prev.validation_error:
+        return again
+    run.best = prev  # the refit left the floor (a different basin): the earlier fit stays
+    return verdict
+
+
 def _record(run: _Stages, tol: float, truth: MultiHeadAttention | None) -> tuple[PolishResult, PhaseRecord]:
     """The polish's result (its best stage) and record."""
     assert run.best is not None  # a stage always runs unless the start validated
@@ -511,7 +575,12 @@ def polish(
         run.best = _Best(th.copy(), ws0, float("nan"), verr0, n_use)
     else:
         _grow(run, th, (X, Y, X_val, Y_val), perm, n_use, s, tol, callback)
+    verdict = _noise_stage(run, (X, Y, X_val, Y_val), perm, s, tol, callback)
     res, rec = _record(run, tol, truth)
+    res.noise = verdict
+    rec.figures["noise"] = verdict.to_dict()
+    if verdict.status == "noise":
+        rec.message = f"{rec.message}; {verdict.reason}"
     rec.figures["matrix_free"] = bool(th.size > s.matrix_free_above)  # LM's steps by CG (m·d² parameters)
     rec.time = time.perf_counter() - t0
     return res, rec

@@ -55,7 +55,8 @@ class SpanEstimate:
     """Estimated geometry of the heads: ``flat`` ≈ aff{Θ_i} (dim m−1, in vec(Θ) coordinates), ``span``
     (d², m) orthonormal basis ≈ span{Θ_i}, ``m_estimate`` from the singular-value gap, the smallest
     ``singular_values`` (ascending), ``gap`` = σ_m/σ_{m+1}, ``radius``: suggested search radius along the
-    flat (flat coordinates), ``widths``: LP extents of the body (``Widths``)."""
+    flat (flat coordinates), ``widths``: LP extents of the body (``Widths``), ``vectors``: the fit's smallest
+    right singular vectors of the lifted rows (a refit's ``start``)."""
 
     flat: AffineSubspace
     span: np.ndarray
@@ -64,6 +65,7 @@ class SpanEstimate:
     gap: float
     radius: float
     widths: Widths = field(default_factory=dict)
+    vectors: np.ndarray | None = field(default=None, repr=False)
 
 
 def principal_angle_deg(A: np.ndarray, B: np.ndarray) -> float:
@@ -99,6 +101,7 @@ def extract_span(
     solver: str | None = None,
     rng: np.random.Generator | int | None = None,
     truth: MultiHeadAttention | None = None,
+    start: np.ndarray | None = None,
 ) -> tuple[SpanEstimate, PhaseRecord]:
     """Fit aff{Θ_i} (dim m−1) and span{Θ_i} (dim m) to the body's equality rows.
 
@@ -125,6 +128,8 @@ def extract_span(
         Draws the ``width_probes`` directions.
     truth : MultiHeadAttention, optional
         The true layer: the record's ``truth`` gets the span angle and the heads' distance to the flat.
+    start : numpy.ndarray, optional
+        ``vectors`` of an earlier fit of nearly the same rows (``oracles.fit_flat``'s ``start``).
 
     Returns
     -------
@@ -148,8 +153,19 @@ def extract_span(
     gen = np.random.default_rng(rng)
     rows, from_span = _body_rows(body)
     F, g, w, n_extra = _with_extra(rows, extra_rows)
-    rank = _checked_rank(body, F, w, m, from_span, n_extra)
-    fit = _fit(F, g, w, m, s)
+    _check_row_count(F, m)
+    try:  # the fit first: its singular values certify full column rank where they can (no rank check then)
+        fit: FlatFit | None = _fit(F, g, w, m, s, start)
+    except ValueError:  # rows of too low a rank leave no flat: the rank check below says so
+        fit = None
+    if fit is not None and _full_rank(fit):
+        rank = F.shape[1]
+        if from_span and not n_extra:
+            body.span_rank = rank
+    else:
+        rank = _checked_rank(body, F, w, m, from_span, n_extra)
+    if fit is None:
+        fit = _fit(F, g, w, m, s, start)  # full rank, yet no flat: the engine's error stands
     flat = fit.flat
     m_est = fit.dim_estimate + 1
     rec.figures.update(_fit_figures(F, n_extra, from_span, rank, m, fit))
@@ -170,6 +186,7 @@ def extract_span(
         gap=float(fit.gap),
         radius=float(radius),
         widths=widths,
+        vectors=fit.vectors,
     )
     if truth is not None:
         rec.truth.update(_truth_figures(est, body, truth))
@@ -204,14 +221,19 @@ def _with_extra(rows: EqualityRows, extra: EqualityRows | None) -> tuple[np.ndar
     return np.vstack([F, Fx]), np.concatenate([g, gx]), np.concatenate([w, wx]), int(Fx.shape[0])
 
 
-def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from_span: bool, n_extra: int = 0) -> int:
-    """rank of the rows, at least the d² − (m − 1) needed to pin an (m−1)-dimensional flat, else PhaseFailed.
+#: a fit certifies that its weighted rows have full column rank when σ_min/σ_max of the lifted rows [F, −g]·w is at
+#: least this (σ_min of a column subset is no smaller; the threshold of ``row_rank``'s certificate)
+FULL_RANK_RATIO = 1e-5
 
-    K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do not
-    change a rank: when the slab rows have the rank needed, so do the span rows (their rank is computed once per
-    body, 0.05 s saved per fit at d = 16). The span rows are among the rows of every later fit (the scanned rows
-    are appended to them, ``n_extra``): when they alone have full column rank, so have the union (4 s saved per
-    refit at d = 64, where the check costs a d²-column Gram matrix)."""
+
+def _full_rank(fit: FlatFit) -> bool:
+    """Whether the fit's singular values certify full column rank of the weighted rows F·w."""
+    sv = fit.singular_values
+    return bool(sv.size and sv[-1] > 0 and sv[0] >= FULL_RANK_RATIO * sv[-1])
+
+
+def _check_row_count(F: np.ndarray, m: int) -> None:
+    """PhaseFailed when F is empty or has fewer rows than the d² − (m − 1) needed to pin an (m−1)-dimensional flat."""
     n = F.shape[1]
     need = n - (m - 1)
     if F.ndim != 2 or F.shape[0] == 0:
@@ -224,6 +246,19 @@ def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from
             f"the sculpted body has {F.shape[0]} equality rows, fewer than the {need} "
             f"needed to pin an {m - 1}-dimensional flat in R^{n}: sculpt more examples",
         )
+
+
+def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from_span: bool, n_extra: int = 0) -> int:
+    """rank of the rows, at least the d² − (m − 1) needed to pin an (m−1)-dimensional flat, else PhaseFailed.
+
+    K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do not
+    change a rank: when the slab rows have the rank needed, so do the span rows (their rank is computed once per
+    body, 0.05 s saved per fit at d = 16). The span rows are among the rows of every later fit (the scanned rows
+    are appended to them, ``n_extra``): when they alone have full column rank, so have the union (4 s saved per
+    refit at d = 64, where the check costs a d²-column Gram matrix)."""
+    n = F.shape[1]
+    need = n - (m - 1)
+    _check_row_count(F, m)
     rank = -1
     if from_span and body.F.ndim == 2 and body.F.shape[0] >= need:
         rank = int(body.slab_rank())
@@ -243,21 +278,27 @@ def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from
     return rank
 
 
-def _fit(F: np.ndarray, g: np.ndarray, w: np.ndarray, m: int, s: SpanSettings) -> FlatFit:
+def _fit(F: np.ndarray, g: np.ndarray, w: np.ndarray, m: int, s: SpanSettings, start: np.ndarray | None) -> FlatFit:
     """The weighted homogeneous fit, then ``hull_reweight`` refits. A row's log-ratio comes from rows where the
     heads only nearly agree, so its error is about |⟨Θ_1 − Θ_2, row⟩| (it holds at some point between the heads,
     not at all of them); rows nearly normal to the flat's directions U are the trustworthy ones: weight
     w/(‖F_i U‖ + c·median). At (8,4,2)/(16,4,2) the heads' relative distance to the flat is 0.09/0.07 after the
     refits, 0.16/0.11 without (0.06/0.05 from the true directions). Only the few smallest eigenpairs of the
-    Gram matrix are computed (0.15 s per fit at d = 32, 0.26 s for all)."""
+    Gram matrix are computed (0.15 s per fit at d = 32, 0.26 s for all); each refit's eigensolver starts from the
+    previous fit's vectors (at d = 64 a third of a cold start's solves)."""
     max_dim = max(m - 1, (s.max_m or m + 3) - 1)
     few = max_dim + 3
     eig_from = int(s.iterative_eigen_from)
-    fit = fit_flat(F, g, dim=m - 1, weights=w, max_dim=max_dim, smallest=few, iterative_from=eig_from)
-    for _ in range(int(s.hull_reweight) if m > 1 else 0):
+
+    def one(weights: np.ndarray, guess: np.ndarray | None) -> FlatFit:
+        return fit_flat(
+            F, g, dim=m - 1, weights=weights, max_dim=max_dim, smallest=few, iterative_from=eig_from, start=guess
+        )
+
+    fit = one(w, start)
+    for _ in range(s.reweights(int(np.sqrt(F.shape[1]))) if m > 1 else 0):
         a = np.linalg.norm(F @ fit.flat.basis, axis=1)
-        weights = w / (a + s.hull_c * float(np.median(a)) + 1e-300)
-        fit = fit_flat(F, g, dim=m - 1, weights=weights, max_dim=max_dim, smallest=few, iterative_from=eig_from)
+        fit = one(w / (a + s.hull_c * float(np.median(a)) + 1e-300), fit.vectors)
     return fit
 
 
@@ -428,16 +469,23 @@ def scan_span_rows(
 
 def _pooled(parts: list[EqualityRows], limit: int, p: int) -> EqualityRows:
     """The parts stacked, keeping only the ``limit`` highest-weight rows (in their order) beyond that many (a
-    single part within the limit is returned as it is: no copy of its rows × d² floats)."""
+    single part within the limit is returned as it is: no copy of its rows × d² floats). The kept rows are
+    gathered part by part into the result, so pooling holds the parts and the result only (no stacked copy of
+    every part's rows)."""
     if len(parts) == 1 and parts[0].w.size <= limit:
         return parts[0]
-    F = np.vstack([part.F for part in parts]) if parts else np.empty((0, p))
-    g = np.concatenate([part.g for part in parts]) if parts else np.empty(0)
-    w = np.concatenate([part.w for part in parts]) if parts else np.empty(0)
-    if w.size > limit:
-        keep = np.sort(np.argpartition(-w, limit - 1)[:limit])
-        F, g, w = F[keep], g[keep], w[keep]
-    return EqualityRows(F, g, w)
+    if not parts:
+        return EqualityRows(np.empty((0, p)), np.empty(0), np.empty(0))
+    w = np.concatenate([part.w for part in parts])
+    keep = np.arange(w.size) if w.size <= limit else np.sort(np.argpartition(-w, limit - 1)[:limit])
+    F = np.empty((keep.size, p))
+    lo = 0
+    for part in parts:
+        hi = lo + part.w.size
+        a, b = np.searchsorted(keep, (lo, hi))
+        F[a:b] = part.F[keep[a:b] - lo]
+        lo = hi
+    return EqualityRows(F, np.concatenate([part.g for part in parts])[keep], w[keep])
 
 
 # --- the phase: fit, then read more examples while the flat is not pinned ------------------------------------
@@ -467,7 +515,7 @@ class _Growth:
     span_moved_deg: float
 
 
-Fit = Callable[[EqualityRows | None], tuple[SpanEstimate, PhaseRecord]]
+Fit = Callable[[EqualityRows | None, np.ndarray | None], tuple[SpanEstimate, PhaseRecord]]
 
 
 def adaptive_span(
@@ -522,8 +570,8 @@ def adaptive_span(
     N, k, d = pool.X.shape
     s = (settings or SpanSettings()).resolve(ProblemSize(d, k, m, N))
 
-    def fit(extra: EqualityRows | None) -> tuple[SpanEstimate, PhaseRecord]:
-        return extract_span(body, m, s, extra_rows=extra, solver=solver, rng=rng, truth=truth)
+    def fit(extra: EqualityRows | None, start: np.ndarray | None) -> tuple[SpanEstimate, PhaseRecord]:
+        return extract_span(body, m, s, extra_rows=extra, solver=solver, rng=rng, truth=truth, start=start)
 
     est, rec, growth, read, stop = _scan(fit, body.span_rule, pool, sum_w, m, s)
     rec.figures["examples"] = int(pool.n_read + read)
@@ -551,7 +599,7 @@ def _scan(
 ) -> tuple[SpanEstimate, PhaseRecord, list[_Growth], int, str]:
     """The fit, refitted after each growth of the examples read. Returns the last fit and record, the growths,
     the examples read beyond the subset, and why the scan stopped ("" when the budget or the pool ended it)."""
-    est, rec = fit(None)
+    est, rec = fit(None, None)
     budget = min(pool.order.size, max(0, int(s.scan_examples or 0) - pool.n_read))
     growth: list[_Growth] = []
     read = 0
@@ -566,7 +614,7 @@ def _scan(
         idx = pool.order[before:read]  # only the new examples: the earlier scans' rows join the reservoir
         extra = scan_span_rows(pool.X[idx], pool.Y[idx], sum_w, rule, s, initial=extra)
         gap_was, span_was = float(est.gap), est.span
-        est, rec = fit(extra)
+        est, rec = fit(extra, est.vectors)
         growth.append(
             _Growth(
                 examples=int(pool.n_read + read),

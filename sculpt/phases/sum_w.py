@@ -6,7 +6,14 @@ when every Θ_i = 0 because E[s sᵀ] = k I. Improved estimator (documented devi
 y_a ≈ x_jᵀ Ŵ (j = argmin_j ‖y_a − x_jᵀ Ŵ‖); the rows with the smallest relative residual (nearly 1-sparse
 attention in every head) are kept and Ŵ is refitted on them, with a shrinking kept fraction;
 (b) a variable-projection Gauss–Newton refit on the agreeing rows (min over W of the affine-simplex
-regression residuals), exact for m = 1 and a 3–10× improvement for m = 2.
+regression residuals), exact for m = 1 and a 2.5–4× improvement for m = 2 at k = 4; it is kept only when a
+held-out agreement residual improves (``agreement_criterion``; where the agreement test is blind, e.g. at
+(8,8,2), the refit makes Σ̂W 1.3–30× worse and is rejected).
+
+A held-out single-token criterion (``holdout_criterion``) sizes the estimate's error (``error_scale`` ×
+max(1, k/4) × criterion; docs/method.md#phase-1): a failure blames the instance only when Σ W_i is
+ill-conditioned even allowing for that error (Weyl's bound, ``cond_lower_bound``), and otherwise says that phase 1
+had too few examples or too long sequences.
 """
 
 from __future__ import annotations
@@ -28,7 +35,16 @@ from ._simplex import affine_weights, simplex_lstsq, token_gram_ok
 if TYPE_CHECKING:
     from ..model import MultiHeadAttention
 
-__all__ = ["estimate_sum_w", "crude_sum_w", "single_token_residuals", "trimmed_rounds", "agreement_refit"]
+__all__ = [
+    "estimate_sum_w",
+    "crude_sum_w",
+    "single_token_residuals",
+    "trimmed_rounds",
+    "agreement_refit",
+    "holdout_criterion",
+    "agreement_criterion",
+    "cond_lower_bound",
+]
 
 #: a refit's Gauss–Newton steps stop once the step is below this, relative to ‖W‖ (converged to rounding)
 STEP_TOL = 1e-7
@@ -276,6 +292,96 @@ def agreement_refit(
     return W, info
 
 
+def holdout_criterion(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fraction: float, rows: int) -> float:
+    """The mean relative single-token residual of the max(``rows``, ``fraction``·N·k) output rows of (X, Y) best
+    fitted by one token under W (all rows when there are fewer): small for the true Σ W_i, whose nearly one-hot
+    rows it fits, and larger for a biased estimate, whatever the estimate was fitted on.
+
+    Parameters
+    ----------
+    X, Y : np.ndarray, shape (N, k, d)
+        Examples the estimate was not fitted on.
+    W : np.ndarray, shape (d, d)
+        An estimate of Σ_i W_i.
+    fraction : float
+        The share of the rows averaged (the best fitted).
+    rows : int
+        Rows averaged at least.
+
+    Returns
+    -------
+    float
+        The mean relative residual ‖y_a − x_jᵀW‖/‖y_a‖ of those rows (inf with no rows).
+    """
+    rel = single_token_residuals(X, Y, W)[1].reshape(-1)
+    if rel.size == 0:
+        return math.inf
+    n = min(max(rows, round(fraction * rel.size)), rel.size)
+    return float(np.partition(rel, n - 1)[:n].mean())
+
+
+def agreement_criterion(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fraction: float, rows: int) -> float:
+    """The mean relative affine-simplex residual min_{Σq=1} ‖y_a − qᵀXW‖/‖y_a‖ of the max(``rows``,
+    ``fraction``·N·k) output rows of (X, Y) best fitted by one shared pattern under W: the agreement refit's
+    own objective, on examples it was not fitted on.
+
+    Parameters
+    ----------
+    X, Y : np.ndarray, shape (N, k, d)
+        Examples the estimate was not fitted on.
+    W : np.ndarray, shape (d, d)
+        An estimate of Σ_i W_i.
+    fraction : float
+        The share of the rows averaged (the best fitted).
+    rows : int
+        Rows averaged at least.
+
+    Returns
+    -------
+    float
+        Their mean relative residual (inf with no rows).
+    """
+    rel = simplex_lstsq(X, Y, W).rel.reshape(-1)
+    if rel.size == 0:
+        return math.inf
+    n = min(max(rows, round(fraction * rel.size)), rel.size)
+    return float(np.partition(rel, n - 1)[:n].mean())
+
+
+def cond_lower_bound(W: np.ndarray, rel_error: float) -> float:
+    """The smallest condition number a matrix within ``rel_error``·‖W‖_F of W can have (Weyl: its singular
+    values are within that distance of W's); 1 when the ball reaches a multiple of the identity's spread.
+
+    Parameters
+    ----------
+    W : np.ndarray, shape (d, d)
+        The estimate.
+    rel_error : float
+        Its relative (Frobenius) error bound.
+
+    Returns
+    -------
+    float
+        max(1, (σ_1 − δ)/(σ_d + δ)) with δ = rel_error·‖W‖_F.
+    """
+    sv = np.linalg.svd(W, compute_uv=False)
+    delta = rel_error * float(np.linalg.norm(W))
+    top, bottom = float(sv[0]) - delta, float(sv[-1]) + delta
+    if bottom <= 0:
+        return math.inf
+    return max(1.0, top / bottom)
+
+
+def _holdout_split(N: int, every: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``every``-th example held out (a fixed stride: no draw, and no bias from the data's order); none
+    when fewer than 2·every examples."""
+    idx = np.arange(N)
+    if N < 2 * every:
+        return idx, idx[:0]
+    held = idx % every == every - 1
+    return idx[~held], idx[held]
+
+
 def _refits(
     X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSettings, S: np.ndarray | None
 ) -> tuple[np.ndarray, list[dict[str, object]], bool]:
@@ -300,48 +406,92 @@ def _refits(
 def _improve(
     X: np.ndarray, Y: np.ndarray, W0: np.ndarray, s: SumWSettings, rec: PhaseRecord, S: np.ndarray | None
 ) -> np.ndarray:
-    """The trimmed single-token rounds from the crude Ŵ⁰, then the agreement refits; their figures (and truth
-    figures when the true Σ W_i is ``S``) go to ``rec``."""
+    """The trimmed single-token rounds from the crude Ŵ⁰ on every example, then the agreement refits on the
+    examples not held out; the refit is kept only when it fits every agreeing row exactly (one head) or lowers
+    the held-out agreement residual (the trimmed rounds fit single-token residuals, not that one, so reading the
+    held-out rows does not favour them there). Their figures (and truth figures when the true Σ W_i is ``S``) go
+    to ``rec``."""
     assert s.min_rows is not None  # resolved
+    fit, held = _holdout_split(X.shape[0], s.holdout_every)
+    Xf, Yf = X[fit], Y[fit]
+    Xh, Yh = (X[held], Y[held]) if held.size else (Xf, Yf)  # too few examples: judged in-sample
+    rec.figures["holdout_examples"] = int(held.size)
     W, steps = trimmed_rounds(X, Y, W0, s.fractions, min_rows=s.min_rows, truth_sum=S)
     rec.figures["trimmed_steps"] = steps
     rec.figures["estimator"] = "trimmed single-token least squares (deviation; docs/method.md)"
     if S is not None:
         rec.truth["err_trimmed"] = _rel_err(W, S)
         rec.truth["err_per_step"] = [step.get("err_sum_w") for step in steps]
-    W, vp_steps, exact = _refits(X, Y, W, s, S)
-    if exact:
-        rec.figures["exact_agreement"] = True
+    crit = {"trimmed": holdout_criterion(Xh, Yh, W, s.holdout_fraction, s.holdout_rows)}
+    W_r, vp_steps, exact = _refits(Xf, Yf, W, s, S)
     rec.figures["agreement_refit"] = vp_steps
     if s.vp_rounds:
-        rec.figures["estimator"] += " + agreement variable-projection refit"
+        agree = {
+            name: agreement_criterion(Xh, Yh, V, s.refit_fraction, s.holdout_rows)
+            for name, V in (("trimmed", W), ("refit", W_r))
+        }
+        rec.figures["refit_criterion"] = agree
+        accepted = exact or agree["refit"] < agree["trimmed"]
+        rec.figures["refit_accepted"] = accepted
+        if accepted:
+            W = W_r
+            crit["refit"] = holdout_criterion(Xh, Yh, W, s.holdout_fraction, s.holdout_rows)
+            rec.figures["estimator"] += " + agreement variable-projection refit"
+        else:
+            rec.figures["estimator"] += " (agreement refit rejected: held-out agreement residual not lower)"
+    if exact:
+        rec.figures["exact_agreement"] = True
+    rec.figures["holdout_criterion"] = crit
+    rec.figures["criterion"] = crit.get("refit", crit["trimmed"])
     if S is not None:
         rec.truth["err_improved"] = _rel_err(W, S)
+        rec.truth["err_refit"] = _rel_err(W_r, S)
         rec.truth["err_per_vp_round"] = [v.get("err_sum_w") for v in vp_steps]
     return W
 
 
+def _uncertainty(X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSettings, rec: PhaseRecord) -> float:
+    """Σ̂W's relative error as the error model sizes it: ``error_scale`` × max(1, k/4) × the held-out criterion
+    (the single-token rows' leftover attention biases the estimate, more so as k grows); into the record."""
+    crit = rec.figures.get("criterion")
+    if not isinstance(crit, float):  # the crude estimate only: judged on every row
+        crit = holdout_criterion(X, Y, W, s.holdout_fraction, s.holdout_rows)
+        rec.figures["criterion"] = crit
+    u = s.error_scale * max(1.0, X.shape[1] / 4.0) * crit
+    rec.figures["rel_uncertainty"] = u
+    return u
+
+
 def _check_conditioning(X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSettings, rec: PhaseRecord) -> None:
-    """cond(Σ̂W) into the record (a warning above ``warn_cond``); PhaseFailed above ``max_cond``, naming nearly
-    uniform heads as the likely cause when no row is fitted by a single token.
+    """cond(Σ̂W) and the lowest condition number within its uncertainty (``cond_lower``) into the record;
+    PhaseFailed above ``max_cond``: naming a singular Σ W_i only when ``cond_lower`` is above ``max_cond`` too,
+    nearly uniform heads when no row is fitted by a single token, and too few examples (or too long sequences)
+    for phase 1 otherwise.
 
     The estimator rests on rows one token explains; with nearly uniform attention in every head there are none
     (torch.nn.MultiheadAttention's own initialisation, ‖Θ_i‖_F ≈ 0.5: the best 0.5 % of rows are fitted to
     0.7–2.9 relative, against <= 0.09 for every planted family at scale 2.5), and the estimate is then wrong
-    (61 % off, cond 2e3–6e5 against a true 97–876). A singular Σ W_i (W_2 = −W_1) leaves no single-token row
-    either, so the failure names both causes."""
+    (61 % off, cond 2e3–6e5 against a true 97–876)."""
+    N, k, _ = X.shape
     sv = np.linalg.svd(W, compute_uv=False)
     cond = float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
     rec.figures["cond"] = cond
+    u = _uncertainty(X, Y, W, s, rec)
+    low = cond_lower_bound(W, u)
+    rec.figures["cond_lower"] = low
     if "trimmed_steps" in rec.figures:  # the improved estimator ran: its single-token fit is meaningful
         q = float(np.quantile(single_token_residuals(X, Y, W)[1], SINGLE_TOKEN_QUANTILE))
         rec.figures["single_token_residual_q005"] = q
     if cond > s.warn_cond:
-        rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}); Σ W_i may be singular"
+        rec.message = f"Σ W estimate ill-conditioned (condition number {cond:.3g}, uncertain by about {u:.0%}); " + (
+            "Σ W_i may be singular" if low > s.warn_cond else f"Σ W_i's own may be as low as {low:.3g}"
+        )
     if cond <= s.max_cond:
         return
     q005 = rec.figures.get("single_token_residual_q005", 0.0)
     if s.max_single_residual is not None and q005 > s.max_single_residual:
+        # no single-token row: a singular Σ W_i and nearly uniform heads both leave none, and both make the
+        # estimate noise (its uncertainty is large either way), so the text names both
         raise PhaseFailed(
             "1-sum-w",
             f"degenerate instance or nearly uniform attention: the estimated Σ W_i has "
@@ -351,12 +501,33 @@ def _check_conditioning(X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSett
             "in every head (small ‖Θ_i‖, e.g. torch.nn.MultiheadAttention's own initialisation), which "
             "the single-token estimator cannot tell apart (method='gradient' needs no Σ W)",
         )
+    if low > s.max_cond:
+        raise PhaseFailed(
+            "1-sum-w",
+            f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
+            f"{s.max_cond:g}, and above {low:.3g} allowing for its uncertainty (about {u:.0%}, from held-out "
+            "rows); the sculpting phases need Σ W_i invertible and well-conditioned (method='gradient' does not)",
+        )
     raise PhaseFailed(
         "1-sum-w",
-        f"degenerate instance: the estimated Σ W_i has condition number {cond:.3g} > max_cond = "
-        f"{s.max_cond:g}; the sculpting phases need Σ W_i invertible and well-conditioned "
-        "(method='gradient' does not)",
+        f"too few examples for phase 1 at k = {k} ({N:,} examples) to tell: the estimated Σ W_i has condition number "
+        f"{cond:.3g} > max_cond = {s.max_cond:g}, but it is uncertain by about {u:.0%} (held-out single-token "
+        f"criterion {rec.figures['criterion']:.2g}), within which Σ W_i's could be as low as {low:.3g}: the data "
+        f"do not show a degenerate instance; {_needs(N, k, u, s)}",
     )
+
+
+def _needs(N: int, k: int, u: float, s: SumWSettings) -> str:
+    """What would bring the uncertainty below ``target_error``: examples (taking the error to shrink like N^(−1/2),
+    as it does up to k = ``bias_limited_k``) or, beyond, not more examples (the single-token estimator's bias does
+    not shrink with N there)."""
+    if k > s.bias_limited_k:
+        return (
+            f"at k = {k} > {s.bias_limited_k} the single-token estimator is biased by the attention its rows leave "
+            "on other tokens and more examples do not help (docs/method.md#phase-1); use method='auto'"
+        )
+    n_need = math.ceil(N * (u / s.target_error) ** 2)
+    return f"needs about N = {n_need:,} examples for {s.target_error:.0%} (error ∝ N^(−1/2)), or method='auto'"
 
 
 def estimate_sum_w(
@@ -386,15 +557,19 @@ def estimate_sum_w(
         Σ̂W.
     record : PhaseRecord
         "1-sum-w"; ``figures["exact_agreement"]`` is True when one pattern fits every agreeing row to rounding
-        (one head: phase 3 then has nothing to refine).
+        (one head: phase 3 then has nothing to refine); ``refit_accepted`` says whether the refit was kept,
+        ``rel_uncertainty`` is the error model's relative error and ``cond_lower`` the lowest condition number
+        within it.
 
     Raises
     ------
     ValueError
         Malformed data, or ``min_rows`` or ``vp_rows`` below d.
     PhaseFailed
-        cond(Σ̂W) > ``max_cond``: a degenerate instance (the later phases divide by Σ W_i; <= 10 for planted
-        layers, 52–6e7 when W_2 = −W_1), or nearly uniform attention.
+        cond(Σ̂W) > ``max_cond``: a degenerate instance when even the lowest condition number within the
+        estimate's uncertainty (``figures["cond_lower"]``) is above it (the later phases divide by Σ W_i; <= 10
+        for planted layers, 52–6e7 when W_2 = −W_1); else nearly uniform attention or too few examples (or too
+        long sequences) for phase 1.
     """
     t0 = time.perf_counter()
     X, Y = check_data(X, Y)

@@ -1,4 +1,8 @@
-"""``method="auto"``: routes and peers tried in turn until one validates, ordered by the cost model.
+"""``method="auto"``: routes and peers tried in turn until one validates or reaches the noise floor of the
+labels (``sculpt.noise``: status "noise", when ``polish.accept_noise``), ordered by the cost model. An L-BFGS
+step whose model the noise-floor test places at the floor is polished (a least-squares refit on up to
+``polish.noise_max_examples`` examples) before it is kept; when no step produced a model the result is a
+fallback VP-LM fit, not converged.
 
 The exact route and VP-LM, cheapest first, when the exact route applies (m = 1, 2 <= k < d and N allows it).
 Otherwise the steps are a capped L-BFGS try (``auto.peer_examples`` examples, ``auto.peer_iterations`` iterations), VP-LM from
@@ -18,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..baselines import GrowingFit, gradient_descent, lbfgs_growing
 from ..costs import StepCost, auto_step_costs
@@ -26,8 +30,19 @@ from ..pipeline import SCULPT_PHASES
 from ..result import LearnResult, PhaseRecord
 from ..settings import ProblemSize, Settings
 from . import exact, sculpting
-from .base import Holdout, Route, RouteContext, get_route, parameter_count_examples, run_route, truth_summary
-from .vp_lm import fit_starts
+from .base import (
+    Holdout,
+    Route,
+    RouteContext,
+    assess,
+    get_route,
+    parameter_count_examples,
+    run_route,
+    settle,
+    truth_summary,
+    validate,
+)
+from .vp_lm import fallback, fit_starts
 
 __all__ = ["ROUTE", "Plan", "min_examples", "plan"]
 
@@ -74,7 +89,13 @@ class _Tries:
         self.records.extend(res.phases)
         val = res.validation_error if res.validation_error is not None else math.inf
         outcome = (
-            "validated" if res.converged else f"validation relative MSE {val:.2e}" if math.isfinite(val) else "no model"
+            f"at the noise floor, validation relative MSE {val:.2e}"
+            if res.converged and res.status == "noise"
+            else "validated"
+            if res.converged
+            else f"validation relative MSE {val:.2e}"
+            if math.isfinite(val)
+            else "no model"
         )
         step = label.split(":")[0].split(" ")[0]
         predicted = f"{self.costs[step].short()}; " if step in self.costs else ""
@@ -88,7 +109,7 @@ class _Tries:
 
 def _exact_step(t: _Tries) -> bool:
     t0 = time.perf_counter()
-    return t.keep(run_route(get_route("exact"), t.ctx), "exact", t0)
+    return t.keep(run_route(get_route("exact"), replace(t.ctx, fallback=False)), "exact", t0)
 
 
 def _peer_step(t: _Tries) -> bool:
@@ -117,6 +138,7 @@ def _peer_step(t: _Tries) -> bool:
     _finish(fit, ctx)
     res = _fit_result(fit, ctx, "auto-peer", t0)
     ctx.progress.end(res.phases[-1])
+    res = _noise_floor(res, ctx, int(fit.examples))
     label = (
         f"auto-peer: L-BFGS on {fit.examples} examples, <= {a.peer_iterations} iterations "
         f"(given up after {a.peer_give_up} above {a.peer_give_up_loss:.0e})"
@@ -141,7 +163,7 @@ def _vp_lm_step(t: _Tries) -> bool:
 def _sculpt_step(t: _Tries) -> bool:
     """The sculpting route (``plan`` has checked its refusal and its minimum N)."""
     t0 = time.perf_counter()
-    return t.keep(run_route(get_route("sculpt"), t.ctx), "sculpt", t0)
+    return t.keep(run_route(get_route("sculpt"), replace(t.ctx, fallback=False)), "sculpt", t0)
 
 
 def _fallback_step(t: _Tries) -> bool:
@@ -169,8 +191,27 @@ def _fallback_step(t: _Tries) -> bool:
     res = _fit_result(fit, ctx, "fallback-gradient", t0)
     res.phases[-1].figures["init"] = "warm, then random" if init is not None else "random"
     ctx.progress.end(res.phases[-1])
+    res = _noise_floor(res, ctx, int(fit.examples))
     label = f"fallback-gradient: L-BFGS on growing subsets, {a.restarts} starts per size, ended by {fit.stop}"
     return t.keep(res, label, t0)
+
+
+def _noise_floor(res: LearnResult, ctx: RouteContext, fitted: int) -> LearnResult:
+    """An L-BFGS step's result with its noise-floor test: a model above tol that the test puts at the noise
+    floor (fitted on the first ``fitted`` training examples) is polished as the validated routes' models are,
+    which refits it on up to ``polish.noise_max_examples`` examples (the least-squares fit); any other model
+    keeps the step's own verdict."""
+    if res.model is None:
+        return res
+    test = assess(res.model, ctx, fitted)
+    if test.status != "noise":
+        settle(res, ctx, test)
+        return res
+    read = res.samples_used
+    res.samples_used = fitted  # validate_and_polish adds the validation split
+    res = validate(res, ctx)
+    res.samples_used = max(res.samples_used, read)
+    return res
 
 
 def _fit_result(fit: GrowingFit, ctx: RouteContext, name: str, t0: float) -> LearnResult:
@@ -329,15 +370,22 @@ def _over_memory(cost: StepCost, limit: float) -> str | None:
 def _result(t: _Tries) -> LearnResult:
     """The best step's result (or an empty one) with every step's records, what was tried and the verdict."""
     ctx, tol = t.ctx, t.ctx.tol
-    out = t.best if t.best is not None else LearnResult(None, "auto", math.inf, info=ctx.base_info())
+    if t.best is None:  # every step was skipped or produced nothing: a least-squares fit, not converged
+        why = "auto: no step produced a model (" + "; ".join(t.tried) + ")"
+        out = fallback(ctx, why, "vp-lm", t.records)
+        out.samples_used = ctx.with_validation(out.samples_used)
+        t.records = out.phases
+    else:
+        out = t.best
     out.phases = t.records
     val = out.validation_error
-    out.converged = bool(val is not None and val <= tol)
     out.info.tried = t.tried
     out.info.route = out.method
     out.info.truth = truth_summary(out.model, ctx.truth)
+    said = "at the noise floor, " if out.status == "noise" else ""
     tail = (
-        f"validation relative MSE {val:.2e} {'<=' if out.converged else '>'} tol {tol:.0e}"
+        f"{said}validation relative MSE {val:.2e} {'<=' if val <= tol else '>'} tol {tol:.0e}"
+        + ("" if out.converged else " (not converged)")
         if val is not None and math.isfinite(val)
         else "no step produced a usable model"
     )

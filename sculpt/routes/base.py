@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model import MultiHeadAttention
+from ..noise import NoiseVerdict, assess_fit
 from ..phases.polish import polish
 from ..pipeline import PHASE_FAILURES
 from ..result import LearnResult, PhaseRecord, RouteInfo, TruthSummary
@@ -29,7 +30,11 @@ __all__ = [
     "run_route",
     "truth_summary",
     "validate_and_polish",
+    "validate",
     "parameter_count_examples",
+    "assess",
+    "settle",
+    "verdict_text",
 ]
 
 
@@ -59,6 +64,9 @@ class RouteContext:
     truth: MultiHeadAttention | None
     progress: Progress
     settings: Settings
+    #: a route that produces no model hands back a fallback least-squares fit (``vp_lm.fallback``); auto turns
+    #: it off for its steps, since its own later steps are that fallback
+    fallback: bool = True
 
     @property
     def tol(self) -> float:
@@ -291,6 +299,58 @@ def truth_summary(model: MultiHeadAttention | None, truth: MultiHeadAttention | 
     }
 
 
+def assess(
+    model: MultiHeadAttention, ctx: RouteContext, fitted: int | None = None, history: tuple[float, ...] = ()
+) -> NoiseVerdict:
+    """The noise-floor test (``sculpt.noise.assess_fit``) of ``model`` fitted on the first ``fitted`` training
+    examples (None: all of them) and validated on the validation split, with the polish settings' noise fields."""
+    n = ctx.Xtr.shape[0] if fitted is None else max(1, min(int(fitted), ctx.Xtr.shape[0]))
+    return assess_fit(
+        model.thetas,
+        model.ws,
+        (ctx.Xtr[:n], ctx.Ytr[:n]),
+        (ctx.Xva, ctx.Yva),
+        tol=ctx.tol,
+        history=history,
+        settings=ctx.settings.polish,
+    )
+
+
+def settle(res: LearnResult, ctx: RouteContext, verdict: NoiseVerdict) -> None:
+    """Set ``res``'s status, noise_sigma, converged and ``info.noise`` from the noise-floor test: "exact" and
+    "noise" (when ``polish.accept_noise``) converge; a fallback model (``info.fallback``) never does.
+
+    Parameters
+    ----------
+    res : LearnResult
+        A route's result with a model; updated in place.
+    ctx : RouteContext
+        The call's settings.
+    verdict : NoiseVerdict
+        The test of ``res.model``.
+    """
+    accept = ctx.settings.polish.accept_noise
+    fallback = res.info.fallback is not None
+    val = res.validation_error
+    if val is None or not math.isfinite(val):  # a validation error the test did not see (non-finite): failed
+        fallback = True
+    res.status = "failed" if fallback else verdict.status
+    res.noise_sigma = verdict.sigma if verdict.status == "noise" else None
+    res.converged = not fallback and (verdict.status == "exact" or (verdict.status == "noise" and accept))
+    res.info.noise = verdict.to_dict()
+
+
+def verdict_text(val: float, ctx: RouteContext, verdict: NoiseVerdict) -> str:
+    """The validation verdict in words: exact, at the noise level (with the test's figures), or not converged."""
+    tol = ctx.tol
+    if verdict.status == "exact":
+        return f"validation relative MSE {val:.2e} <= tol {tol:.0e}"
+    if verdict.status == "noise":
+        head = "" if ctx.settings.polish.accept_noise else "not converged (polish.accept_noise is off): "
+        return f"{head}validation relative MSE {val:.2e} > tol {tol:.0e}, {verdict.reason}"
+    return f"not converged: validation relative MSE {val:.2e} > tol {tol:.0e}; {verdict.reason}"
+
+
 def validate_and_polish(res: LearnResult, ctx: RouteContext) -> LearnResult:
     """Score a validated route's model on the validation split; polish it while it is above ``tol``.
 
@@ -310,6 +370,25 @@ def validate_and_polish(res: LearnResult, ctx: RouteContext) -> LearnResult:
     """
     if res.phases:
         ctx.progress.end(res.phases[-1])
+    return validate(res, ctx)
+
+
+def validate(res: LearnResult, ctx: RouteContext) -> LearnResult:
+    """``validate_and_polish`` without closing the route's last progress line: the validation step of a model
+    whose step has already been reported (auto's L-BFGS steps at the noise floor).
+
+    Parameters
+    ----------
+    res : LearnResult
+        The result; its ``samples_used`` counts the training examples its model read (0: all).
+    ctx : RouteContext
+        The splits and settings of the call.
+
+    Returns
+    -------
+    LearnResult
+        ``res``, updated in place as ``validate_and_polish`` does.
+    """
     ctx.base_info(res.info)
     if ctx.n_val == 0:
         res.info.validation_on = (
@@ -319,29 +398,36 @@ def validate_and_polish(res: LearnResult, ctx: RouteContext) -> LearnResult:
     read = int(res.samples_used or ctx.Xtr.shape[0])  # the training examples the route read
     res.samples_used = ctx.with_validation(read)
     if res.model is None:
-        res.converged = False
+        res.converged, res.status = False, "failed"
         return res
-    tol = ctx.tol
     val = ctx.validation_error(res.model)
-    if val > tol and np.isfinite(val):
-        val = _polish(res, ctx, val, read)
+    test: NoiseVerdict | None = None
+    own = res.info.noise  # the route's own polish's test (VP-LM): a model at the floor needs no second polish
+    if own is not None and own.get("status") == "noise":
+        test = NoiseVerdict.of(own)
+    elif val > ctx.tol and np.isfinite(val):
+        val, test = _polish(res, ctx, val, read)
     res.validation_error = val
-    res.converged = bool(val <= tol)
-    verdict = f"validation relative MSE {val:.2e} {'<=' if res.converged else '>'} tol {tol:.0e}"
-    res.reason = (
-        f"{res.reason}; {verdict}"
-        if res.converged
-        else f"not converged: {verdict} ({res.reason})"
-        if res.reason
-        else f"not converged: {verdict}"
-    )
+    if test is None:  # exact at once, or the route's own model validated better than its polish
+        test = assess(res.model, ctx)
+    settle(res, ctx, test)
+    verdict = verdict_text(val, ctx, test)
+    if res.info.fallback is not None:
+        res.reason = f"{res.info.fallback}; the model is a fallback fit: {verdict}"
+    elif res.converged:
+        res.reason = f"{res.reason}; {verdict}" if res.reason else verdict
+    else:
+        res.reason = f"{verdict} ({res.reason})" if res.reason else verdict
     res.info.truth = truth_summary(res.model, ctx.truth)
     return res
 
 
-def _polish(res: LearnResult, ctx: RouteContext, val: float, read: int) -> float:
+def _polish(res: LearnResult, ctx: RouteContext, val: float, read: int) -> tuple[float, NoiseVerdict | None]:
     """The polish of ``res.model`` (validation relative MSE ``val``) on the training split, recorded as a
-    phase; keeps the polished model when it validates better. Returns the validation relative MSE kept."""
+    phase; keeps the polished model when it validates better, or when it is at the noise floor (its
+    least-squares fit on more examples is the better model whatever the validation split's noise says).
+    Returns the validation relative MSE kept and the polish's noise-floor test (None: the model was not
+    replaced)."""
     assert res.model is not None
     t0 = ctx.progress.start("polish")
     try:
@@ -366,8 +452,9 @@ def _polish(res: LearnResult, ctx: RouteContext, val: float, read: int) -> float
     ctx.progress.end(rec)
     if pol is not None:
         res.samples_used = ctx.with_validation(max(read, int(rec.figures.get("examples", 0))))
-    if pol is not None and pol.validation_error < val:
+    at_floor = pol is not None and pol.noise is not None and pol.noise.status == "noise"
+    if pol is not None and (pol.validation_error < val or at_floor):
         res.model = MultiHeadAttention(pol.thetas, pol.ws)
         res.train_error = layer_relative_mse(pol.thetas, pol.ws, ctx.Xtr, ctx.Ytr)
-        return float(pol.validation_error)
-    return val
+        return float(pol.validation_error), pol.noise
+    return val, None

@@ -7,6 +7,7 @@ from ..exact import exact_sample_size, exact_single_head
 from ..result import LearnResult
 from ..settings import ProblemSize
 from .base import Holdout, Route, RouteContext
+from .vp_lm import fallback
 
 __all__ = ["ROUTE", "min_examples", "refusal"]
 
@@ -64,9 +65,17 @@ def applies(size: ProblemSize) -> bool:
 
 def _run(ctx: RouteContext) -> LearnResult:
     """``Route.run`` of the exact route: ``exact_single_head`` on the training split with the ``exact``
-    settings (``samples_used``: the training examples read)."""
+    settings (``samples_used``: the training examples read); when its systems give no model (rank deficient,
+    no usable example) a fallback VP-LM fit on the same splits, not converged (``vp_lm.fallback``)."""
     ctx.progress.start("exact")
-    return exact_single_head(ctx.Xtr, ctx.Ytr, ctx.settings.exact, truth=ctx.truth)
+    res = exact_single_head(ctx.Xtr, ctx.Ytr, ctx.settings.exact, truth=ctx.truth)
+    if res.model is not None or ctx.n_val == 0 or not ctx.fallback:
+        return res
+    if res.phases:
+        ctx.progress.end(res.phases[-1])
+    out = fallback(ctx, f"method='exact' found no model: {res.reason}", "exact", res.phases)
+    out.samples_used = max(int(out.samples_used), int(res.samples_used))
+    return out
 
 
 ROUTE = Route(

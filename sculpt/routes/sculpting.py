@@ -11,10 +11,13 @@ import numpy as np
 
 from ..costs import predicted_span_rows
 from ..errors import PhaseFailed
+from ..noise import NoiseVerdict
+from ..phases.linear_start import linear_route_applies
 from ..pipeline import SCULPT_PHASES, LearnState, run_pipeline
 from ..result import ExamplesUsed, LearnResult, PhaseRecord, RouteInfo, SculptAttempt
 from ..settings import SCULPT_NEED_PER_D2, ProblemSize, Settings, one_head_examples
-from .base import Holdout, Route, RouteContext, truth_summary
+from .base import Holdout, Route, RouteContext, assess, settle, truth_summary, verdict_text
+from .vp_lm import fallback
 
 __all__ = ["ROUTE", "min_examples", "refusal"]
 
@@ -110,16 +113,35 @@ class _Attempt:
     state: LearnState
     failure: PhaseFailed | None
     sub: np.ndarray
+    #: the polish's noise-floor test (None: the polish did not run)
+    noise: NoiseVerdict | None = None
+    #: its place in the attempt log (0: the first)
+    number: int = 0
 
     @property
     def validated(self) -> bool:
         return self.failure is None and self.state.converged
+
+    @property
+    def at_floor(self) -> bool:
+        """The polish ended at the noise floor: more examples for phases 1–3 end at the same floor."""
+        return self.failure is None and self.noise is not None and self.noise.status == "noise"
+
+    def validation(self, ctx: RouteContext) -> float:
+        """Validation relative MSE of the attempt's model (inf without one)."""
+        if self.state.model is None:
+            return float("inf")
+        if self.failure is None and self.state.validation_error is not None:
+            return float(self.state.validation_error)
+        return ctx.validation_error(self.state.model)
 
     def outcome(self, tol: float) -> str:
         if self.failure is not None:
             return f"phase {self.failure.phase} failed: {self.failure.reason}"
         if self.state.converged:
             return "validated"
+        if self.at_floor:
+            return f"the polish reached the noise floor at validation relative MSE {self.state.validation_error:.2e}"
         return f"the polish stopped at validation relative MSE {self.state.validation_error:.2e} > tol {tol:.0e}"
 
 
@@ -142,28 +164,38 @@ def _attempt(ctx: RouteContext, sub: np.ndarray, rest: np.ndarray, records: list
         scan_order=rest,
     )
     state.info.sculpt_examples = int(sub.size)
+    first = len(records)
     failure = run_pipeline(SCULPT_PHASES, state, records, ctx.progress)
-    return _Attempt(state, failure, sub)
+    polished = [r for r in records[first:] if r.name == "polish" and isinstance(r.figures.get("noise"), dict)]
+    noise = NoiseVerdict.of(polished[-1].figures["noise"]) if polished and failure is None else None
+    return _Attempt(state, failure, sub, noise)
 
 
 def _attempts(ctx: RouteContext, records: list[PhaseRecord]) -> tuple[_Attempt, list[SculptAttempt]]:
     """Adaptive samples: phases 1–3 start on the first ``sculpt_examples`` of a random order of the training
     split; an attempt that does not validate (a phase cannot go on, or the polish stays above ``tol``) is rerun
-    on ``sculpt_growth`` times more, up to ``max_sculpt_examples``. Returns the last attempt and the log of
-    every attempt."""
+    on ``sculpt_growth`` times more, up to ``max_sculpt_examples``, except when its polish reached the noise floor
+    and ``polish.accept_noise`` (every further attempt ends at the same floor). Returns the attempt with
+    the best model on validation (the last one when none has a model) and the log of every attempt."""
     cfg = ctx.settings
     n_tr = ctx.Xtr.shape[0]
     order = ctx.gen.permutation(n_tr)
     cap = min(n_tr, int(cfg.max_sculpt_examples or n_tr))
     n = min(int(cfg.sculpt_examples or n_tr), cap)
     log: list[SculptAttempt] = []
+    accept = cfg.polish.accept_noise
+    best: _Attempt | None = None
     while True:
         ta = time.perf_counter()
         att = _attempt(ctx, np.sort(order[:n]), order[n:], records)
         outcome = att.outcome(ctx.tol)
         log.append({"examples": int(n), "outcome": outcome, "time": time.perf_counter() - ta})
-        if att.validated or n >= cap or cfg.sculpt_growth < 2:
-            return att, log
+        att.number = len(log) - 1
+        has_model = att.state.model is not None
+        if best is None or (has_model and (best.state.model is None or att.validation(ctx) < best.validation(ctx))):
+            best = att
+        if att.validated or (accept and att.at_floor) or n >= cap or cfg.sculpt_growth < 2:
+            return (att if att.validated or att.at_floor else best), log
         n = min(cap, n * int(cfg.sculpt_growth))
         ctx.progress.note(f"{outcome}: phases 1–3 again on {n} examples")
 
@@ -189,42 +221,59 @@ def _failure_reason(ctx: RouteContext, failure: PhaseFailed, records: list[Phase
             "estimate is mostly noise, which need not be a property of the layer)"
         )
     first = records[0] if records else None
-    cond = first.figures.get("cond", 0.0) if first is not None and first.name == "1-sum-w" else 0.0
+    fig = first.figures if first is not None and first.name == "1-sum-w" else {}
+    cond, low = fig.get("cond", 0.0), fig.get("cond_lower", fig.get("cond", 0.0))
     if failure.phase != "1-sum-w" and cond > ctx.settings.sum_w.warn_cond:
         # an exactly singular Σ W leaves only noise in phase 1's estimate, whose condition number ranged
-        # 52–6e7 over planted W_2 = −W_1 layers (below max_cond = 1e3 in some), against <= 10 for plant()
-        why += (
-            f" (phase 1's Σ W estimate has condition number {cond:.3g}: Σ W_i may be singular, a "
-            "degenerate instance for the sculpting route)"
-        )
+        # 52–6e7 over planted W_2 = −W_1 layers (below max_cond = 1e3 in some), against <= 10 for plant();
+        # the instance is blamed only when the estimate's uncertainty cannot explain the condition number
+        single = fig.get("single_token_residual_q005", 0.0)
+        if low > ctx.settings.sum_w.warn_cond:
+            why += (
+                f" (phase 1's Σ W estimate has condition number {cond:.3g}, above {low:.3g} within its "
+                "uncertainty: Σ W_i may be singular, a degenerate instance for the sculpting route)"
+            )
+        elif single > (ctx.settings.sum_w.max_single_residual or float("inf")):
+            why += (
+                f" (phase 1's Σ W estimate has condition number {cond:.3g} and no output row is explained by a "
+                "single token: Σ W_i may be singular, a degenerate instance for the sculpting route, or attention "
+                "nearly uniform in every head)"
+            )
+        else:
+            why += (
+                f" (phase 1's Σ W estimate has condition number {cond:.3g} but is uncertain by about "
+                f"{fig.get('rel_uncertainty', 0.0):.0%}, so Σ W_i's may be as low as {low:.3g}: too few examples "
+                f"for phase 1 at k = {k} to tell, and no evidence of a degenerate instance)"
+            )
     return why
 
 
 def _verdict(
     ctx: RouteContext, att: _Attempt, records: list[PhaseRecord], attempts: list[SculptAttempt]
-) -> tuple[float | None, bool, str]:
-    """(validation relative MSE, converged, reason) of the last attempt; the reason lists earlier attempts."""
-    tol, model = ctx.tol, att.state.model
+) -> tuple[float | None, NoiseVerdict | None, str]:
+    """(validation relative MSE, noise-floor test, reason) of the returned attempt ``att``; the reason lists the
+    other attempts."""
+    model = att.state.model
+    chosen = att.number
+    test: NoiseVerdict | None = None
+    val: float | None = None
+    if model is not None:
+        val = att.validation(ctx)
+        test = att.noise if att.noise is not None else assess(model, ctx)
     if att.failure is not None:
-        reason = _failure_reason(ctx, att.failure, records, attempts[-1]["examples"])
+        reason = _failure_reason(ctx, att.failure, records, attempts[chosen]["examples"])
         if model is not None:
-            reason += " (model: phase 6's, unpolished)"
-        val = ctx.validation_error(model) if model is not None else None
-        converged = False
+            reason += f" (model: phase 6's, unpolished; {verdict_text(float(val or 0.0), ctx, test)})" if test else ""
     else:
-        val, converged = att.state.validation_error, att.state.converged
-        reason = (
-            f"validation relative MSE {val:.2e} <= tol {tol:.0e}"
-            if converged
-            else f"not converged: validation relative MSE {val:.2e} > tol {tol:.0e}"
-        )
+        assert val is not None and test is not None
+        reason = verdict_text(val, ctx, test)
     if len(attempts) > 1:
+        others = [f"{a['examples']}: {a['outcome']}" for i, a in enumerate(attempts) if i != chosen]
         reason += (
-            f" (phases 1–3 on {attempts[-1]['examples']} examples, attempt {len(attempts)}; earlier: "
-            + "; ".join(f"{a['examples']}: {a['outcome']}" for a in attempts[:-1])
-            + ")"
+            f" (phases 1–3 on {attempts[chosen]['examples']} examples, attempt {chosen + 1} of {len(attempts)}, "
+            f"the best on validation; the others: " + "; ".join(others) + ")"
         )
-    return val, converged, reason
+    return val, test, reason
 
 
 def _examples_used(
@@ -249,29 +298,40 @@ def _examples_used(
 
 def _run(ctx: RouteContext) -> LearnResult:
     """``Route.run`` of the sculpting route: phases 1–6 and the polish on the training split, growing phases
-    1–3's subset while an attempt does not validate (a ValueError, before any phase, where ``refusal`` refuses
-    the shape under the call's settings). ``info.attempts`` says how many examples each attempt used
-    and why the next asked for more; ``train_error`` is on the last attempt's subset (as ``lbfgs_growing``
-    reports its fitted subset: the whole training split holds examples no phase read); K* and the span are
-    attached for ``certify(widths=True)``."""
-    why = refusal(ctx.d, ctx.k, ctx.m, ctx.settings)
+    1–3's subset while an attempt neither validates nor reaches the noise floor. ``info.attempts`` says how many
+    examples each attempt used and why the next asked for more; the model is the best attempt's on validation;
+    ``train_error`` is on that attempt's subset (as ``lbfgs_growing`` reports its fitted subset: the whole
+    training split holds examples no phase read); K* and the span are attached for ``certify(widths=True)``.
+    Where ``refusal`` refuses the shape under the call's settings, or no attempt produced a model, the result is
+    a fallback VP-LM fit (``vp_lm.fallback``) with ``converged=False`` and the reason."""
+    # where the body route is refused, the linear route (sculpt.phases.linear_start) may run phases 2–5 instead
+    linear = linear_route_applies(ctx.d, ctx.k, ctx.m, ctx.settings)
+    why = None if linear else refusal(ctx.d, ctx.k, ctx.m, ctx.settings)
     if why is not None:
-        raise ValueError(why)
+        res = fallback(ctx, why, "sculpt")
+        res.samples_used = ctx.with_validation(res.samples_used)
+        return res
     t_start = time.perf_counter()
     records: list[PhaseRecord] = []
     att, attempts = _attempts(ctx, records)
     state, model = att.state, att.state.model
-    val, converged, reason = _verdict(ctx, att, records, attempts)
+    val, test, reason = _verdict(ctx, att, records, attempts)
     info = ctx.base_info(RouteInfo.of(state.info))
     info.attempts = attempts
-    info.truth = truth_summary(model, ctx.truth)
     info.examples_used = _examples_used(ctx, attempts, records, model is not None)
+    if model is None and ctx.fallback:
+        res = fallback(ctx, reason, "sculpt", records)
+        res.info.attempts, res.info.examples_used = attempts, info.examples_used
+        res.info.truth = truth_summary(res.model, ctx.truth)
+        res.samples_used = ctx.with_validation(max(res.samples_used, info.examples_used["training"]))
+        res.time = time.perf_counter() - t_start
+        return res
+    info.truth = truth_summary(model, ctx.truth)
     res = LearnResult(
         model=model,
         method="sculpt",
         train_error=ctx.train_error(model, att.sub),
         validation_error=val,
-        converged=converged,
         time=time.perf_counter() - t_start,
         iterations=state.iterations,
         samples_used=info.examples_used["training"] + int(ctx.n_val),
@@ -279,6 +339,10 @@ def _run(ctx: RouteContext) -> LearnResult:
         reason=reason,
         info=info,
     )
+    if test is not None:
+        settle(res, ctx, test)
+    if att.failure is not None:
+        res.converged, res.status = False, "failed"  # phase 6's unpolished model: the route did not finish
     if state.body is not None and state.span is not None:
         res.attach_body(state.body, state.span.span)
     return res
@@ -288,7 +352,7 @@ ROUTE = Route(
     name="sculpt",
     run=_run,
     min_examples=min_examples,
-    settings=("sum_w", "sculpt", "refine", "span", "heads", "argmax", "polish"),
+    settings=("sum_w", "sculpt", "refine", "span", "heads", "argmax", "linear", "polish"),
     summary="Chen & Li's phases 1–6 on a sculpted convex body, then the polish",
     validated=False,
     holdout=_holdout,

@@ -12,7 +12,7 @@ from pathlib import Path
 __all__ = ["PACKAGES", "package_version", "versions"]
 
 #: distributions a run can touch, reported by ``versions()`` (read from metadata, nothing is imported)
-PACKAGES: tuple[str, ...] = ("sculpt", "numpy", "scipy", "cvxpy", "clarabel", "highspy", "scs", "torch")
+PACKAGES: tuple[str, ...] = ("sculpt-attention", "numpy", "scipy", "cvxpy", "clarabel", "highspy", "scs", "torch")
 
 
 def package_version(name: str) -> str:
@@ -66,6 +66,10 @@ def versions() -> dict[str, str]:
     return dict(_versions())
 
 
+#: the key ``versions()`` files a distribution under when its import name differs
+_IMPORT_NAMES = {"sculpt-attention": "sculpt"}
+
+
 @functools.lru_cache(maxsize=1)
 def _versions() -> dict[str, str]:
     out: dict[str, str] = {
@@ -73,7 +77,7 @@ def _versions() -> dict[str, str]:
         "machine": platform.machine(),
         "cpus": str(os.cpu_count()),
     }
-    out.update({name: package_version(name) for name in PACKAGES})
+    out.update({_IMPORT_NAMES.get(name, name): package_version(name) for name in PACKAGES})
     commit = _git_commit()
     if commit:
         out["git"] = commit

@@ -14,9 +14,12 @@ query a and head i flattened on axis 2), the softmax runs over axis 1,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from ..settings import ERROR_CHUNK_ELEMENTS, FORWARD_CHUNK_ELEMENTS
 
 __all__ = [
     "chunk_size",
@@ -29,9 +32,11 @@ __all__ = [
     "features",
     "relative_mse",
     "layer_relative_mse",
+    "error_chunk",
+    "prediction_relative_mse",
+    "residual_sums",
 ]
 
-_CHUNK_ELEMENTS = 1 << 15  # per-chunk intermediates of ~256 KB stay in cache (measured fastest: 2^14-2^16)
 _NO_SHIFT_BOUND = 300.0  # softmax skips the max shift when all |logits| <= this
 
 
@@ -48,7 +53,7 @@ def chunk_size(k: int, d: int, m: int) -> int:
     int
         n >= 1.
     """
-    return max(1, _CHUNK_ELEMENTS // (k * m * max(k, d)))
+    return max(1, FORWARD_CHUNK_ELEMENTS // (k * m * max(k, d)))
 
 
 def concat_thetas(thetas: np.ndarray) -> np.ndarray:
@@ -290,8 +295,50 @@ def relative_mse(Y_hat: ArrayLike, Y: ArrayLike) -> float:
     return num / den
 
 
-def layer_relative_mse(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.ndarray) -> float:
-    """‖Y − F(X)‖² / ‖Y‖² for the layer (thetas, ws) over the whole batch (``relative_mse`` of ``forward``).
+def error_chunk(k: int, d: int) -> int:
+    """Sequences per chunk of the error sums: max(1, ``ERROR_CHUNK_ELEMENTS`` // (k d)) (``sculpt.settings``).
+
+    Parameters
+    ----------
+    k, d
+        Tokens, token dimension.
+
+    Returns
+    -------
+    int
+        n >= 1.
+    """
+    return max(1, ERROR_CHUNK_ELEMENTS // (k * d))
+
+
+def _chunked_relative_mse(
+    pairs: Callable[[int, int], tuple[np.ndarray, np.ndarray]], N: int, step: int, whole: Callable[[], float]
+) -> float:
+    """Σ‖T − P‖² / Σ‖T‖² from (P, T) = ``pairs(lo, hi)`` chunk by chunk (``relative_mse``'s conventions); a
+    non-finite prediction gives inf, and sums that overflow are left to ``whole()`` (the unchunked error, whose
+    scale-free rescaling needs every entry at once)."""
+    if N <= step:
+        return whole()
+    num = den = 0.0
+    for lo in range(0, N, step):
+        P, T = pairs(lo, min(N, lo + step))
+        if not np.all(np.isfinite(P)):
+            return math.inf
+        R = T - P
+        num += float(np.vdot(R, R))
+        den += float(np.vdot(T, T))
+    if not (math.isfinite(num) and math.isfinite(den)):
+        return whole()
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
+def residual_sums(
+    thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.ndarray, *, chunk: int | None = None
+) -> tuple[float, float]:
+    """‖Y − F(X)‖² and ‖Y‖² for the layer (thetas, ws), summed over chunks of examples: no prediction or residual
+    of the data's size is held (a non-finite prediction gives an infinite or NaN first sum, as unchunked).
 
     Parameters
     ----------
@@ -299,10 +346,94 @@ def layer_relative_mse(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.
         (m, d, d) each.
     X, Y
         (N, k, d) each.
+    chunk : int, optional
+        Sequences per chunk (default ``error_chunk(k, d)``).
+
+    Returns
+    -------
+    tuple of float
+        (RSS, ‖Y‖²).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    N, k, d = X.shape
+    step = error_chunk(k, d) if chunk is None else max(1, int(chunk))
+    rss = yy = 0.0
+    for lo in range(0, max(N, 1), step):
+        R = Y[lo : lo + step] - forward(thetas, ws, X[lo : lo + step])
+        rss += float(np.vdot(R, R))
+        yy += float(np.vdot(Y[lo : lo + step], Y[lo : lo + step]))
+    return rss, yy
+
+
+def layer_relative_mse(
+    thetas: np.ndarray, ws: np.ndarray, X: np.ndarray, Y: np.ndarray, *, chunk: int | None = None
+) -> float:
+    """‖Y − F(X)‖² / ‖Y‖² for the layer (thetas, ws) over the whole batch (``relative_mse``'s conventions),
+    summed over chunks of examples: no prediction or residual of the data's size is held.
+
+    Parameters
+    ----------
+    thetas, ws
+        (m, d, d) each.
+    X, Y
+        (N, k, d) each.
+    chunk : int, optional
+        Sequences per chunk (default ``error_chunk(k, d)``; one chunk, the unchunked sum, when N fits in it).
 
     Returns
     -------
     float
         The relative MSE.
     """
-    return relative_mse(forward(thetas, ws, X), Y)
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    if X.ndim != 3 or Y.shape != X.shape:
+        return relative_mse(forward(thetas, ws, X), Y)  # its shape errors, as before
+    N, k, d = X.shape
+    step = error_chunk(k, d) if chunk is None else max(1, int(chunk))
+    return _chunked_relative_mse(
+        lambda lo, hi: (forward(thetas, ws, X[lo:hi]), Y[lo:hi]),
+        N,
+        step,
+        lambda: relative_mse(forward(thetas, ws, X), Y),
+    )
+
+
+def prediction_relative_mse(
+    thetas: np.ndarray,
+    ws: np.ndarray,
+    ref_thetas: np.ndarray,
+    ref_ws: np.ndarray,
+    X: np.ndarray,
+    *,
+    chunk: int | None = None,
+) -> float:
+    """‖F_ref(X) − F(X)‖² / ‖F_ref(X)‖²: how far the layer (thetas, ws) predicts from the reference layer, summed
+    over chunks of examples as ``layer_relative_mse``.
+
+    Parameters
+    ----------
+    thetas, ws
+        The layer compared, (m, d, d) each.
+    ref_thetas, ref_ws
+        The reference layer, (m', d, d) each.
+    X
+        (N, k, d).
+    chunk : int, optional
+        Sequences per chunk (default ``error_chunk(k, d)``).
+
+    Returns
+    -------
+    float
+        The relative MSE.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    N, k, d = X.shape
+    step = error_chunk(k, d) if chunk is None else max(1, int(chunk))
+    return _chunked_relative_mse(
+        lambda lo, hi: (forward(thetas, ws, X[lo:hi]), forward(ref_thetas, ref_ws, X[lo:hi])),
+        N,
+        step,
+        lambda: relative_mse(forward(thetas, ws, X), forward(ref_thetas, ref_ws, X)),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Protocol, TextIO
 
@@ -139,41 +140,94 @@ class Progress:
     ``note(text)`` in between, ``end(rec)`` with its record (``.name .status .time .message``).
 
     Plain lines ``[route i/total] name ...`` / ``[route i/total] [##...] name: status in t s``; a tqdm bar
-    over the phases instead on a terminal when tqdm is installed.
+    over the phases instead on a terminal when tqdm is installed. ``total`` is the route's announced step count;
+    a route that runs more (auto's sculpting step repeats its phases on larger subsets) raises it, so the
+    count never exceeds the total. While a step runs, a line ``name: still running, t s`` every ``heartbeat``
+    seconds (a tqdm bar: its elapsed time refreshed every second) shows that long steps are alive.
     """
 
     def __init__(
-        self, enabled: bool, route: str, total: int, *, stream: TextIO | None = None, use_tqdm: bool | None = None
+        self,
+        enabled: bool,
+        route: str,
+        total: int,
+        *,
+        stream: TextIO | None = None,
+        use_tqdm: bool | None = None,
+        heartbeat: float = 15.0,
     ) -> None:
         self.enabled, self.route, self.total, self.i = bool(enabled), route, int(total), 0
+        self.heartbeat = float(heartbeat)
         self._bar = ProgressBar(
             self.total, label=route, stream=stream, enabled=self.enabled, width=self.total, eta=False, use_tqdm=use_tqdm
         )
+        self._lock = threading.Lock()
+        self._stop: threading.Event | None = None
 
     def _tag(self) -> str:
         return f"[{self.route} {self.i}/{self.total}]"
 
     def start(self, name: str) -> float:
-        self.i += 1
-        if self._bar._tqdm is not None:
-            self._bar.describe(f"{self.route}: {name}")
-        else:
-            self._bar.write(f"{self._tag()} {name} ...")
-        return time.perf_counter()
+        self._stop_ticker()
+        with self._lock:
+            self.i += 1
+            if self.i > self.total:  # more steps than announced: the total grows with them
+                self.total = self.i
+                self._bar.total = self.i
+                if self._bar._tqdm is not None:
+                    self._bar._tqdm.total = self.i
+            if self._bar._tqdm is not None:
+                self._bar.describe(f"{self.route}: {name}")
+            else:
+                self._bar.write(f"{self._tag()} {name} ...")
+        t0 = time.perf_counter()
+        self._start_ticker(name, t0)
+        return t0
 
     def note(self, text: str) -> None:
-        self._bar.write(f"{self._tag()}   {text}")
+        with self._lock:
+            self._bar.write(f"{self._tag()}   {text}")
 
     def end(self, rec: _PhaseRecord) -> None:
+        self._stop_ticker()
         msg = f" {rec.message}" if rec.message else ""
         text = f"{rec.name}: {rec.status} in {rec.time:.2f} s{msg}"
-        if self._bar._tqdm is not None:
-            self._bar.write(f"{self._tag()} {text}")
-            self._bar.advance(rec.name)
-            return
-        self._bar.done = self.i
-        bar = "#" * self.i + "." * max(self.total - self.i, 0)
-        self._bar.write(f"{self._tag()} [{bar}] {text}")
+        with self._lock:
+            if self._bar._tqdm is not None:
+                self._bar.write(f"{self._tag()} {text}")
+                self._bar.advance(rec.name)
+                return
+            self._bar.done = self.i
+            bar = "#" * self.i + "." * max(self.total - self.i, 0)
+            self._bar.write(f"{self._tag()} [{bar}] {text}")
 
     def close(self) -> None:
+        self._stop_ticker()
         self._bar.close()
+
+    # ------------------------------------------------------------------------------------ heartbeat
+    def _start_ticker(self, name: str, t0: float) -> None:
+        """A daemon thread that shows the running step is alive until ``end``/``start``/``close``."""
+        if not self.enabled or self.heartbeat <= 0:
+            return
+        stop = threading.Event()
+        self._stop = stop
+        tqdm_bar = self._bar._tqdm is not None
+        interval = min(1.0, self.heartbeat) if tqdm_bar else self.heartbeat
+
+        def tick() -> None:
+            while not stop.wait(interval):
+                with self._lock:
+                    if stop.is_set():
+                        return
+                    if self._bar._tqdm is not None:
+                        self._bar._tqdm.refresh()
+                    else:
+                        self._bar.write(f"{self._tag()}   {name}: still running, {time.perf_counter() - t0:.0f} s")
+
+        threading.Thread(target=tick, name=f"sculpt-progress-{name}", daemon=True).start()
+
+    def _stop_ticker(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None

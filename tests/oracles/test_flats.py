@@ -254,3 +254,29 @@ def test_shift_invert_falls_back_to_eigh_when_the_gram_matrix_is_singular() -> N
     s_fast, V_fast = _right_singular(M, "gram", 6, iterative_from=100)
     s_ref, V_ref = _right_singular(M, "gram", 6)
     assert np.array_equal(s_fast, s_ref) and np.array_equal(V_fast, V_ref)
+
+
+def test_streamed_gram_and_a_warm_start_give_the_same_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MᵀM accumulated over row chunks (never forming the weighted [A, −b] whole) equals the one-product Gram
+    matrix to round-off, and a refit started from an earlier fit's ``vectors`` finds the same flat; a start of
+    the wrong shape is refused, naming the argument."""
+    import oracles.flats as flats
+
+    rng = np.random.default_rng(11)
+    n, k = 300, 7
+    M = _gapped_rows(rng, n, (15.0, 78.0))
+    A, b = M[:, :-1], -M[:, -1]
+    w = rng.uniform(0.5, 2.0, A.shape[0])
+    lifted = flats._Lifted(A, b, w, 1.0)
+    whole = lifted.gram()
+    monkeypatch.setattr(flats, "GRAM_CHUNK_ENTRIES", 37 * n)  # chunks of 37 rows of the n columns, a ragged last one
+    streamed = lifted.gram()
+    np.testing.assert_allclose(streamed, whole, rtol=1e-12, atol=1e-12 * float(np.abs(whole).max()))
+    assert np.array_equal(streamed, streamed.T)
+    cold = fit_flat(A, b, dim=1, weights=w, max_dim=4, smallest=k, iterative_from=100)
+    assert cold.vectors is not None and cold.vectors.shape == (n, k)
+    warm = fit_flat(A, b, dim=1, weights=w, max_dim=4, smallest=k, iterative_from=100, start=cold.vectors)
+    np.testing.assert_allclose(warm.span @ warm.span.T, cold.span @ cold.span.T, atol=1e-8)
+    np.testing.assert_allclose(warm.singular_values, cold.singular_values, rtol=1e-8)
+    with pytest.raises(ValueError, match="start"):
+        fit_flat(A, b, dim=1, max_dim=4, smallest=k, iterative_from=100, start=np.ones(n - 1))

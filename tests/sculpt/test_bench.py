@@ -448,3 +448,44 @@ def test_jsonable_keeps_records_small_and_strict() -> None:
     assert out["trace"]["list_length"] == 1000 and out["trace"]["last"] == 999 and out["x"] is None
     assert out["t"] == [2, True] and isinstance(out["o"], str)
     json.dumps(out, allow_nan=False)
+
+
+def test_a_method_the_grid_does_not_list_runs_in_every_cell(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`--methods vp-lm` on a grid that lists only other methods runs vp-lm everywhere (it ran nothing before);
+    a selection with no run is an error, not an empty table."""
+    register("oracle-too", _oracle)
+    grid = grid_from_dict(TINY)
+    assert {s.method for s in grid.runs(["oracle-too"])} == {"oracle-too"}
+    assert len(grid.runs(["oracle-too"])) == len(grid.runs()) == 6
+    assert len(grid.runs(["oracle", "oracle-too"])) == 12
+    (tmp_path / "g.json").write_text(json.dumps(TINY))
+    args = build_parser().parse_args(["--grid", str(tmp_path / "g.json"), "--methods", "oracle-too", "--out",
+                                      str(tmp_path / "o"), "--scheduler", "serial", "--no-progress"])
+    assert run_bench(args) == 0
+    assert {r["method"] for r in _lines(tmp_path / "o" / "trials.jsonl")} == {"oracle-too"}
+    args = build_parser().parse_args(["--grid", str(tmp_path / "g.json"), "--only", "no-such-key", "--out",
+                                      str(tmp_path / "p"), "--no-progress"])
+    assert run_bench(args) == 2 and "nothing to run" in capsys.readouterr().err
+
+
+def test_plots_show_curves_or_are_not_written(tmp_path: Path) -> None:
+    """One N per instance, one d, one m: no figure has a curve, so none is written; a log panel whose values are
+    all zero (a span angle of 0 at m = 1) is left out instead of drawn empty."""
+    if importlib.util.find_spec("matplotlib") is None:
+        pytest.skip("matplotlib is not installed (optional extra 'plot'): no plots to check")
+    from sculpt.bench.plots import write_plots
+
+    single = {"name": "one", "seeds": 2, "methods": ["oracle"], "test_samples": 50,
+              "cells": [{"regime": "generic", "d": 3, "k": 2, "m": 1, "N": 20}]}
+    records = run_sweep(grid_from_dict(single), tmp_path / "s", scheduler="serial", progress=False).records
+    assert write_plots(records, tmp_path / "none") == []
+    res = run_sweep(grid_from_dict(TINY), tmp_path / "t", scheduler="serial", progress=False)
+    zero_angle = [dict(r, phases=[{"name": "4-span", "figures": {}, "truth": {"span_angle_deg": 0.0},
+                                   "status": "ok"}]) for r in res.records]
+    assert "phases_vs_N.png" not in {p.name for p in write_plots(zero_angle, tmp_path / "zero")}
+
+
+def test_the_N_column_is_described_as_what_it_is() -> None:
+    res = render_summary([])
+    assert "N (×2md/k): the training examples" in res and "2md² parameters" in res

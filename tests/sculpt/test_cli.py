@@ -26,7 +26,7 @@ def _strict_json(path: Path) -> dict:
 
 def test_recover_exact_writes_result_and_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    assert main([*EXACT, "--out", str(out)]) == 0
+    assert main([*EXACT, "--verbose", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     for word in ("exact-w", "exact-theta", "converged", "test rel MSE (fresh)", "head-matched theta_error"):
         assert word in text
@@ -58,14 +58,14 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "sculpt", *EXACT, "--quiet", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "converged" in proc.stdout and "yes" in proc.stdout
+    assert "converged = True" in proc.stdout and ": exact." in proc.stdout.splitlines()[0]
     assert _strict_json(tmp_path / "result.json")["converged"] is True
     assert proc.stderr == ""  # --quiet: no progress lines
 
 
 def test_not_converged_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "60", "--method", "exact", "--noise", "0.01",
-            "--quiet", "--out", str(tmp_path)]
+            "--set", "polish.accept_noise=false", "--quiet", "--out", str(tmp_path)]  # noisy labels: tol only
     assert main(args) == 1
     assert "not converged" in capsys.readouterr().err
     doc = _strict_json(tmp_path / "result.json")
@@ -132,8 +132,8 @@ def test_learn_auto_picks_exact_for_one_head(tmp_path: Path, capsys: pytest.Capt
     truth = plant(8, 4, 1, seed=6)
     X = sample_inputs(30, 4, 8, rng=np.random.default_rng(6), distribution="gaussian")
     np.savez(tmp_path / "d.npz", X=X, Y=truth(X))
-    assert main(["learn", "--data", str(tmp_path / "d.npz"), "--m", "1", "--quiet"]) == 0
-    assert "exact" in capsys.readouterr().out
+    assert main(["learn", "--data", str(tmp_path / "d.npz"), "--m", "1", "--verbose"]) == 0
+    assert any(line.split() == ["route", "exact"] for line in capsys.readouterr().out.splitlines())
 
 
 @pytest.mark.parametrize("arrays,message", [
@@ -229,3 +229,43 @@ def test_closed_pipe_is_quiet() -> None:
     _, err = proc.communicate(timeout=120)
     assert "BrokenPipeError" not in err and "internal error" not in err and "Exception ignored" not in err, err
     assert proc.returncode == 0, err
+
+
+def test_default_output_is_a_short_plain_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The default route is auto; the output says what was learned, the outcome, the errors, the time and where
+    the files went, in a few short lines, without the phase table (that is --verbose)."""
+    args = ["recover", "--d", "6", "--k", "3", "--m", "2", "--samples", "1500", "--out", str(tmp_path)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Recovered a planted 2-head attention layer (d = 6, k = 3)") and lines[0].endswith(
+        ": exact."
+    )
+    assert len(lines) <= 12 and max(map(len, lines)) <= 140
+    text = "\n".join(lines)
+    for word in ("status:", "errors:", "time:", "test:", "certificate:", "files:"):
+        assert word in text
+    assert "2-sculpt" not in text and "phase" not in text.split("(--verbose")[0]
+    assert _strict_json(tmp_path / "result.json")["config"]["method"] == "auto"
+
+
+def test_noise_too_large_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["recover", "--d", "4", "--k", "2", "--m", "1", "--samples", "50", "--noise", "1e300", "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--noise" in err.splitlines()[-1] and "Y has an entry" not in err
+
+
+def test_fewer_supported_heads_warn_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    truth = plant(6, 3, 1, seed=0)
+    X = sample_inputs(600, 3, 6, rng=np.random.default_rng(1))
+    np.savez(tmp_path / "d.npz", X=X, Y=truth(X))
+    assert main(["learn", "--data", str(tmp_path / "d.npz"), "--m", "2", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "sculpt learn: warning: the data support m̂ = 1 of the m = 2 heads" in err
+    assert "UserWarning" not in err
+    assert "only 1 of its 2 heads carry the output (--m 1 would do)" in out.splitlines()[0]
+
+
+def test_verbose_and_quiet_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*EXACT, "--verbose", "--quiet"]) == 2
+    assert "not allowed with" in capsys.readouterr().err

@@ -107,7 +107,7 @@ def test_chunking_does_not_change_results(monkeypatch):
     p, X, Y = instance(4, 3, 2, 50, 7)
     loss, g = loss_and_grad_flat(p, X, Y, 2)
     J = jacobian(p, X, Y, 2)
-    monkeypatch.setattr(model_mod, "_CHUNK_ELEMENTS", 40)
+    monkeypatch.setattr(model_mod, "FORWARD_CHUNK_ELEMENTS", 40)
     assert model_mod.chunk_size(3, 4, 2) < 50
     loss_c, g_c = loss_and_grad_flat(p, X, Y, 2)
     assert loss_c == pytest.approx(loss, rel=1e-13)

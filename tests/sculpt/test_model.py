@@ -47,7 +47,7 @@ def test_forward_is_chunked_consistently(monkeypatch):
     model = random_model(rng, 2, 4)
     X = sample_inputs(37, 3, 4, rng=1)
     full = model(X)
-    monkeypatch.setattr(model_mod, "_CHUNK_ELEMENTS", 50)  # forces chunks of a couple of sequences
+    monkeypatch.setattr(model_mod, "FORWARD_CHUNK_ELEMENTS", 50)  # forces chunks of a couple of sequences
     assert model_mod.chunk_size(3, 4, 2) < 37
     np.testing.assert_allclose(model(X), full, rtol=0, atol=1e-14)
     np.testing.assert_allclose(model.attention(X), MultiHeadAttention(model.thetas, model.ws).attention(X))

@@ -79,13 +79,13 @@ def test_too_few_log_ratios_fail_explicitly() -> None:
 
 def test_learn_takes_the_argmax_route_on_peaked_heads() -> None:
     model, X, Y = _peaked(5000, 0)
-    res = learn(X, Y, 2, seed=0, truth=model)
+    res = learn(X, Y, 2, method="sculpt", seed=0, truth=model)
     assert res.converged
     assert res.phase("2-sculpt").figures["route"] == "argmax"
     assert res.phase("4-span").status == "skipped"
     assert res.phase("6-projections").truth["theta_error"] < 1e-4
     assert res.info["truth"]["max_theta_error"] < 1e-6
-    off = learn(X, Y, 2, seed=0, argmax={"enabled": False}, max_sculpt_examples=1500)
+    off = learn(X, Y, 2, method="sculpt", seed=0, argmax={"enabled": False}, max_sculpt_examples=1500)
     assert "route" not in off.phase("2-sculpt").figures
 
 
@@ -103,7 +103,7 @@ def test_moderately_peaked_heads_fall_back_to_the_body_route() -> None:
     """‖Θ_i‖_F = 12: one-hot rows exist (11 %) but the split finds no start; the body route still recovers."""
     model = plant(8, 4, 2, seed=0, scale=12.0)
     X = sample_inputs(5000, 4, 8, rng=7)
-    res = learn(X, model(X), 2, seed=0)
+    res = learn(X, model(X), 2, method="sculpt", seed=0)
     assert res.converged
     assert all(p.figures.get("route") != "argmax" for p in res.phases if p.name == "2-sculpt")
     assert "fell back to the body route" in res.info.get("argmax_route", "fell back to the body route")

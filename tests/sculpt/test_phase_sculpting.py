@@ -340,3 +340,36 @@ def test_wide_bodies_bound_eta_at_the_hinge_point_without_lps(monkeypatch):
         by = r.figures["eta_star_by"]
         assert by.startswith("hinge point") and "63 variables" in by or by.startswith("feasible point"), by
     assert rec.figures["eta_star_by"].startswith("hinge point")
+
+
+@pytest.mark.parametrize("rows,p", [(120, 200), (400, 60)])
+def test_slab_fit_by_normal_equations_matches_the_pivoted_qr(rows: int, p: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large slab fits solve the normal equations of the smaller side (Cholesky): the same trimmed rows, fit and
+    widths as gelsy's minimum-norm least squares, under- and over-determined, with an outlier to trim; a stack
+    with repeated rows (singular normal equations) falls back to gelsy."""
+    import scipy.linalg
+
+    import sculpt.phases.sculpting as sc
+
+    rng = np.random.default_rng(7)
+    F = rng.choice([-2.0, 0.0, 2.0], size=(rows, p))
+    g = F @ rng.standard_normal(p) * 0.1 + 1e-3 * rng.standard_normal(rows)
+    g[3] += 5.0  # an outlier the over-determined fit trims
+    w = rng.uniform(0.05, 1.0, rows)
+    monkeypatch.setattr(sc, "SLAB_GRAM_FROM", float("inf"))
+    ref = sc._fit_slabs(F, g, w, 0.01)
+    monkeypatch.setattr(sc, "SLAB_GRAM_FROM", 1.0)
+    got = sc._fit_slabs(F, g, w, 0.01)
+    assert ref.fit is not None and got.fit is not None
+    assert got.F.shape == ref.F.shape and (rows < p or got.F.shape[0] < rows)
+    np.testing.assert_allclose(got.fit, ref.fit, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got.widths, ref.widths, rtol=1e-6, atol=1e-9)
+    F[1] = F[0]  # repeated rows: A Aᵀ singular when under-determined
+    solver = sc._SlabSolver(F * np.sqrt(w)[:, None], g * np.sqrt(w))
+    keep = np.ones(rows, bool)
+    gelsy = scipy.linalg.lstsq(solver.A, solver.c, lapack_driver="gelsy", check_finite=False)[0]
+    if rows < p:  # singular: gelsy's own answer
+        assert solver._normal(solver.A, solver.c, keep) is None
+        np.testing.assert_array_equal(solver.solve(keep), gelsy)
+    else:  # a repeated row leaves AᵀA well conditioned
+        np.testing.assert_allclose(solver.solve(keep), gelsy, rtol=1e-8, atol=1e-10)

@@ -92,6 +92,26 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     assert rec.truth["heads_in_body"] if m < 3 else rec.truth["body_max_violation"] < 0.2
 
 
+def test_the_fit_certifies_full_rank_and_a_low_rank_stack_still_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full column rank comes from the fit's own singular values (no separate rank check of the rows); rows of a
+    rank just below what pins the flat still fail with the rank message."""
+    import sculpt.phases.span as span_mod
+
+    calls: list[int] = []
+    real = span_mod.row_rank
+    monkeypatch.setattr(span_mod, "row_rank", lambda M, need: calls.append(need) or real(M, need))
+    model = plant(8, 4, 2, seed=3)
+    X = sample_inputs(6000, 4, 8, rng=4)
+    body = truth_body(model, X)
+    _, rec = extract_span(body, 2, learn_span(X, 2))
+    assert rec.figures["equality_rank"] == 64 and calls == []
+    d, rng = 4, np.random.default_rng(0)
+    F = rng.standard_normal((60, 14)) @ rng.standard_normal((14, d * d))  # rank 14 < the 15 a line needs
+    with pytest.raises(PhaseFailed, match="rank 14, below the 15"):
+        extract_span(slab_body(F, rng.standard_normal(60), np.ones(60), width=1.0, box=1.0), 2, SpanSettings())
+    assert calls
+
+
 def test_extract_span_rejects_empty_or_short_bodies() -> None:
     d = 4
     empty = slab_body(np.zeros((0, d * d)), np.zeros(0), np.zeros(0), width=1.0, box=1.0)
@@ -215,7 +235,7 @@ def test_phase_4_record_names_a_blind_agreement_test():
 
     layer = plant(8, 4, 3, seed=0)
     X = sample_inputs(4000, 4, 8, rng=0)
-    res = learn(X, layer(X), 3, seed=0, span={"scan_examples": 0})
+    res = learn(X, layer(X), 3, method="sculpt", seed=0, span={"scan_examples": 0})
     rec = res.phase("4-span")
     assert rec.figures["agreement_blind_dims"] == 1
     assert "m(k−1) = 9 > d = 8" in rec.message
@@ -337,3 +357,29 @@ def test_adaptive_span_reads_nothing_for_one_head_or_without_sum_w(kstar_and_poo
     assert "scan" not in rec.figures and rec.figures["examples"] == 1500
     _, rec1 = adaptive_span(body, 1, never, pool=pool, sum_w=W)
     assert "scan" not in rec1.figures and rec1.figures["agreement_blind_dims"] == 0
+
+
+def test_hull_reweights_drop_to_one_where_the_fits_go_iterative() -> None:
+    """Two refits up to d² < iterative_eigen_from, one from there on (a second moves the span little for a whole
+    d²-column Gram pass); an explicit value always wins."""
+    for d, want in ((8, 2), (32, 2), (64, 1)):
+        assert Settings().resolve(d, 8, 2, 80_000).span.hull_reweight == want == SpanSettings().reweights(d)
+    assert SpanSettings(hull_reweight=3).reweights(64) == 3
+    assert SpanSettings(iterative_eigen_from=10_000).reweights(64) == 2
+
+
+def test_pooling_gathers_the_same_rows_as_stacking_then_selecting() -> None:
+    """``_pooled`` keeps the highest-weight rows in their order, gathered part by part: the rows, log-ratios and
+    weights of stacking every part and then selecting, within and beyond the limit."""
+    from sculpt.phases.span import _pooled
+
+    rng = np.random.default_rng(2)
+    parts = [EqualityRows(rng.standard_normal((r, 9)), rng.standard_normal(r), rng.random(r)) for r in (7, 0, 12, 5)]
+    F, g, w = (np.concatenate([getattr(p, name) for p in parts]) for name in ("F", "g", "w"))
+    for limit in (10, 24, 100):
+        got = _pooled(parts, limit, 9)
+        keep = np.sort(np.argsort(-w)[: min(limit, w.size)])
+        np.testing.assert_array_equal(got.F, F[keep])
+        np.testing.assert_array_equal(got.g, g[keep])
+        np.testing.assert_array_equal(got.w, w[keep])
+    assert _pooled([], 5, 9).F.shape == (0, 9)

@@ -1,4 +1,5 @@
 """Phase 1 (sculpt.phases.sum_w): crude and trimmed single-token estimates of Σ_i W_i."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,14 @@ def learn_settings(X: np.ndarray, m: int) -> SumWSettings:
 
 
 @settings(max_examples=15, deadline=None)
-@given(d=st.integers(2, 6), k=st.integers(2, 5), m=st.integers(1, 3), seed=st.integers(0, 10_000),
-       dist=st.sampled_from(["boolean", "gaussian"]), data=st.data())
+@given(
+    d=st.integers(2, 6),
+    k=st.integers(2, 5),
+    m=st.integers(1, 3),
+    seed=st.integers(0, 10_000),
+    dist=st.sampled_from(["boolean", "gaussian"]),
+    data=st.data(),
+)
 def test_crude_is_unbiased_when_attention_is_uniform(d, k, m, seed, dist, data):
     # Θ = 0: Y = (1/k) J X ΣW, so Ŵ⁰ = Ĉ ΣW exactly with Ĉ = (1/kN) Σ s sᵀ and E[Ĉ] = I.
     # The W_i are drawn structured; the 4000 inputs stay a seeded sample (the second check is statistical).
@@ -68,13 +75,16 @@ def test_without_improvement_returns_crude():
     assert "crude" in rec.figures["estimator"]
 
 
-@pytest.mark.parametrize("bad", [
-    dict(X=np.full((10, 3, 4), np.nan)),
-    dict(Y=np.zeros((10, 3, 5))),
-    dict(fractions=(0.5, 0.0)),
-    dict(min_rows=1),
-    dict(vp_rows=3),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(X=np.full((10, 3, 4), np.nan)),
+        dict(Y=np.zeros((10, 3, 5))),
+        dict(fractions=(0.5, 0.0)),
+        dict(min_rows=1),
+        dict(vp_rows=3),
+    ],
+)
 def test_bad_input(bad):
     """Malformed data, fractions outside (0, 1] and min_rows or vp_rows below d = 4 are ValueErrors."""
     rng = np.random.default_rng(0)
@@ -139,3 +149,56 @@ def test_complement_projectors_match_the_pseudoinverse(d, c, seed, dependent):
     np.testing.assert_allclose(P, ref, atol=1e-10)
     np.testing.assert_allclose(P @ P, P, atol=1e-10)
     np.testing.assert_allclose(P, P.transpose(0, 2, 1), atol=1e-12)
+
+
+@pytest.mark.parametrize("k, kept", [(4, True), (8, False)])
+def test_refit_is_kept_only_when_it_lowers_the_heldout_agreement_residual(k: int, kept: bool) -> None:
+    """At (8,4,2) the agreement refit improves Σ̂W and is kept; at (8,8,2), where the agreement test is blind
+    (m(k − 1) > d), it makes Σ̂W worse and is rejected: the returned estimate is then the trimmed one."""
+    model = plant(8, k, 2, seed=1)
+    X = sample_inputs(3000, k, 8, rng=2)
+    W, rec = estimate_sum_w(X, model(X), learn_settings(X, 2), truth=model)
+    agree = rec.figures["refit_criterion"]
+    assert rec.figures["refit_accepted"] is kept
+    assert (agree["refit"] < agree["trimmed"]) is kept
+    t = rec.truth
+    if kept:
+        assert t["err_sum_w"] == t["err_refit"] < t["err_trimmed"]
+    else:
+        assert t["err_sum_w"] == t["err_trimmed"] < t["err_refit"]
+    assert rec.figures["holdout_examples"] == 300  # every tenth example judges the refit
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 7), r=st.floats(0.0, 0.5), seed=st.integers(0, 2**16))
+def test_cond_lower_bound_holds_for_every_matrix_within_the_error(d: int, r: float, seed: int) -> None:
+    """Weyl: every W + E with ‖E‖_F <= r‖W‖_F has a condition number >= cond_lower_bound(W, r), and the bound
+    is cond(W) itself at r = 0."""
+    from sculpt.phases.sum_w import cond_lower_bound
+
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((d, d))
+    low = cond_lower_bound(W, r)
+    assert low >= 1.0
+    for _ in range(20):
+        E = rng.standard_normal((d, d))
+        E *= r * np.linalg.norm(W) / np.linalg.norm(E) * rng.uniform(0, 1)
+        assert np.linalg.cond(W + E) >= low * (1 - 1e-9)
+    assert cond_lower_bound(W, 0.0) == pytest.approx(np.linalg.cond(W), rel=1e-9)
+
+
+def test_ill_conditioned_but_uncertain_estimate_blames_the_examples_not_the_instance() -> None:
+    """At k = 16 the estimate is uncertain (single-token rows are rare): with max_cond forced below its
+    condition number the failure says too few examples for phase 1 at k = 16, not a degenerate instance; the
+    record sizes the uncertainty above the true error."""
+    from sculpt.errors import PhaseFailed
+
+    model = plant(8, 16, 2, seed=0)
+    X = sample_inputs(1500, 16, 8, rng=1)
+    Y = model(X)
+    W, rec = estimate_sum_w(X, Y, learn_settings(X, 2), truth=model)
+    assert rec.figures["rel_uncertainty"] > rec.truth["err_sum_w"]
+    assert rec.figures["cond_lower"] < rec.figures["cond"]
+    with pytest.raises(PhaseFailed, match="too few examples for phase 1 at k = 16") as exc:
+        estimate_sum_w(X, Y, learn_settings(X, 2).merged(max_cond=rec.figures["cond"] / 2))
+    assert not exc.value.reason.startswith("degenerate") and "method='auto'" in exc.value.reason

@@ -127,3 +127,23 @@ def test_peaked_heads_take_the_argmax_branch_and_moderate_ones_fall_back() -> No
         assert [n for e, n in progress.events if e == "start"] == [r.name for r in records]
         if route == "body":
             assert "fell back to the body route" in str(state.info["argmax_route"])
+
+
+def test_blind_shapes_take_the_linear_route_and_it_validates() -> None:
+    """At (8,32,2) the body route is refused (k − 1 > d: the agreement test is blind); phase 1 fits the lifted
+    linear-attention regression, the linear route records phases 2–4 as skipped and splits it into heads, and
+    the polish validates from that start. At (8,4,2) the body route runs as before."""
+    for (d, k, m), route in (((8, 32, 2), "linear"), ((8, 4, 2), "body")):
+        model = plant(d, k, m, seed=0)
+        X = sample_inputs(3000, k, d, rng=1)
+        Y = model(X)
+        settings = Settings().resolve(d, k, m, 2700)
+        state = LearnState(X[:2700], Y[:2700], X[2700:], Y[2700:], m, settings, np.random.default_rng(0))
+        records: list[PhaseRecord] = []
+        failure = run_pipeline(SCULPT_PHASES, state, records, Reporter())
+        assert failure is None and state.route == route
+        assert (state.lifted is not None) is (route == "linear")
+        skipped = [r.name for r in records if r.status == "skipped"]
+        if route == "linear":
+            assert skipped == ["2-sculpt", "3-refine", "4-span"]
+            assert "lifted" in records[0].figures["estimator"] and state.converged

@@ -167,7 +167,7 @@ def test_a_bug_inside_a_phase_propagates(monkeypatch: pytest.MonkeyPatch, data) 
 
     monkeypatch.setattr(span, "extract_span", cannot)
     res = learn(X, Y, 1, method="sculpt", seed=0)
-    assert not res.converged and res.phases[-1].name == "4-span" and "too few equality rows" in res.reason
+    assert not res.converged and res.phase("4-span").status == "failed" and "too few equality rows" in res.reason
     # auto does not fall back silently on a bug either
     monkeypatch.setattr(span, "extract_span", buggy)
     layer = plant(6, 3, 2, seed=1)

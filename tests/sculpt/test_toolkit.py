@@ -60,16 +60,16 @@ def test_chunked_forward_equals_direct_einsum(problem, chunk_elements) -> None:
     thetas, ws, X = problem
     N, k, d = X.shape
     m = thetas.shape[0]
-    old = fp._CHUNK_ELEMENTS
+    old = fp.FORWARD_CHUNK_ELEMENTS
     try:
         if chunk_elements is not None:  # small chunks: N is rarely a multiple of the chunk size
-            fp._CHUNK_ELEMENTS = chunk_elements
+            fp.FORWARD_CHUNK_ELEMENTS = chunk_elements
         F = forward(thetas, ws, X)
         P = attention_patterns(thetas, X)
         Pa = attention(thetas, X)
         Z = features(thetas, X)
     finally:
-        fp._CHUNK_ELEMENTS = old
+        fp.FORWARD_CHUNK_ELEMENTS = old
     ref = direct_forward(thetas, ws, X)
     np.testing.assert_allclose(F, ref, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(ref).max())))
     L = np.einsum("nad,ide,nbe->inab", X, thetas, X)
@@ -85,12 +85,44 @@ def test_ragged_last_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     thetas, ws = rng.standard_normal((2, 5, 5)) / 3, rng.standard_normal((2, 5, 5))
     X = rng.standard_normal((10, 4, 5))
-    monkeypatch.setattr(fp, "_CHUNK_ELEMENTS", 3 * 4 * 2 * 5)  # chunks of 3 sequences: 3 + 3 + 3 + 1
+    monkeypatch.setattr(fp, "FORWARD_CHUNK_ELEMENTS", 3 * 4 * 2 * 5)  # chunks of 3 sequences: 3 + 3 + 3 + 1
     assert fp.chunk_size(4, 5, 2) == 3
     np.testing.assert_allclose(forward(thetas, ws, X), direct_forward(thetas, ws, X), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(forward(thetas, ws, X[9:]), direct_forward(thetas, ws, X[9:]), rtol=1e-13,
                                atol=1e-13)
     assert forward(thetas, ws, X[:0]).shape == (0, 4, 5)
+
+
+def test_chunked_errors_equal_the_unchunked_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error sums run over chunks of examples (``sculpt.settings.ERROR_CHUNK_ELEMENTS``, one place): with
+    chunks of 2 sequences (a ragged last one) they equal the error of the whole prediction, and model.prediction_error
+    follows the same setting."""
+    from sculpt import MultiHeadAttention
+    from sculpt import settings as settings_mod
+    from sculpt.toolkit import layer_relative_mse
+
+    rng = np.random.default_rng(5)
+    thetas, ws = rng.standard_normal((2, 5, 5)) / 3, rng.standard_normal((2, 5, 5))
+    other_t, other_w = thetas + 0.1 * rng.standard_normal(thetas.shape), ws + 0.1 * rng.standard_normal(ws.shape)
+    X = rng.choice([-1.0, 1.0], size=(11, 4, 5))
+    Y = direct_forward(other_t, other_w, X)
+    whole = relative_mse(direct_forward(thetas, ws, X), Y)
+    assert fp.error_chunk(4, 5) == settings_mod.ERROR_CHUNK_ELEMENTS // 20 >= 11  # the default: one chunk here
+    assert layer_relative_mse(thetas, ws, X, Y) == pytest.approx(whole, rel=1e-13)
+    monkeypatch.setattr(fp, "ERROR_CHUNK_ELEMENTS", 2 * 4 * 5)  # chunks of 2 sequences: 2 + … + 2 + 1
+    assert fp.error_chunk(4, 5) == 2
+    assert layer_relative_mse(thetas, ws, X, Y) == pytest.approx(whole, rel=1e-13)
+    assert layer_relative_mse(thetas, ws, X, Y, chunk=3) == pytest.approx(whole, rel=1e-13)
+    truth, model = MultiHeadAttention(other_t, other_w), MultiHeadAttention(thetas, ws)
+    assert truth.prediction_error(model, X) == pytest.approx(whole, rel=1e-13)
+    assert layer_relative_mse(other_t, other_w, X, Y) < 1e-28  # the labels' own layer
+    R = Y - direct_forward(thetas, ws, X)
+    rss, yy = fp.residual_sums(thetas, ws, X, Y)  # chunks of 2 sequences here
+    assert rss == pytest.approx(float(np.vdot(R, R)), rel=1e-13) and yy == pytest.approx(float(np.vdot(Y, Y)), rel=1e-13)
+    bad = thetas.copy()
+    bad[0, 0, 0] = np.inf
+    with np.errstate(invalid="ignore", over="ignore"):  # inf logits: the prediction is not finite
+        assert layer_relative_mse(bad, ws, X, Y) == math.inf
 
 
 def test_attention_stacks_keep_their_leading_axes() -> None:

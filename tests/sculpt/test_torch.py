@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed (optional extra 'sculpt[torch]')")
+torch = pytest.importorskip("torch", reason="torch is not installed (optional extra 'sculpt-attention[torch]')")
 
 from sculpt import MultiHeadAttention, from_torch, plant, sample_inputs, to_torch  # noqa: E402
 

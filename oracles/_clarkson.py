@@ -1,0 +1,442 @@
+"""(Private.) Clarkson's redundancy removal on unit rows, with one kept LP model and ray shooting.
+
+The system is G x <= h (unit rows: P's inequality rows, then its finite bounds) on the flat F x = f of the
+implicit and explicit equalities, with x0 a relative-interior point. Every candidate row starts outside the
+kept set K. Rows parallel within the flat to another row (g_i N ∝ g_k N, N the flat's basis) are decided first,
+without an LP: only the one nearest x0 stays a candidate. Random rays from x0 inside the flat find rows cheaply: a ray whose first hit is one row alone
+hits a facet, so that row is kept (no LP). Then, for each row i not yet decided, one LP over K:
+v = max g_i x s.t. K, F x = f, g_i x <= h_i + 1. When v - h_i <= rho the row is implied (redundant); else the
+LP's point x* lies beyond it, and the ray x0 -> x* first hits a row j of the undecided ones: j is kept and i
+is tried again. Each LP decides a row, so there are at most (rows) LPs, each over only the kept rows (the
+others are free rows, or free columns for bounds, in the same HiGHS model: a row joins K by a bound change).
+
+Margins (distance units, rows being unit): for a kept row, how far the polytope would reach beyond it without
+it (a lower bound from the ray: (t2 - t1) g_j·d, t2 the ray's second hit; or the exact LP value over the other
+kept rows when that bound is below tol); for a redundant row, v - h_i over the kept rows at the time (an upper
+bound on the true one, at most rho).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import EmptyBodyError, SolverError, UnboundedError
+
+Solution = Any  # highspy's HighsSolution (col_value, row_dual, col_dual as lists)
+_RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that its LP is bounded
+_RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
+_RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
+_RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
+# a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
+LP_OPTIONS: dict[str, bool | int | float | str] = {
+    "presolve": "off",
+    "primal_feasibility_tolerance": 1e-9,
+    "dual_feasibility_tolerance": 1e-9,
+    "simplex_strategy": 4,  # primal simplex: a new cost keeps the basis primal feasible
+}
+
+
+@dataclass
+class Problem:
+    """Unit rows G x <= h (``kind`` 0: a row of A, +1 / -1: an upper / lower bound of ``var``), the flat's
+    equations F x = f (rows of A_eq and implicit rows), pinned variables (value in ``pin``), x0."""
+
+    G: sp.csr_matrix
+    h: np.ndarray
+    kind: np.ndarray
+    var: np.ndarray
+    F: sp.csr_matrix
+    f: np.ndarray
+    pinned: np.ndarray  # bool (n,)
+    pin: np.ndarray  # values of pinned variables (NaN elsewhere)
+    x0: np.ndarray
+    candidates: np.ndarray  # rows of G to decide (the others are implicit equalities)
+    tol: float
+
+    @property
+    def n(self) -> int:
+        return self.G.shape[1]
+
+
+@dataclass
+class Outcome:
+    """Per G row: ``kept`` (bool), ``margin`` (NaN for non-candidates), ``how`` ("ray", "lp", "recheck",
+    "redundant"); LP value ``value`` for redundant rows, their multipliers on kept rows (``mult``, CSR rows
+    aligned with ``G``), ``exact_value`` True when the LP's point lay in P (then value is the max over P)."""
+
+    kept: np.ndarray
+    margin: np.ndarray
+    value: np.ndarray
+    exact_value: np.ndarray
+    how: np.ndarray
+    mult: sp.csr_matrix
+    n_lps: int = 0
+    n_rays: int = 0
+    lp_seconds: float = 0.0
+    info: dict[str, object] = field(default_factory=dict)
+
+
+def round_off(h: np.ndarray, tol: float) -> np.ndarray:
+    """rho per row: margins up to this are round-off (1e-10 of the row's scale, at most tol/10)."""
+    return np.minimum(1e-10 * np.maximum(1.0, np.abs(h)), 0.1 * tol)
+
+
+class KeptLP:
+    """One HiGHS model over all rows of G (rows of A as free rows until kept; bounds as column bounds) and
+    the flat's equations; ``solve(i, K)`` maximises g_i x with row i relaxed by _RELAX."""
+
+    def __init__(self, pb: Problem) -> None:
+        from .solvers.backend_highs import HighsBackend
+
+        self.pb = pb
+        self.is_row = pb.kind == 0
+        self.row_slot = np.cumsum(self.is_row) - 1 + pb.F.shape[0]  # HiGHS row of each A-row of G
+        n = pb.n
+        lo = np.where(pb.pinned, pb.pin, -np.inf)
+        hi = np.where(pb.pinned, pb.pin, np.inf)
+        self.lo, self.hi = lo.copy(), hi.copy()
+        Grows = pb.G[np.flatnonzero(self.is_row)]
+        A = sp.vstack([pb.F, Grows], format="csr")
+        inf = np.full(Grows.shape[0], np.inf)
+        self.backend = HighsBackend()
+        self.h = self.backend.new_model(LP_OPTIONS, algorithm="simplex")
+        hp = __import__("highspy")
+        lp = hp.HighsLp()
+        Ac = A.tocsc()
+        lp.num_col_ = n
+        lp.num_row_ = A.shape[0]
+        lp.col_cost_ = np.zeros(n)
+        lp.col_lower_ = lo
+        lp.col_upper_ = hi
+        lp.row_lower_ = np.concatenate([pb.f, -inf])
+        lp.row_upper_ = np.concatenate([pb.f, inf])
+        lp.a_matrix_.format_ = hp.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = Ac.indptr
+        lp.a_matrix_.index_ = Ac.indices
+        lp.a_matrix_.value_ = Ac.data
+        lp.a_matrix_.num_col_ = n
+        lp.a_matrix_.num_row_ = A.shape[0]
+        self.h.passModel(lp)
+        self._cost_idx = np.zeros(0, dtype=np.int32)
+        self.n_solves = 0
+        self.n_cold = 0
+
+    def _set_row(self, j: int, upper: float | None) -> None:
+        """Row j of G in the model with right-hand side ``upper`` (None: free)."""
+        pb = self.pb
+        if self.is_row[j]:
+            self.h.changeRowBounds(int(self.row_slot[j]), -np.inf, np.inf if upper is None else float(upper))
+            return
+        v = int(pb.var[j])
+        if pb.pinned[v]:
+            return
+        if pb.kind[j] > 0:
+            self.hi[v] = np.inf if upper is None else float(upper)
+        else:
+            self.lo[v] = -np.inf if upper is None else -float(upper)
+        self.h.changeColBounds(v, float(self.lo[v]), float(self.hi[v]))
+
+    def keep(self, j: int) -> None:
+        self._set_row(j, float(self.pb.h[j]))
+
+    def release(self, j: int) -> None:
+        self._set_row(j, None)
+
+    def maximize(self, j: int) -> tuple[float, np.ndarray, Solution]:
+        """max g_j x over the model as it stands: (value, x, HiGHS's solution with the duals)."""
+        G = self.pb.G
+        idx = G.indices[G.indptr[j] : G.indptr[j + 1]].astype(np.int32)
+        gv = G.data[G.indptr[j] : G.indptr[j + 1]]
+        if self._cost_idx.size:
+            self.h.changeColsCost(self._cost_idx.size, self._cost_idx, np.zeros(self._cost_idx.size))
+        self.h.changeColsCost(idx.size, idx, -gv)
+        self._cost_idx = idx
+        self.h.run()
+        hp = __import__("highspy")
+        st = self.h.getModelStatus()
+        h = self.h
+        if st != hp.HighsModelStatus.kOptimal:
+            h = self._cold()  # a warm start can stall ("Unknown") where a fresh solve with presolve works
+            st = h.getModelStatus()
+        self.n_solves += 1
+        if st == hp.HighsModelStatus.kInfeasible:
+            raise EmptyBodyError("simplify: the kept rows became infeasible (the polytope is empty)")
+        if st == hp.HighsModelStatus.kUnbounded:
+            raise UnboundedError("simplify: a relaxed row's LP is unbounded")
+        if st != hp.HighsModelStatus.kOptimal:
+            raise SolverError(f"simplify: HiGHS status {h.modelStatusToString(st)}", backend="HIGHS", status="failed")
+        sol = h.getSolution()
+        x = np.array(sol.col_value)
+        return float(gv @ x[idx]), x, sol
+
+    def _cold(self) -> Any:
+        """The current LP solved from scratch in a fresh model (presolve on, default tolerances); the kept
+        model's basis is dropped so that the next warm start does not begin from the stalled one."""
+        fresh = self.backend.new_model({"presolve": "on"}, algorithm="simplex")
+        fresh.passModel(self.h.getLp())
+        fresh.run()
+        self.h.clearSolver()
+        self.n_cold += 1
+        return fresh
+
+    def test(self, i: int) -> tuple[float, np.ndarray, Solution]:
+        """max g_i x with row i relaxed to h_i + _RELAX; row i is free again afterwards."""
+        self._set_row(i, float(self.pb.h[i]) + _RELAX)
+        try:
+            return self.maximize(i)
+        finally:
+            self.release(i)
+
+
+def multipliers(lp: KeptLP, sol: Solution, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The LP's multipliers on the kept rows of G (>= 0): (indices into G, values)."""
+    pb = lp.pb
+    rd = np.asarray(sol.row_dual)[pb.F.shape[0] :]
+    cd = np.asarray(sol.col_dual)
+    K = np.flatnonzero(kept)
+    vals = np.zeros(K.size)
+    r = lp.is_row[K]
+    vals[r] = np.abs(rd[lp.row_slot[K[r]] - pb.F.shape[0]])
+    b = ~r
+    vals[b] = np.abs(cd[pb.var[K[b]]])
+    nz = vals > 0
+    return K[nz], vals[nz]
+
+
+def random_rays(
+    pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batches: int, rows: np.ndarray
+) -> tuple[dict[int, float], int]:
+    """Rows hit first, alone, by random rays from x0 inside the flat (x0 + t N g): {row: margin lower
+    bound}, and the number of rays. Stops after a batch that finds nothing new."""
+    d = basis.shape[1]
+    cand = rows  # the undecided rows: a copy decided redundant would tie with its original
+    if d == 0 or cand.size == 0:
+        return {}, 0
+    Gc = pb.G[cand]
+    s = pb.h[cand] - Gc @ pb.x0
+    if np.min(s) <= 0:
+        return {}, 0  # x0 is not strictly inside: the rays prove nothing
+    found: dict[int, float] = {}
+    rays = 0
+    batch = int(min(_RAY_BATCH, max(8, _RAY_FLOPS // max(1, basis.shape[0] * d))))  # N g costs n d per ray
+    for _ in range(max_batches):
+        D = basis @ rng.standard_normal((d, batch))
+        D /= np.linalg.norm(D, axis=0, keepdims=True)
+        GD = np.asarray(Gc @ D)
+        rays += batch
+        with np.errstate(divide="ignore", invalid="ignore"):
+            T = np.where(GD > 1e-12, s[:, None] / GD, np.inf)
+        if T.shape[0] < 2:
+            T = np.vstack([T, np.full((1, T.shape[1]), np.inf)])
+        two = np.partition(T, 1, axis=0)[:2]
+        first = np.argmin(T, axis=0)
+        ok = np.isfinite(two[0]) & (two[1] > two[0] * (1.0 + _RAY_TIE) + 1e-15)
+        new = 0
+        for k in np.flatnonzero(ok):
+            j = int(cand[first[k]])
+            lb = float((two[1, k] - two[0, k]) * GD[first[k], k]) if np.isfinite(two[1, k]) else np.inf
+            if j not in found:
+                new += 1
+            found[j] = max(found.get(j, 0.0), lb)
+        if new == 0:
+            break
+    return found, rays
+
+
+def shoot(pb: Problem, s0: np.ndarray, x: np.ndarray, alive: np.ndarray, open_: np.ndarray) -> tuple[np.ndarray, float]:
+    """The undecided rows (mask ``open_``) hit first by the segment x0 -> x among the rows not found
+    redundant (``alive``; several when they tie), and a lower bound on the margin of the first one: how far
+    past its hyperplane the ray goes before the next hit (0 when they tie)."""
+    d = x - pb.x0
+    gd = pb.G[alive] @ d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(gd > 0, np.maximum(s0[alive], 0.0) / np.where(gd > 0, gd, 1.0), np.inf)
+    k = int(np.argmin(t))
+    t1 = float(t[k])
+    tied = np.flatnonzero(t <= t1 * (1.0 + _RAY_TIE) + 1e-15)
+    hit = alive[tied][open_[alive[tied]]]
+    if tied.size > 1 or hit.size != 1 or s0[alive[k]] <= 0:
+        return hit, 0.0
+    rest = np.delete(t, k)
+    t2 = float(np.min(rest)) if rest.size else np.inf
+    return hit, float((t2 - t1) * gd[k]) if np.isfinite(t2) else np.inf
+
+
+def _redundant(out: Outcome, lp: KeptLP, j: int, v: float, x: np.ndarray, sol: Solution) -> None:
+    pb = lp.pb
+    out.kept[j] = False
+    out.margin[j] = v - pb.h[j]
+    out.value[j] = v
+    out.how[j] = "redundant"
+    out.exact_value[j] = bool(np.max(pb.G @ x - pb.h - round_off(pb.h, pb.tol), initial=0.0) <= 0.0)
+    idx, vals = multipliers(lp, sol, out.kept)
+    out.info.setdefault("_mult", {})[j] = (idx, vals)  # type: ignore[index]
+
+
+_PARALLEL = 1e-12  # rows whose directions within the flat agree to this (unit vectors) are parallel there
+_CHUNK = 2048  # rows of G N formed at a time (G N is dense: rows x dim)
+
+
+def flat_duplicates(pb: Problem, basis: np.ndarray, out: Outcome, decided: np.ndarray, s0: np.ndarray) -> None:
+    """Decide without LPs the rows that are constant on the flat (g N = 0: redundant, value g x0) and the
+    rows parallel within the flat to another (g_i N ∝ g_k N): of each such group only the row closest to x0
+    along that direction stays a candidate (ties: the lowest index); the others are implied by it."""
+    cand = np.flatnonzero(~decided)
+    if cand.size == 0:
+        return
+    norms = np.zeros(cand.size)
+    keys: list[bytes] = []
+    P_rows: list[np.ndarray] = []
+    for a in range(0, cand.size, _CHUNK):
+        GN = np.asarray(pb.G[cand[a : a + _CHUNK]] @ basis)
+        nr = np.linalg.norm(GN, axis=1)
+        norms[a : a + _CHUNK] = nr
+        U = GN / np.where(nr > 0, nr, 1.0)[:, None]
+        P_rows.append(U)
+        R = np.round(U, 9) + 0.0  # (+ 0.0 turns -0.0 into 0.0: the same key)
+        keys.extend(R[k].tobytes() for k in range(R.shape[0]))
+    U = np.vstack(P_rows) if P_rows else np.zeros((0, basis.shape[1]))
+    const = norms <= 1e-9
+    for k in np.flatnonzero(const):
+        j = int(cand[k])
+        decided[j], out.kept[j], out.how[j] = True, False, "redundant"
+        out.value[j], out.margin[j], out.exact_value[j] = pb.h[j] - s0[j], -s0[j], True
+    groups: dict[bytes, list[int]] = {}
+    for k in np.flatnonzero(~const):
+        groups.setdefault(keys[k], []).append(int(k))
+    dup_i, dup_k, scale = [], [], []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        mem = np.array(members)
+        dist = s0[cand[mem]] / norms[mem]
+        order = np.lexsort((cand[mem], dist))
+        rep = mem[order[0]]
+        for k in mem[order[1:]]:
+            if np.max(np.abs(U[k] - U[rep])) > _PARALLEL:
+                continue  # parallel to 9 digits only: left to the LPs
+            j, r = int(cand[k]), int(cand[rep])
+            decided[j], out.kept[j], out.how[j] = True, False, "redundant"
+            out.margin[j] = (dist[order[0]] - s0[j] / norms[k]) * norms[k]
+            dup_i.append(j)
+            dup_k.append(r)
+            scale.append(norms[k] / norms[rep])
+    out.info["dup"] = (np.array(dup_i, dtype=int), np.array(dup_k, dtype=int), np.array(scale))
+    store = out.info.setdefault("_mult", {})
+    assert isinstance(store, dict)
+    for j, r, f in zip(dup_i, dup_k, scale):
+        store[j] = (np.array([r]), np.array([f]))
+
+
+def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batches: int) -> Outcome:
+    """Decide every candidate row of ``pb``: kept (a facet) or redundant, with margins (module docstring)."""
+    import time
+
+    m = pb.G.shape[0]
+    out = Outcome(
+        kept=np.zeros(m, dtype=bool),
+        margin=np.full(m, np.nan),
+        value=np.full(m, np.nan),
+        exact_value=np.zeros(m, dtype=bool),
+        how=np.full(m, "equality", dtype=object),
+        mult=sp.csr_matrix((m, m)),
+    )
+    lp = KeptLP(pb)
+    rho = round_off(pb.h, pb.tol)
+    s0 = pb.h - pb.G @ pb.x0
+    decided = np.ones(m, dtype=bool)
+    decided[pb.candidates] = False
+    cand_mask = ~decided
+    recheck: set[int] = set()
+    flat_duplicates(pb, basis, out, decided, s0)
+    found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
+    for j, lb in found.items():
+        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "random ray"
+        lp.keep(j)
+        if lb < pb.tol:
+            recheck.add(j)
+    t0 = time.perf_counter()
+    order = pb.candidates[np.argsort(s0[pb.candidates], kind="stable")]
+    order = order[~decided[order]]
+    for i in order:
+        while not decided[i]:
+            v, x, sol = lp.test(int(i))
+            if v - pb.h[i] <= rho[i]:
+                decided[i] = True
+                _redundant(out, lp, int(i), v, x, sol)
+                break
+            alive = np.flatnonzero(cand_mask & (out.how != "redundant"))
+            hit, lb = shoot(pb, s0, x, alive, ~decided)
+            if hit.size == 0:  # round-off: the first hit is a kept row; keep row i, checked again at the end
+                hit, lb = np.array([i]), 0.0
+            for j in hit:
+                out.kept[j], decided[j], out.margin[j] = True, True, lb
+                out.how[j] = "lp" if j == i else "ray"
+                lp.keep(int(j))
+            if hit.size > 1 or lb < pb.tol:
+                recheck.update(int(j) for j in hit)
+    _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
+    out.n_lps = lp.n_solves
+    out.lp_seconds = time.perf_counter() - t0
+    out.info["lp"] = lp
+    return out
+
+
+def _recheck(out: Outcome, lp: KeptLP, rows: list[int], rho: np.ndarray) -> None:
+    """Kept rows whose margin is unknown or below tol: one LP each over the other kept rows, in turn."""
+    for j in rows:
+        if not out.kept[j]:
+            continue
+        lp.release(j)
+        out.kept[j] = False
+        v, x, sol = lp.test(j)
+        if v - lp.pb.h[j] <= rho[j]:
+            _redundant(out, lp, j, v, x, sol)
+        else:
+            out.kept[j], out.margin[j], out.how[j] = True, v - lp.pb.h[j], "recheck"
+            lp.keep(j)
+
+
+def tighten(out: Outcome, lp: KeptLP, rows: np.ndarray, s0: np.ndarray) -> None:
+    """The exact max over P (= over the kept rows) of each redundant row in ``rows``: a row parallel on the
+    flat to another takes it from that one's (its facet's right-hand side, or its own max); the others whose
+    Clarkson LP point lay outside P get one LP each."""
+    empty = np.zeros(0, dtype=int)
+    dup = out.info.get("dup", (empty, empty, np.zeros(0)))
+    assert isinstance(dup, tuple)
+    dup_i: np.ndarray = dup[0]
+    dup_k: np.ndarray = dup[1]
+    scale: np.ndarray = dup[2]
+    is_dup = np.zeros(out.kept.size, dtype=bool)
+    is_dup[dup_i] = True
+    h = lp.pb.h
+    for j in rows:
+        if out.exact_value[j] or is_dup[j]:
+            continue
+        v = lp.maximize(int(j))[0]
+        out.value[j], out.exact_value[j] = v, True
+    for j, k, f in zip(dup_i, dup_k, scale):
+        vk = h[k] if out.kept[k] else out.value[k]
+        if np.isfinite(vk) and (out.kept[k] or out.exact_value[k]):
+            out.value[j] = (h[j] - s0[j]) + f * (vk - (h[k] - s0[k]))
+            out.exact_value[j] = True
+        elif not out.kept[k]:  # its representative's max is not known: one LP
+            out.value[j], out.exact_value[j] = lp.maximize(int(j))[0], True
+
+
+def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
+    """The multipliers of each redundant row on the kept rows, as an m x m CSR matrix (row j: row j's)."""
+    store = out.info.pop("_mult", {})
+    assert isinstance(store, dict)
+    rows, cols, vals = [], [], []
+    for j, (idx, v) in store.items():
+        rows.append(np.full(idx.size, j))
+        cols.append(idx)
+        vals.append(v)
+    if not rows:
+        return sp.csr_matrix((m, m))
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(m, m))

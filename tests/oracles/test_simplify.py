@@ -1,0 +1,277 @@
+"""simplify: minimal H-representations with certificates, checked against LPs, constructions and exact cdd."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oracles import Polytope, Simplified, Transformed, simplify, solvers
+
+FIXTURES = Path(__file__).parent / "fixtures" / "simplify_exact.json"
+
+
+def _max(P: Polytope, c: np.ndarray) -> float:
+    return -solvers.solve_lp(
+        -c, P.A, P.b, P.A_eq if P.A_eq.shape[0] else None, P.b_eq if P.A_eq.shape[0] else None, P.bounds
+    ).value
+
+
+def _random_polytope(seed: int, n: int, m: int, k_red: int) -> tuple[Polytope, np.ndarray]:
+    """m random rows around a point, a box, and k_red rows implied by construction (positive combinations
+    of others, pushed out by a positive slack): returns P and the indices of the constructed redundant rows."""
+    rng = np.random.default_rng(seed)
+    x0 = rng.standard_normal(n)
+    A = rng.standard_normal((m, n))
+    b = A @ x0 + rng.uniform(0.2, 1.0, m)
+    A = np.vstack([A, np.eye(n), -np.eye(n)])
+    b = np.concatenate([b, x0 + 3.0, 3.0 - x0])
+    Y = rng.uniform(0.0, 1.0, (k_red, A.shape[0])) * (rng.uniform(size=(k_red, A.shape[0])) < 0.3)
+    Y[:, 0] += 0.5
+    R, r = Y @ A, Y @ b + rng.uniform(0.01, 1.0, k_red) * np.linalg.norm(Y @ A, axis=1)
+    order = rng.permutation(A.shape[0] + k_red)
+    AA, bb = np.vstack([A, R])[order], np.concatenate([b, r])[order]
+    constructed = np.flatnonzero(order >= A.shape[0])
+    return Polytope(AA, bb), constructed
+
+
+def _same_body(P: Polytope, Q: Polytope, rng: np.random.Generator, k: int = 12) -> None:
+    for _ in range(k):
+        c = rng.standard_normal(P.dim)
+        assert _max(P, c) == pytest.approx(_max(Q, c), abs=1e-7, rel=1e-7)
+
+
+def test_square_with_redundant_rows_and_result_api() -> None:
+    A = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0], [1.0, 1.0], [2.0, 0.0]])
+    s = simplify(Polytope(A, np.array([1.0, 1.0, 1.0, 1.0, 5.0, 2.0])))
+    assert isinstance(s, Simplified)
+    assert s.redundant.tolist() == [4, 5] and s.kept.tolist() == [0, 1, 2, 3] and s.dim == 2
+    cert = s.certificate(4)
+    assert cert["verdict"] == "redundant" and cert["tol"] == s.tol
+    # the multipliers re-check: â_4 = Σ y_k â_k and b̂_4 >= Σ y_k b̂_k (unit rows)
+    y = cert["multipliers"]
+    assert isinstance(y, dict)
+    unit = A / np.linalg.norm(A, axis=1, keepdims=True)
+    bn = np.array([1.0, 1.0, 1.0, 1.0, 5.0, 2.0]) / np.linalg.norm(A, axis=1)
+    comb = sum(v * unit[k] for k, v in y.items())
+    assert np.allclose(comb, unit[4]) and bn[4] >= sum(v * bn[k] for k, v in y.items())
+    assert "redundant: 2 rows" in s.summary() and repr(s).startswith("Simplified(dim=2")
+    with pytest.raises(ValueError, match="i must be"):
+        s.certificate(9)
+    with pytest.raises(ValueError, match="bounds"):
+        simplify(Polytope(A, np.ones(6)), bounds="loose")
+    with pytest.raises(TypeError, match="Polytope"):
+        simplify(A)  # type: ignore[arg-type]
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 5), m=st.integers(3, 25), k=st.integers(1, 6))
+def test_random_polytopes_keep_the_body_and_only_facets(seed: int, n: int, m: int, k: int) -> None:
+    P, constructed = _random_polytope(seed, n, m, k)
+    s = simplify(P, bounds="drop")
+    assert set(constructed.tolist()) <= set(s.redundant.tolist())
+    Q = s.polytope
+    rng = np.random.default_rng(seed)
+    _same_body(P, Q, rng)
+    # removing any kept row changes the body: without it, its row's max exceeds its right-hand side
+    for j, i in enumerate(s.kept):
+        rest = np.delete(np.arange(Q.A.shape[0]), j)
+        R = Polytope(Q.A[rest], Q.b[rest], dim=P.dim)
+        a = P.A[i] / np.linalg.norm(P.A[i])
+        try:
+            v = _max(R, a)
+        except Exception:  # unbounded without it: it is needed
+            continue
+        assert v - P.b[i] / np.linalg.norm(P.A[i]) > 1e-9
+        assert s.margin[i] <= v - P.b[i] / np.linalg.norm(P.A[i]) + 1e-9  # the margin is a lower bound
+
+
+def test_implicit_equalities_are_tight_and_transform_is_full_dimensional() -> None:
+    rng = np.random.default_rng(3)
+    n = 5
+    x0 = rng.standard_normal(n)
+    E = rng.standard_normal((2, n))
+    A = np.vstack([rng.standard_normal((12, n)), E, -E, np.eye(n), -np.eye(n)])
+    b = A @ x0 + np.concatenate([rng.uniform(0.3, 1.0, 12), np.zeros(4), np.full(2 * n, 2.0)])
+    P = Polytope(A, b)
+    s = simplify(P)
+    assert s.equalities.tolist() == [12, 13, 14, 15] and s.dim == n - 2
+    for i in s.equalities:
+        assert _max(P, A[i]) == pytest.approx(b[i], abs=1e-8)
+        assert -_max(P, -A[i]) == pytest.approx(b[i], abs=1e-8)
+    t = s.transform()
+    assert isinstance(t, Transformed) and t.dim == n - 2 and t.polytope.dim == n - 2
+    z, r = t.center()
+    assert r > 1e-3
+    x = t.to_original(z)
+    assert P.contains(x, tol=1e-8) and np.allclose(t.from_original(x), z)
+    _same_body(P, s.polytope, rng)
+
+
+@pytest.mark.parametrize("e", [4, -4, 8, -8])
+def test_row_scaling_changes_no_verdict_and_no_centre(e: int) -> None:
+    P, _ = _random_polytope(11, 4, 15, 4)
+    f = np.where(np.arange(P.A.shape[0]) % 3 == 0, 10.0**e, 1.0)
+    s0, s1 = simplify(P), simplify(Polytope(P.A * f[:, None], P.b * f))
+    assert np.array_equal(s0.redundant, s1.redundant) and np.array_equal(s0.kept, s1.kept)
+    assert np.array_equal(s0.equalities, s1.equalities)
+    c0, r0 = s0.transform().center()
+    c1, r1 = s1.transform().center()
+    assert np.allclose(s0.transform().to_original(c0), s1.transform().to_original(c1), atol=1e-7)
+    assert r0 == pytest.approx(r1, rel=1e-7)
+
+
+def test_near_ties_are_flagged() -> None:
+    slab = Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([1.0 + 1e-12, 1.0, -1.0, 1.0]))  # 1 <= x <= 1+1e-12
+    s = simplify(slab)
+    assert s.equalities.tolist() == [0, 2]
+    assert {(t.kind, t.index, t.verdict) for t in s.near_ties} == {("row", 0, "equality"), ("row", 2, "equality")}
+    assert all(0 < t.value <= t.tol for t in s.near_ties)
+    exact = simplify(Polytope(np.vstack([np.eye(2), -np.eye(2)]), np.array([1.0, 1.0, -1.0, 1.0])))
+    assert exact.equalities.tolist() == [0, 2] and not exact.near_ties
+    bound = simplify(Polytope(np.zeros((0, 2)), np.zeros(0), lb=[1.0, 0.0], ub=[1.0 + 1e-12, 1.0]))
+    assert {(t.kind, t.verdict) for t in bound.near_ties} == {("lower", "equality"), ("upper", "equality")}
+    box = np.vstack([np.eye(3), -np.eye(3)])
+    sliver = simplify(Polytope(np.vstack([box, [[1.0, 1.0, 0.0]]]), np.concatenate([np.ones(6), [2.0 - 1e-9]])))
+    assert 6 in sliver.kept.tolist()  # kept: P is unchanged
+    assert [(t.index, t.verdict) for t in sliver.near_ties] == [(6, "kept")]
+
+
+def test_duplicates_nearly_parallel_and_large_rhs() -> None:
+    box = np.vstack([np.eye(3), -np.eye(3)])
+    dup = simplify(
+        Polytope(np.vstack([box, box[:2], 3.0 * box[2:4]]), np.concatenate([np.ones(6), np.ones(2), 3 * np.ones(2)]))
+    )
+    assert dup.kept.tolist() == [0, 1, 2, 3, 4, 5] and dup.redundant.tolist() == [6, 7, 8, 9]
+    par = simplify(
+        Polytope(
+            np.vstack([box, [[1.0, 1e-6, 0.0], [1.0, -1e-6, 0.0], [1.0, 1e-6, 1e-6]]]),
+            np.concatenate([np.ones(6), [1.0, 1.0, 1.0 + 3e-6]]),
+        )
+    )
+    assert par.kept.tolist() == [1, 2, 3, 4, 5, 6, 7] and par.redundant.tolist() == [0, 8]
+    big = simplify(
+        Polytope(
+            np.vstack([box, [[1.0, 1.0, 0.0], [2.0, 0.0, 0.0]]]), np.concatenate([np.full(6, 1e6), [1.5e6, 2.5e6]])
+        )
+    )
+    assert big.kept.tolist() == [0, 1, 2, 3, 4, 5, 6] and big.redundant.tolist() == [7]
+
+
+def test_sphere_700_rows_known_by_construction() -> None:
+    rng = np.random.default_rng(5)
+    U = rng.standard_normal((350, 5))
+    U /= np.linalg.norm(U, axis=1, keepdims=True)
+    s = simplify(Polytope(np.vstack([U, U]), np.concatenate([np.ones(350), np.full(350, 1.001)])))
+    assert s.kept.tolist() == list(range(350)) and s.redundant.tolist() == list(range(350, 700))
+    assert s.n_lps <= 700 + 10  # Clarkson: about one LP per row at most
+
+
+def _exact_cases() -> list[dict]:
+    return json.loads(FIXTURES.read_text())["cases"]
+
+
+def _key(a: np.ndarray, b: float) -> tuple[Fraction, ...]:
+    vals = [Fraction(float(b)), *(Fraction(-float(v)) for v in a)]
+    top = max(abs(v) for v in vals)
+    return tuple(v / top for v in vals)
+
+
+@pytest.mark.parametrize("case", _exact_cases(), ids=lambda c: c["name"])
+def test_agrees_with_exact_cdd_or_flags_a_near_tie(case: dict) -> None:
+    A = np.array([[float.fromhex(v) for v in r] for r in case["A"]])
+    b = np.array([float.fromhex(v) for v in case["b"]])
+    s = simplify(Polytope(A, b))
+    tied = {t.index for t in s.near_ties if t.kind == "row"}
+    ours_kept = {_key(A[i], b[i]) for i in s.kept}
+    exact_kept = {_key(A[i], b[i]) for i in case["kept"]}
+    if s.equalities.tolist() == case["equalities"]:
+        assert ours_kept == exact_kept and len(s.kept) == len(case["kept"]) and s.dim == case["dim"]
+    else:  # every row decided differently is reported as a near tie
+        diff = set(s.equalities.tolist()) ^ set(case["equalities"])
+        assert diff and diff <= tied
+
+
+def test_fixtures_match_cdd_when_installed() -> None:
+    cdd = pytest.importorskip("cdd.gmp", reason="pycddlib with gmp (the exact extra) is not installed")
+    import cdd as cdd_base
+
+    for case in _exact_cases()[:6]:
+        rows = [
+            [Fraction(float.fromhex(bi))] + [Fraction(-float.fromhex(v)) for v in a]
+            for a, bi in zip(case["A"], case["b"])
+        ]
+        mat = cdd.matrix_from_array(rows, rep_type=cdd_base.RepType.INEQUALITY)
+        lin, red, _ = cdd.matrix_canonicalize(mat)
+        assert sorted(lin) == case["equalities"]
+        assert sorted(set(range(len(rows))) - set(lin) - set(red)) == case["kept"]
+
+
+def test_sparse_flux_network_bounds_tightened() -> None:
+    # a small network: S v = 0 with bounds; v0 -> v1 -> (v2 | v3), v3 capped at 1, v4 blocked by a dead end
+    S = sp.csr_matrix(np.array([[1.0, -1.0, 0.0, 0.0, 0.0], [0.0, 1.0, -1.0, -1.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]]))
+    lb, ub = np.array([0.0, 0.0, 0.0, 0.0, -5.0]), np.array([10.0, 1000.0, 4.0, 1.0, 5.0])
+    P = Polytope(sp.csr_matrix((0, 5)), np.zeros(0), S, np.zeros(3), lb=lb, ub=ub)
+    s = simplify(P)
+    assert s.dim == 2 and 4 in s.fixed_variables.tolist()
+    Q = s.polytope
+    assert Q.is_sparse
+    assert Q.ub[1] == pytest.approx(5.0) and Q.ub[0] == pytest.approx(5.0)  # v0 = v1 = v2 + v3 <= 5
+    _same_body(P, Q, np.random.default_rng(0))
+    drop = simplify(P, bounds="drop").polytope
+    assert np.isinf(drop.ub[1]) and np.isinf(drop.ub[0])
+    _same_body(P, drop, np.random.default_rng(1))
+    t = s.transform()
+    z = t.center()[0]
+    assert P.contains(t.to_original(z), tol=1e-8)
+
+
+def _network(seed: int, n: int, m: int) -> Polytope:
+    rng = np.random.default_rng(seed)
+    S = sp.random(m, n, density=3.0 / m, random_state=seed, data_rvs=lambda k: rng.choice([-2.0, -1.0, 1.0], k))
+    lb = np.where(rng.uniform(size=n) < 0.3, -1000.0, 0.0)
+    ub = np.where(rng.uniform(size=n) < 0.1, rng.uniform(1.0, 10.0, n), 1000.0)
+    return Polytope(sp.csr_matrix((0, n)), np.zeros(0), sp.csr_matrix(S), np.zeros(m), lb=lb, ub=ub)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(8, 30), m=st.integers(3, 12))
+def test_random_sparse_networks_keep_the_body(seed: int, n: int, m: int) -> None:
+    P = _network(seed, n, m)
+    s = simplify(P)
+    Q = s.polytope
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        c = rng.standard_normal(n)
+        assert _max(P, c) == pytest.approx(_max(Q, c), abs=1e-6, rel=1e-8)
+    # a tightened bound is the extreme value of its variable over P
+    for j in s.redundant_upper:
+        if j not in s.fixed_variables:
+            assert Q.ub[j] == pytest.approx(_max(P, np.eye(n)[j]), abs=1e-7)
+    if s.dim:
+        t = s.transform()
+        assert t.dim == s.dim
+        z, _ = t.center()
+        assert P.contains(t.to_original(z), tol=1e-7)
+
+
+def test_edge_cases_point_unbounded_zero_row_empty() -> None:
+    point = simplify(Polytope(np.vstack([-np.eye(3), np.ones((1, 3))]), np.zeros(4)))
+    assert point.dim == 0 and point.equalities.tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="one point"):
+        point.transform()
+    unbounded = simplify(Polytope(np.array([[1.0, 0.0], [1.0, 1.0], [2.0, 0.0]]), np.array([1.0, 5.0, 3.0])))
+    assert unbounded.kept.tolist() == [0, 1] and unbounded.redundant.tolist() == [2]
+    square = np.vstack([np.eye(2), -np.eye(2)])
+    zero = simplify(Polytope(np.vstack([np.zeros((1, 2)), square]), np.ones(5)))
+    assert zero.redundant.tolist() == [0] and zero.kept.tolist() == [1, 2, 3, 4]
+    from oracles import EmptyBodyError
+
+    with pytest.raises(EmptyBodyError):
+        simplify(Polytope(np.array([[1.0], [-1.0]]), np.array([0.0, -1.0])))
