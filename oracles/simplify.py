@@ -37,7 +37,8 @@ RAY_BATCHES = 40  # at most 40 x 128 random rays before the LPs (they stop at a 
 class NearTie:
     """A verdict within ``tol`` of a tie. ``kind``: "row" (a row of P.A), "upper"/"lower" (a variable's
     bound); ``index``: the row or the variable; ``verdict``: "equality" (certified width ``value`` in
-    (round-off, tol]) or "kept" (margin ``value`` in (round-off, tol]: kept, so P is unchanged)."""
+    (round-off, tol]), "kept" (margin ``value`` in (round-off, tol]: kept, so P is unchanged) or "redundant"
+    (margin ``value`` in (0, round-off]: removed, so P widens by at most that much along the row)."""
 
     kind: str
     index: int
@@ -407,7 +408,8 @@ def _near_ties(
     n: int,
     tol: float,
 ) -> list[NearTie]:
-    """Kept rows with margin <= tol, and implicit equalities shown to have a width above round-off."""
+    """Kept rows with margin <= tol, rows decided redundant with a positive margin, and implicit equalities
+    shown to have a width above round-off."""
     ties: list[NearTie] = []
 
     def name(k: int) -> tuple[str, int]:
@@ -416,6 +418,11 @@ def _near_ties(
     for k in np.sort(pos[out.kept & (out.margin <= tol)]):
         kind, idx = name(int(k))
         ties.append(NearTie(kind, idx, "kept", float(margin[k]), tol))
+    # a row called redundant whose removal still widens P (0 < v - h <= round-off): a facet thinner than the
+    # round-off allowance, decided redundant, so flagged (a weakly redundant row has v - h <= 0)
+    for k in np.sort(pos[(out.how == "redundant") & (out.margin > 0.0)]):
+        kind, idx = name(int(k))
+        ties.append(NearTie(kind, idx, "redundant", float(margin[k]), tol))
     for j, w in _equality_slivers(ie).items():
         kind, idx = name(int(pos[j]))
         ties.append(NearTie(kind, idx, "equality", w, tol))

@@ -339,11 +339,44 @@ def learn_thetas(st: RunState) -> None:
         if deficit <= 0 or not st.plan.theta_queries:
             break
         n_new = math.ceil(deficit / max(k - 1, k * (k - 1) // 4)) + 1  # a query's rank overlaps the others'
+    eqs, reliable, extra = _reliable_thetas(st, eqs, k) if st.noise is None else (eqs, ranks, 0)
     figs = {"equations": int(eqs.design.shape[0]), "theta_tokens": k, "ranks": ranks.tolist()}
+    figs.update({"reliable_ranks": reliable.tolist(), "smaller_theta_queries": extra})
     if np.any(ranks < st.d * st.d):
         st.record("theta", t0, figs, "failed", f"Θ systems of rank {ranks.tolist()} < d² = {st.d * st.d}")
         raise PhaseFailed("theta", f"the log-ratio equations have rank {ranks.tolist()} < d² = {st.d * st.d}")
     st.record("theta", t0, figs)
+
+
+def _reliable_ranks(eqs: LogitEquations, m: int, d: int, min_weight: float) -> np.ndarray:
+    """Each head's rank on the equations whose attention weights are at least ``min_weight`` (a smaller weight's
+    log-ratio carries the round-off of the weights' linear solve divided by it)."""
+    return np.array([np.linalg.matrix_rank(eqs.design[eqs.weight[:, i] >= min_weight]) for i in range(m)])
+
+
+def _reliable_thetas(st: RunState, eqs: LogitEquations, k: int) -> tuple[LogitEquations, np.ndarray, int]:
+    """Noise-free: while some head's reliable equations (weights >= ``theta_min_weight``) have rank below d² (the
+    scale saturates the attention, and Θ's other directions rest on log-ratios of weights below round-off), ask
+    Θ queries at ``theta_shrink`` times the previous round's scale and solve again. Returns the equations, the
+    reliable ranks and the queries added."""
+    s, d2 = st.settings, st.d * st.d
+    reliable = _reliable_ranks(eqs, st.m, st.d, s.theta_min_weight)
+    extra, factor = 0, 1.0
+    for _ in range(s.theta_rounds if st.plan.theta_queries else 0):
+        deficit = d2 - int(reliable.min())
+        if deficit <= 0:
+            break
+        factor *= s.theta_shrink
+        n_new = math.ceil(deficit / max(k - 1, k * (k - 1) // 4)) + 1
+        X = st.domain.tokens(n_new, k) * factor
+        Y = st.ask("theta", X)
+        st.batches.append(Batch(X, Y, X, np.ones(k), Y))
+        extra += n_new
+        eqs = _equations(st)
+        reliable = _reliable_ranks(eqs, st.m, st.d, s.theta_min_weight)
+    if extra:
+        st.thetas = solve_thetas(eqs, st.m, st.d)[0]
+    return eqs, reliable, extra
 
 
 def _distinct_equations(st: RunState) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..settings import _Group, opt, pos_int, positive
+from ..settings import _Group, nonneg_int, opt, pos_int, positive
 
 __all__ = ["QuerySettings", "query_settings"]
 
@@ -31,6 +31,8 @@ class QuerySettings(_Group):
         The scale probe.
     polish_above, polish_below : float
         The validation errors between which a noise-free model gets the LM polish.
+    theta_min_weight, theta_shrink, theta_rounds : float, float, int
+        Smaller Θ queries while the equations of non-negligible attention weights leave Θ undetermined.
     validation_queries, redraw_rounds, refine_rounds, attempts, max_repeats : int
         Query and round counts.
     repeat_rtol, repeat_sigmas : float
@@ -83,6 +85,16 @@ class QuerySettings(_Group):
     )
     probe_queries: int = opt(6, "two-token queries per round of the scale probe", pos_int)
     probe_rounds: int = opt(3, "rounds of the scale probe while its median logit is off target", pos_int)
+    theta_min_weight: float = opt(
+        1e-8,
+        "a log-ratio equation whose attention weight is below this does not count for Θ's rank (its error is the "
+        "weights' round-off over it)",
+        positive,
+    )
+    theta_shrink: float = opt(
+        0.5, "extra Θ queries, asked while the reliable rank is short, use this × the last round's scale", positive
+    )
+    theta_rounds: int = opt(4, "rounds of smaller Θ queries while a head's reliable rank is below d²", nonneg_int)
     validation_queries: int = opt(2, "fresh random queries that score the model after the fit", pos_int)
     redraw_rounds: int = opt(
         8, "rounds of redrawing bad families (each redraws every bad one while spares last)", pos_int

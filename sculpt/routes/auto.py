@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ..baselines import GrowingFit, gradient_descent, lbfgs_growing
 from ..costs import StepCost, auto_step_costs
+from ..diagnose import looks_transposed
 from ..pipeline import SCULPT_PHASES
 from ..result import LearnResult, PhaseRecord
 from ..settings import ProblemSize, Settings
@@ -101,7 +102,9 @@ class _Tries:
         predicted = f"{self.costs[step].short()}; " if step in self.costs else ""
         self.tried.append(f"{label} ({predicted}{time.perf_counter() - t0:.2f} s: {outcome})")
         best_val = math.inf if self.best is None or self.best.validation_error is None else self.best.validation_error
-        if res.model is not None and (self.best is None or val < best_val):
+        # a converged step (exact, or at the noise floor) beats one that is not, then the lower validation error
+        better = self.best is None or (res.converged, -val) > (self.best.converged, -best_val)
+        if res.model is not None and better:
             self.best = res
             res.info.model_from = label.split(":")[0].split(" ")[0]
         return bool(res.converged)
@@ -372,6 +375,10 @@ def _result(t: _Tries) -> LearnResult:
     ctx, tol = t.ctx, t.ctx.tol
     if t.best is None:  # every step was skipped or produced nothing: a least-squares fit, not converged
         why = "auto: no step produced a model (" + "; ".join(t.tried) + ")"
+        limit = math.inf if ctx.settings.cost.max_bytes is None else float(ctx.settings.cost.max_bytes)
+        over = _over_memory(t.costs["auto-vp-lm"], limit) if "auto-vp-lm" in t.costs else None
+        if over is not None:  # the fallback is VP-LM too: the memory bound holds for it as for every step
+            raise ValueError(f"{why}; the fallback VP-LM fit is not started either: {over} (raise cost.max_bytes)")
         out = fallback(ctx, why, "vp-lm", t.records)
         out.samples_used = ctx.with_validation(out.samples_used)
         t.records = out.phases
@@ -401,12 +408,29 @@ def _run(ctx: RouteContext) -> LearnResult:
     with why), ``info.model_from`` the step whose model is kept."""
     steps = plan(ctx.settings, ctx.size)
     tries = _Tries(ctx, steps.costs)
+    checked = False
     for name, why in steps.order:
         if why is not None:
             tries.tried.append(f"{name} skipped ({why})")
         elif _STEPS[name](tries):
             break
+        elif not checked and _misfit(tries):
+            checked = True  # one axis check per call: a least-squares solve on 2,000 examples, both layouts
+            swapped, given, other = looks_transposed(ctx.Xtr, ctx.Ytr)
+            if swapped:
+                tries.tried.append(
+                    "the remaining steps skipped: X and Y look saved as (N, d, k) (a linear check leaves "
+                    f"{other:.2f} of the labels' energy transposed against {given:.2f} as given)"
+                )
+                break
     return _result(tries)
+
+
+def _misfit(t: _Tries) -> bool:
+    """Whether the best model so far explains less of the labels than ``Settings.misfit_residual`` asks: no
+    later step is likely to fix data in the wrong layout, so auto checks the axis order before going on."""
+    val = None if t.best is None else t.best.validation_error
+    return val is not None and val > float(t.ctx.settings.misfit_residual)
 
 
 ROUTE = Route(

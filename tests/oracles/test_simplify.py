@@ -275,3 +275,17 @@ def test_edge_cases_point_unbounded_zero_row_empty() -> None:
 
     with pytest.raises(EmptyBodyError):
         simplify(Polytope(np.array([[1.0], [-1.0]]), np.array([0.0, -1.0])))
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_a_facet_thinner_than_round_off_is_flagged_whatever_its_verdict(offset: float) -> None:
+    """A corner of the unit square (moved by ``offset``) cut 5e-9 deep: a facet in exact arithmetic. The engine
+    may keep it (a "kept" near tie) or call it redundant within its round-off allowance, but never silently:
+    row 4 is a near tie either way, and the square's four sides are kept."""
+    A = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0], [1.0, 1.0]])
+    b = np.array([offset + 1, -offset, offset + 1, -offset, 2 * offset + 2 - 5e-9 * np.sqrt(2)])
+    res = simplify(Polytope(A, b), tol=1e-7)
+    assert set(range(4)) <= set(res.kept.tolist())
+    ties = [t for t in res.near_ties if t.kind == "row" and t.index == 4]
+    assert len(ties) == 1 and 0.0 < ties[0].value <= 1e-7
+    assert ties[0].verdict == ("redundant" if 4 in res.redundant.tolist() else "kept")

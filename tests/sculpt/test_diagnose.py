@@ -62,6 +62,20 @@ def test_learn_on_transposed_arrays_names_the_axis_order() -> None:
     assert res.info.details["diagnosis"] in res.reason
 
 
+def test_auto_stops_after_its_first_step_on_transposed_arrays() -> None:
+    """auto checks the axis order once its best model misfits, and skips its later (costlier) steps when the
+    arrays look transposed; on arrays in the right layout that misfit (random labels) it goes on."""
+    layer = plant(8, 4, 2, seed=0)
+    X = sample_inputs(1500, 4, 8, rng=1)
+    Y = layer(X)
+    res = learn(X.transpose(0, 2, 1), Y.transpose(0, 2, 1), 2, seed=0)
+    assert not res.converged and res.model is not None
+    assert len(res.info.tried) == 2 and "look saved as (N, d, k)" in res.info.tried[-1]
+    noise = np.random.default_rng(2).standard_normal(Y.shape)
+    res = learn(X, noise, 2, seed=0, auto={"fallback": False})
+    assert not res.converged and not any("look saved as" in step for step in res.info.tried)
+
+
 def test_more_heads_than_the_data_support_warn_naming_m_hat() -> None:
     layer = plant(6, 3, 1, seed=0)
     X = sample_inputs(600, 3, 6, rng=1)

@@ -197,6 +197,9 @@ def test_auto_never_starts_a_step_predicted_to_need_more_memory_than_its_bound()
     assert all("predicted peak memory" in t and "cost.max_bytes" in t for t in skipped)
     assert [p.name for p in res.phases] == ["fallback-gradient"] and res.converged
     assert "predicted" in res.info["tried"][-1]  # each step's line quotes its prediction
+    # below every step's prediction nothing starts, the fallback fit included: a ValueError naming the bound
+    with pytest.raises(ValueError, match="fallback VP-LM fit is not started either.*cost.max_bytes"):
+        learn(X, Y, 2, method="auto", seed=0, cost={"max_bytes": 1.0})
 
 
 def test_sculpt_refuses_a_shape_at_once_and_auto_skips_it() -> None:
@@ -363,8 +366,29 @@ def test_auto_without_any_usable_model_reports_instead_of_raising(monkeypatch: p
     import sculpt.phases.polish as polish_module  # the polish and VP-LM validate through it
 
     monkeypatch.setattr(polish_module, "layer_relative_mse", lambda *a: float("nan"))
+    import sculpt.baselines as baselines  # the L-BFGS steps validate through it
+
+    monkeypatch.setattr(baselines, "layer_relative_mse", lambda *a: float("nan"))
     res = learn(X, layer(X), 2, method="auto", seed=0, gradient={"max_iter": 2})
     assert not res.converged and res.reason.endswith("no step produced a usable model")
+
+
+def test_auto_keeps_a_step_that_validates_over_an_earlier_one_without_a_usable_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """VP-LM's and sculpt's validation errors are NaN (patched), the L-BFGS fallback validates: auto keeps the
+    fallback's model and converges (a NaN best must not hide a later step that validates)."""
+    import sculpt.phases.polish as polish_module
+    import sculpt.phases.projections as projections
+    import sculpt.routes.base as routes_base
+
+    layer = plant(6, 3, 2, seed=0)
+    X = sample_inputs(3000, 3, 6, rng=1)
+    for module in (routes_base, projections, polish_module):
+        monkeypatch.setattr(module, "layer_relative_mse", lambda *a: float("nan"))
+    res = learn(X, layer(X), 2, method="auto", seed=0)
+    assert res.converged and res.info.model_from == "fallback-gradient"
+    assert layer.distance(res.model).max_theta_error < 1e-6
 
 
 def test_adaptive_samples_grow_only_when_an_attempt_does_not_validate() -> None:
