@@ -257,7 +257,10 @@ def _diagnose(
         return
     if res.model is None or m == 1:
         return
-    m_hat, idle = supported_heads(res.model, cfg.idle_head, validation, cfg.idle_head_rise, cfg.tol)
+    # an exact fit needs only the norm test (a head that matters moves the error far above tol); the removal
+    # test, m passes over the validation split, is for fits at the noise level, where an idle head fits noise
+    held_out = validation if res.status != "exact" else None
+    m_hat, idle = supported_heads(res.model, cfg.idle_head, held_out, cfg.idle_head_rise, cfg.tol)
     if idle:
         res.info.details["supported_heads"] = m_hat
         warnings.warn(

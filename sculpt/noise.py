@@ -286,9 +286,13 @@ def assess_fit(
     Xf, Yf = fitted
     Xv, Yv = held_out
     m, d = thetas.shape[0], thetas.shape[1]
-    rss, yy = residual_sum(thetas, ws, Xf, Yf)
     rss_v, yy_v = residual_sum(thetas, ws, Xv, Yv)
     val = rss_v / yy_v if yy_v > 0 else math.inf
+    if val <= tol:  # exact: the verdict needs no pass over the fitted examples (the figures scale the held-out sums)
+        scale = Yf.size / max(Yv.size, 1)
+        rss, yy = rss_v * scale, yy_v * scale
+    else:
+        rss, yy = residual_sum(thetas, ws, Xf, Yf)
     return noise_verdict(
         validation_error=val,
         tol=tol,

@@ -64,9 +64,16 @@ def _train_error(st: RunState, model: MultiHeadAttention) -> float:
 
 
 def _result(st: RunState, route: QueryRoute, planned: Planned, failure: PhaseFailed | None, t0: float) -> LearnResult:
-    model = None if st.thetas is None or st.ws is None or failure is not None else MultiHeadAttention(st.thetas, st.ws)
+    # a failed run still hands back what it fitted (converged=False), as every route of ``learn`` does
+    model = None if st.thetas is None or st.ws is None else MultiHeadAttention(st.thetas, st.ws)
     floor = noise_floor(st)
-    converged = model is not None and st.validation_error <= st.tol + 2.0 * floor
+    val = st.validation_error if model is not None else math.inf
+    converged = failure is None and model is not None and val <= st.tol + 2.0 * floor
+    exact = converged and val <= st.tol
+    status = "exact" if exact else "noise" if converged else "failed"
+    sigma = None
+    if status == "noise" and st.Y_val is not None:  # σ̂ from the validation residual: √(rel. MSE · mean Y²)
+        sigma = math.sqrt(val * float(np.sum(st.Y_val**2)) / max(st.Y_val.size, 1))
     if failure is not None:
         reason = f"phase {failure.phase!r} failed: {failure.reason}"
     elif converged:
@@ -97,6 +104,8 @@ def _result(st: RunState, route: QueryRoute, planned: Planned, failure: PhaseFai
         _train_error(st, model) if model is not None else math.inf,
         st.validation_error if model is not None else None,
         converged=converged,
+        status=status,
+        noise_sigma=sigma,
         time=time.perf_counter() - t0,
         samples_used=st.oracle.queries,
         phases=st.records,
