@@ -331,7 +331,7 @@ def plan(settings: Settings, size: ProblemSize) -> Plan:
     """The steps auto takes at ``size``, in order: exact and VP-LM cheapest first (then the fallback) when the
     exact route applies (VP-LM is 3–25× faster than the exact route's QR from (16,4,1) up); else the
     capped L-BFGS try first when ``auto.peer_first``, then VP-LM (when ``auto.vp_lm_starts``), sculpt and the
-    fallback (when ``auto.fallback``) by predicted seconds, cheapest first. A step predicted to need more than
+    fallback (when ``auto.fallback``) by expected seconds (predicted seconds over the chance of success: ``cost.peer_odds`` for the L-BFGS fallback, 1 for the others), cheapest first. A step predicted to need more than
     ``cost.max_bytes`` is skipped, as is sculpt where it refuses the shape or N is below its minimum.
 
     Parameters
@@ -357,7 +357,10 @@ def plan(settings: Settings, size: ProblemSize) -> Plan:
         rest: list[tuple[str, str | None]] = [("auto-vp-lm", None)] if a.vp_lm_starts > 0 else []
         rest.append(("sculpt", _sculpt_skip(settings, size)))
         rest += [("fallback-gradient", None)] if a.fallback else []
-        rest.sort(key=lambda step: costs[step[0]].seconds)  # stable: ties keep this order
+        # expected cost: L-BFGS on growing subsets succeeds with the capped try's odds (cost.peer_odds: with
+        # m >= 3 heads it fails more often than not, after spending its whole work budget)
+        odds = settings.cost.peer_odds(size.m)
+        rest.sort(key=lambda step: costs[step[0]].seconds / (odds if step[0] == "fallback-gradient" else 1.0))
         order = [*([("auto-peer", None)] if a.peer_first else []), *rest]
     limit = math.inf if settings.cost.max_bytes is None else float(settings.cost.max_bytes)
     return Plan(tuple((name, why or _over_memory(costs[name], limit)) for name, why in order), costs)
