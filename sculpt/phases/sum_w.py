@@ -313,11 +313,7 @@ def holdout_criterion(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fraction: flo
     float
         The mean relative residual ‖y_a − x_jᵀW‖/‖y_a‖ of those rows (inf with no rows).
     """
-    rel = single_token_residuals(X, Y, W)[1].reshape(-1)
-    if rel.size == 0:
-        return math.inf
-    n = min(max(rows, round(fraction * rel.size)), rel.size)
-    return float(np.partition(rel, n - 1)[:n].mean())
+    return _mean_of_best(single_token_residuals(X, Y, W)[1].reshape(-1), fraction, rows)
 
 
 def agreement_criterion(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fraction: float, rows: int) -> float:
@@ -341,7 +337,11 @@ def agreement_criterion(X: np.ndarray, Y: np.ndarray, W: np.ndarray, fraction: f
     float
         Their mean relative residual (inf with no rows).
     """
-    rel = simplex_lstsq(X, Y, W).rel.reshape(-1)
+    return _mean_of_best(simplex_lstsq(X, Y, W).rel.reshape(-1), fraction, rows)
+
+
+def _mean_of_best(rel: np.ndarray, fraction: float, rows: int) -> float:
+    """The mean of the max(``rows``, ``fraction``·size) smallest entries of ``rel`` (inf when it is empty)."""
     if rel.size == 0:
         return math.inf
     n = min(max(rows, round(fraction * rel.size)), rel.size)
