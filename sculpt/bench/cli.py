@@ -130,8 +130,9 @@ def run_bench(args: argparse.Namespace) -> int:
     if not any(args.only is None or args.only in s.key for s in grid.runs(args.methods)):
         chosen = ",".join(args.methods) if args.methods else "(the grid's)"
         only = f" and --only {args.only!r}" if args.only else ""
+        source = f" ({args.grid})" if args.grid else ""  # the file to fix, as every other refusal of a grid names it
         print(
-            f"sculpt bench: nothing to run: grid {grid.name!r} has no run with --methods {chosen}{only}",
+            f"sculpt bench: nothing to run: grid {grid.name!r}{source} has no run with --methods {chosen}{only}",
             file=sys.stderr,
         )
         return 2
