@@ -441,12 +441,15 @@ def _verdict(
     perm: np.ndarray,
     s: PolishSettings,
     tol: float,
+    with_history: bool = True,
 ) -> NoiseVerdict:
-    """The noise-floor test of the best stage, fitted on perm[:examples]."""
+    """The noise-floor test of the best stage, fitted on perm[:examples] (``with_history``: with the test of no
+    further improvement over the stages too)."""
     assert run.best is not None
     X, Y, X_val, Y_val = data
     rows = perm[: run.best.examples]
-    history = [float(st["validation_error"]) for st in run.stages]  # type: ignore[arg-type]
+    stages = run.stages if with_history else []
+    history = [float(st["validation_error"]) for st in stages]  # type: ignore[arg-type]
     return assess_fit(
         run.best.thetas, run.best.ws, (X[rows], Y[rows]), (X_val, Y_val), tol=tol, history=history, settings=s
     )
@@ -480,6 +483,10 @@ def _noise_stage(
         callback(f"polish: {cap} examples (noise floor), {it} LM iterations, validation rel MSE {verr:.2e}")
     run.best = _Best(th.copy(), ws.copy(), cost, verr, cap)
     again = _verdict(run, data, perm, s, tol)
+    if again.status == "failed" and verr <= prev.validation_error:
+        # the refit read every example it may (the cap): "still improving" has no larger stage to go to, so the
+        # least-squares fit is judged by the F-test alone
+        again = _verdict(run, data, perm, s, tol, with_history=False)
     if again.status in ("noise", "exact") or verr <= prev.validation_error:
         return again
     run.best = prev  # the refit left the floor (a different basin): the earlier fit stays
