@@ -22,6 +22,7 @@ Each subcommand is registered by an ``add_*_parser(subparsers)`` function that s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shlex
@@ -769,12 +770,11 @@ def _stdout_closed() -> bool:
 def _silence_stdout() -> None:
     """Point standard output at the null device, as Python's docs recommend for a closed pipe (signal module,
     "Note on SIGPIPE"): what is still buffered is dropped, and the flush at exit no longer fails."""
-    try:
+    # stdout replaced by an object without a file descriptor: nothing to redirect
+    with contextlib.suppress(AttributeError, OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a file descriptor
-        pass
 
 
 def _one_line(exc: BaseException) -> str:

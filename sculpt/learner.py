@@ -154,12 +154,9 @@ def learn(
     m : int
         Heads to learn.
     method : str
-        A route of ``sculpt.routes.ROUTES`` (``METHODS``), "auto" by default: "sculpt" (phases 1–6 + polish), "exact" (m = 1,
-        2 ≤ k < d), "gradient" (L-BFGS from a random initialisation), "vp-lm" (the polish's
-        variable-projection LM from random starts), "auto" (exact when it applies; else VP-LM, after a capped
-        L-BFGS try for large m·d², then sculpt when N ≥ ``min_examples("sculpt")``, then L-BFGS on growing
-        subsets, stopping at the first model that validates; ``info.tried`` lists the steps, ``info.model_from``
-        the one whose model was kept).
+        A route of ``sculpt.routes.ROUTES`` (``METHODS``): "auto" (the default: the other routes' steps in the
+        order of their expected cost until one validates; ``info.tried``, ``info.model_from``), "sculpt" (phases
+        1–6 + polish), "exact" (m = 1, 2 ≤ k < d), "gradient" (L-BFGS), "vp-lm" (the polish from random starts).
     seed : None, int or numpy.random.Generator
         The validation split's and the route's randomness.
     solver : str or None
@@ -195,16 +192,13 @@ def learn(
     Warns
     -----
     UserWarning
-        The fitted layer has heads that add nothing (‖W_i‖_F ≤ ``idle_head`` × the largest, or the validation
-        error rises by at most ``idle_head_rise`` of itself without them): the data support fewer heads, m̂,
-        which the warning names (``sculpt.diagnose.supported_heads``).
+        Heads that add nothing to the output: the warning names m̂, the heads the data support
+        (``sculpt.diagnose.supported_heads``).
 
     Notes
     -----
-    A phase that cannot go on ends the route with ``converged=False`` and a reason naming the phase
-    (``sculpt.errors.PhaseFailed``); anything else raised inside a phase propagates. A model whose validation
-    relative MSE stays above ``misfit_residual`` gets the likely causes (axis order, m, labels) at the front of
-    its ``reason`` and in ``info.details["diagnosis"]`` (``sculpt.diagnose.misfit_causes``).
+    A phase that cannot go on ends the route with ``converged=False`` and a reason naming the phase; a model
+    that misfits (above ``misfit_residual``) gets its likely causes in ``reason`` (``sculpt.diagnose``).
 
     Examples
     --------

@@ -191,7 +191,8 @@ def learn_from_queries(
     Returns
     -------
     LearnResult
-        ``model``, ``converged`` (validation relative MSE <= 1e-12, or at the noise floor), ``reason``, one
+        ``model``, ``status`` and ``converged`` (validation relative MSE <= 1e-12: "exact"; within twice the
+        noise floor: "noise", σ̂ in ``noise_sigma``), ``reason``, one
         ``PhaseRecord`` per step with its queries and tokens, ``samples_used`` = queries asked, ``info.details``
         with the queries and tokens by phase, and ``certificate`` on the validation queries.
 
@@ -220,9 +221,27 @@ def learn_from_queries(
     route, planned = _plan(method, d, m, budget)
     q = QueryOracle(fn, d, max_queries=budget, noise=sigma, settings=s)
     gen = as_generator(seed, "seed")
+    st, failure = _attempts(q, domain, d, m, gen, planned, sigma, budget, s)
+    return _result(st, route, planned, failure, t0)
+
+
+def _attempts(
+    q: QueryOracle,
+    domain: str,
+    d: int,
+    m: int,
+    gen: np.random.Generator,
+    planned: Planned,
+    sigma: float | None,
+    budget: int,
+    s: QuerySettings,
+) -> tuple[RunState, PhaseFailed | None]:
+    """Up to ``s.attempts`` runs of the plan, each on new random queries, until one validates (or the budget
+    cannot hold another): the best run (validated first, then the lowest validation error), with every run's
+    records, and its failure if it failed."""
     records: list[PhaseRecord] = []
     best: tuple[RunState, PhaseFailed | None] | None = None
-    for attempt in range(s.attempts):  # a failed or unvalidated attempt is redone with new random queries
+    for attempt in range(s.attempts):
         st = _state(q, domain, d, m, gen, planned, sigma, budget, s)
         failure = None
         try:
@@ -245,4 +264,4 @@ def learn_from_queries(
             break
     assert best is not None
     best[0].records = records
-    return _result(best[0], route, planned, best[1], t0)
+    return best
