@@ -26,6 +26,7 @@ from .feasible_points import feasible_point_on_flat, first_order_feasible_point
 from .flats import FlatFit, fit_flat, singular_gap_dimension
 from .geometry import chebyshev_center, min_norm_point, width, widths
 from .hull_ellipsoid import affine_hull_by_ellipsoid
+from .rank_one import RankOneRows
 from .results import CompactResult, EllipsoidResult
 from .simplify import NearTie, Simplified, Transformed, simplify
 from .slack import (
@@ -77,6 +78,7 @@ __all__ = [
     "widths",
     "fit_flat",
     "FlatFit",
+    "RankOneRows",
     "singular_gap_dimension",
     "extents",
     "flat_slice",

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 
 from ._validate import as_matrix, as_rhs
 from .affine_subspace import AffineSubspace
+from .rank_one import RankOneRows
 from .results import CompactResult
 
 __all__ = ["FlatFit", "fit_flat", "singular_gap_dimension"]
@@ -94,7 +95,7 @@ def singular_gap_dimension(
 
 
 def fit_flat(
-    A: ArrayLike,
+    A: ArrayLike | RankOneRows,
     b: ArrayLike,
     *,
     dim: int | None = None,
@@ -113,8 +114,9 @@ def fit_flat(
 
     Parameters
     ----------
-    A : array_like of shape (m, n)
-        The equations' rows.
+    A : array_like of shape (m, n), or RankOneRows
+        The equations' rows; ``RankOneRows`` (rows vec(a bᵀ) kept as factors) are never formed whole by the gram
+        method, whose Gram matrix they build by groups of rows sharing a left factor.
     b : array_like of shape (m,)
         Their right-hand sides.
     dim : int, optional
@@ -196,7 +198,7 @@ def fit_flat(
 
 
 def _fit_inputs(
-    A: ArrayLike,
+    A: ArrayLike | RankOneRows,
     b: ArrayLike,
     dim: int | None,
     weights: ArrayLike | None,
@@ -206,12 +208,13 @@ def _fit_inputs(
     method: str,
     smallest: int | None,
     iterative_from: int | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+) -> tuple[np.ndarray | RankOneRows, np.ndarray, np.ndarray, float]:
     """``fit_flat``'s arguments checked (ValueError naming the bad one): returns (A, b, weights, scale)."""
-    A = as_matrix(A, "A")
+    if not isinstance(A, RankOneRows):  # factored rows are checked (finite, real) when they are made
+        A = as_matrix(A, "A")
     n_rows, n = A.shape
     b = as_rhs(b, "b", n_rows)
-    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+    if not (isinstance(A, RankOneRows) or np.all(np.isfinite(A))) or not np.all(np.isfinite(b)):
         raise ValueError("A and b must be finite")
     w = np.ones(n_rows) if weights is None else as_rhs(weights, "weights", n_rows)
     if np.any(w < 0):
@@ -276,13 +279,14 @@ GRAM_CHUNK_ENTRIES = 1 << 24
 class _Lifted:
     """The weighted lifted system M = diag(w)·[A, −s·b], formed only in row chunks (``rows``) or whole (``full``)."""
 
-    def __init__(self, A: np.ndarray, b: np.ndarray, w: np.ndarray, scale: float) -> None:
+    def __init__(self, A: np.ndarray | RankOneRows, b: np.ndarray, w: np.ndarray, scale: float) -> None:
         self.A, self.b, self.w, self.scale = A, b, w, scale
         self.shape = (A.shape[0], A.shape[1] + 1)
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """Rows lo:hi of M."""
-        return np.hstack([self.A[lo:hi], -self.scale * self.b[lo:hi, None]]) * self.w[lo:hi, None]
+        A = self.A.take(slice(lo, hi)).dense() if isinstance(self.A, RankOneRows) else self.A[lo:hi]
+        return np.hstack([A, -self.scale * self.b[lo:hi, None]]) * self.w[lo:hi, None]
 
     def full(self) -> np.ndarray:
         """M whole."""
@@ -290,6 +294,8 @@ class _Lifted:
 
     def gram(self) -> np.ndarray:
         """MᵀM, streamed: chunks of ``GRAM_CHUNK_ENTRIES`` floats accumulated by a symmetric rank-k update."""
+        if isinstance(self.A, RankOneRows) and self.A.grouped_gram_pays():
+            return self._factored_gram(self.A)
         n_rows, n1 = self.shape
         step = max(1, GRAM_CHUNK_ENTRIES // n1)
         if n_rows <= step:
@@ -300,6 +306,16 @@ class _Lifted:
             G = scipy.linalg.blas.dsyrk(1.0, self.rows(lo, lo + step), beta=1.0, c=G, trans=1, overwrite_c=1)
         upper = np.triu(G)
         return np.ascontiguousarray(upper + np.triu(G, 1).T)
+
+    def _factored_gram(self, A: RankOneRows) -> np.ndarray:
+        """MᵀM from the factors: [[Aᵀ W² A, −s·Aᵀ W² b], [·, s²·bᵀ W² b]] (``RankOneRows.gram`` for the A block)."""
+        n = A.shape[1]
+        w2 = self.w * self.w
+        G = np.empty((n + 1, n + 1))
+        G[:n, :n] = A.gram(self.w)
+        G[:n, n] = G[n, :n] = -self.scale * A.rmatvec(w2 * self.b)
+        G[n, n] = self.scale**2 * float(np.sum(w2 * self.b * self.b))
+        return G
 
 
 def _start_vector(start: ArrayLike | None, n1: int) -> np.ndarray | None:

@@ -569,11 +569,16 @@ class SpanSettings(_Group):
         "when width_probes > 0 measured it)",
         optional(positive),
     )
-    max_m: int | None = opt(None, "largest head count the m-estimate considers (auto: m + 3)", optional(pos_int))
+    max_m: int | None = opt(
+        None,
+        "largest head count the m-estimate considers (auto: m + 3, or m from d² >= iterative_eigen_from, where each "
+        "further eigenpair of the clustered bulk costs Lanczos solves and the estimate is a diagnostic)",
+        optional(pos_int),
+    )
     hull_reweight: int | None = opt(
         None,
         "refits that down-weight rows along the flat's own directions (m = 2: head error 0.10 against 0.16 without; "
-        "auto: 2, or 1 from d² >= iterative_eigen_from, where the second moves the span < 0.4° for a d⁶ Gram pass)",
+        "auto: 2, or 0 from d² >= iterative_eigen_from, where a refit moves the span < 5° for a d⁴-column Gram pass)",
         optional(nonneg_int),
     )
     hull_c: float = opt(1.0, "those refits weight a row by w/(‖F_i U‖ + hull_c · median)", positive)
@@ -606,6 +611,12 @@ class SpanSettings(_Group):
         "15.6–19.7° off from 18,000 examples and 15.8–17.6° from 78,000; 0: off)",
         nonneg,
     )
+    scan_first: bool | None = opt(
+        None,
+        "read the scan's first growth of examples before the first fit (auto: from d² >= iterative_eigen_from, "
+        "where K*'s own rows, 2–3·d² of them, leave σ_m/σ_{m+1} near 1 and that fit costs a Gram pass for nothing)",
+        optional(boolean),
+    )
     scan_examples: int | None = opt(
         None,
         f"most training examples phase 4 reads (auto: max({SCAN_EXAMPLES_AUTO:,}, 40d²), or max(20,000, 40d²) "
@@ -621,11 +632,17 @@ class SpanSettings(_Group):
         """scan_examples: max(SCAN_EXAMPLES_AUTO, 40d²), or max(20,000, 40d²) where the agreement test is blind
         (more examples do not remove the span's bias there)."""
         budget = max(20_000 if size.blind else SCAN_EXAMPLES_AUTO, 40 * size.d * size.d)
-        return self.merged(scan_examples=_or(self.scan_examples, budget), hull_reweight=self.reweights(size.d))
+        large = size.d * size.d >= self.iterative_eigen_from
+        return self.merged(
+            scan_examples=_or(self.scan_examples, budget),
+            hull_reweight=self.reweights(size.d),
+            max_m=_or(self.max_m, size.m if large else size.m + 3),
+            scan_first=_or(self.scan_first, large),
+        )
 
     def reweights(self, d: int) -> int:
-        """hull_reweight, or when auto: 2, and 1 from d² >= iterative_eigen_from on."""
-        return _or(self.hull_reweight, 1 if d * d >= self.iterative_eigen_from else 2)
+        """hull_reweight, or when auto: 2, and 0 from d² >= iterative_eigen_from on."""
+        return _or(self.hull_reweight, 0 if d * d >= self.iterative_eigen_from else 2)
 
 
 @dataclass(frozen=True)

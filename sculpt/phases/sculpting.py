@@ -34,6 +34,7 @@ from numpy.typing import ArrayLike
 from oracles import (
     OracleError,
     Polytope,
+    RankOneRows,
     feasible_point_on_flat,
     first_order_feasible_point,
     hinge_feasible_point,
@@ -70,9 +71,10 @@ SLAB_GRAM_RCOND = 1e-8
 
 
 class EqualityRows(NamedTuple):
-    """Equality-type rows F vec(Θ) ≈ g with row weights w (phase 4 fits the heads' flat to them)."""
+    """Equality-type rows F vec(Θ) ≈ g with row weights w (phase 4 fits the heads' flat to them); F is kept as the
+    factors of its rows kron(x_a, x_j − x_r) (``oracles.RankOneRows``) where phase 4 reads it."""
 
-    F: np.ndarray
+    F: np.ndarray | RankOneRows
     g: np.ndarray
     w: np.ndarray
 
@@ -109,7 +111,7 @@ class SculptedBody:
     slab_widths: np.ndarray
     figures: dict[str, object] = field(default_factory=dict)
     box: float = 4.0
-    span_F: np.ndarray | None = None
+    span_F: np.ndarray | RankOneRows | None = None
     span_g: np.ndarray | None = None
     span_weights: np.ndarray | None = None
     span_rule: SpanRule | None = None
@@ -400,22 +402,23 @@ def span_equality_rows(
     Returns
     -------
     EqualityRows
-        F (R, d²), g (R,), w (R,).
+        F (R, d²) as ``oracles.RankOneRows`` (left factors x_a, right x_j − x_r), g (R,), w (R,).
     """
     rows = np.flatnonzero(ok)
     Q = Q_all[rows]
     Xs, xa, xr, r_idx, qr, D = _row_frame(X, Q, *np.divmod(rows, X.shape[1]))
-    F, g, w = [], [], []
+    left, right, g, w = [], [], [], []
     for j in range(X.shape[1]):
         e = (j != r_idx) & (Q[:, j] >= q_min) & (D[:, j] > 1e-9)
         if e.any():
-            F.append(_pair_rows(xa[e], Xs[e, j], xr[e]))
+            left.append(xa[e])
+            right.append(Xs[e, j] - xr[e])
             g.append(np.log(Q[e, j] / qr[e]))
             w.append((Q[e, j] ** -2 + qr[e] ** -2) ** -0.5 / (rel[rows[e]] + rel_floor))
-    p = X.shape[2] ** 2
-    if not F:
-        return EqualityRows(np.empty((0, p)), np.empty(0), np.empty(0))
-    return EqualityRows(np.vstack(F), np.concatenate(g), np.concatenate(w))
+    d = X.shape[2]
+    if not left:
+        return EqualityRows(RankOneRows(np.empty((0, d)), np.empty((0, d))), np.empty(0), np.empty(0))
+    return EqualityRows(RankOneRows(np.vstack(left), np.vstack(right)), np.concatenate(g), np.concatenate(w))
 
 
 # --- the constraint rows -------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from oracles import AffineSubspace, FlatFit, OracleError, extents, fit_flat, flat_slice
+from oracles import AffineSubspace, FlatFit, OracleError, RankOneRows, extents, fit_flat, flat_slice
 
 from .._checks import check_data, check_sum_w
 from ..errors import PhaseFailed
@@ -48,6 +48,9 @@ __all__ = [
 #: the LP extents a fit measured, as (low, high) pairs: ``in_flat`` in the flat's coordinates, ``along`` the
 #: flat's directions and ``normal`` random directions normal to the span (both relative to the flat's point)
 Widths = dict[str, list[tuple[float, float]]]
+
+#: equality rows F, whole or as the factors of their rows kron(x_a, x_j − x_r)
+Rows = np.ndarray | RankOneRows
 
 
 @dataclass
@@ -202,23 +205,36 @@ def _body_rows(body: SculptedBody) -> tuple[EqualityRows, bool]:
     else:
         F, g, w = body.F, body.g, body.weights
         from_span = False
-    F_ = np.asarray(F, dtype=float)
+    F_ = F if isinstance(F, RankOneRows) else np.asarray(F, dtype=float)
     g_ = np.asarray(g, dtype=float).reshape(-1)
     w_ = np.asarray(w, dtype=float).reshape(-1) if np.size(w) else np.ones(g_.shape[0])
     return EqualityRows(F_, g_, w_), from_span
 
 
-def _with_extra(rows: EqualityRows, extra: EqualityRows | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _with_extra(rows: EqualityRows, extra: EqualityRows | None) -> tuple[Rows, np.ndarray, np.ndarray, int]:
     """(F, g, w) with the extra rows appended, and how many were appended."""
     F, g, w = rows
     if extra is None or not np.shape(extra[0])[0]:
         return F, g, w, 0
-    Fx, gx, wx = (np.asarray(a, dtype=float) for a in extra)
+    Fx = extra[0] if isinstance(extra[0], RankOneRows) else np.asarray(extra[0], dtype=float)
+    gx, wx = (np.asarray(a, dtype=float) for a in extra[1:])
     if Fx.ndim != 2 or Fx.shape[1] != F.shape[1] or gx.shape != wx.shape or gx.shape[0] != Fx.shape[0]:
         raise ValueError(
             f"extra_rows must be (F (R, {F.shape[1]}), g (R,), w (R,)), got shapes {Fx.shape}, {gx.shape}, {wx.shape}"
         )
-    return np.vstack([F, Fx]), np.concatenate([g, gx]), np.concatenate([w, wx]), int(Fx.shape[0])
+    return _stack([F, Fx]), np.concatenate([g, gx]), np.concatenate([w, wx]), int(Fx.shape[0])
+
+
+def _stack(parts: list[Rows]) -> Rows:
+    """The parts' rows one after the other: factored when every part is, else dense."""
+    if all(isinstance(p, RankOneRows) for p in parts):
+        return RankOneRows.concatenate([p for p in parts if isinstance(p, RankOneRows)])
+    return np.vstack([_dense(p) for p in parts])
+
+
+def _dense(F: Rows) -> np.ndarray:
+    """The rows whole."""
+    return F.dense() if isinstance(F, RankOneRows) else F
 
 
 #: a fit certifies that its weighted rows have full column rank when σ_min/σ_max of the lifted rows [F, −g]·w is at
@@ -232,7 +248,7 @@ def _full_rank(fit: FlatFit) -> bool:
     return bool(sv.size and sv[-1] > 0 and sv[0] >= FULL_RANK_RATIO * sv[-1])
 
 
-def _check_row_count(F: np.ndarray, m: int) -> None:
+def _check_row_count(F: Rows, m: int) -> None:
     """PhaseFailed when F is empty or has fewer rows than the d² − (m − 1) needed to pin an (m−1)-dimensional flat."""
     n = F.shape[1]
     need = n - (m - 1)
@@ -248,7 +264,7 @@ def _check_row_count(F: np.ndarray, m: int) -> None:
         )
 
 
-def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from_span: bool, n_extra: int = 0) -> int:
+def _checked_rank(body: SculptedBody, F: Rows, w: np.ndarray, m: int, from_span: bool, n_extra: int = 0) -> int:
     """rank of the rows, at least the d² − (m − 1) needed to pin an (m−1)-dimensional flat, else PhaseFailed.
 
     K*'s slab rows are among the span rows (the same agreeing rows, stricter filters), and row weights do not
@@ -265,7 +281,7 @@ def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from
     if rank < need and from_span and n_extra and body.span_rank == n:
         rank = n
     if rank < need:
-        rank = row_rank(F * w[:, None], need)
+        rank = row_rank(_dense(F) * w[:, None], need)
         if from_span and not n_extra:
             body.span_rank = rank
     if rank < need:
@@ -278,7 +294,7 @@ def _checked_rank(body: SculptedBody, F: np.ndarray, w: np.ndarray, m: int, from
     return rank
 
 
-def _fit(F: np.ndarray, g: np.ndarray, w: np.ndarray, m: int, s: SpanSettings, start: np.ndarray | None) -> FlatFit:
+def _fit(F: Rows, g: np.ndarray, w: np.ndarray, m: int, s: SpanSettings, start: np.ndarray | None) -> FlatFit:
     """The weighted homogeneous fit, then ``hull_reweight`` refits. A row's log-ratio comes from rows where the
     heads only nearly agree, so its error is about |⟨Θ_1 − Θ_2, row⟩| (it holds at some point between the heads,
     not at all of them); rows nearly normal to the flat's directions U are the trustworthy ones: weight
@@ -302,7 +318,7 @@ def _fit(F: np.ndarray, g: np.ndarray, w: np.ndarray, m: int, s: SpanSettings, s
     return fit
 
 
-def _fit_figures(F: np.ndarray, n_extra: int, from_span: bool, rank: int, m: int, fit: FlatFit) -> dict[str, object]:
+def _fit_figures(F: Rows, n_extra: int, from_span: bool, rank: int, m: int, fit: FlatFit) -> dict[str, object]:
     """The record's figures on the rows fitted and the fit (the m + 3 smallest singular values)."""
     return {
         "equality_rows": int(F.shape[0]),
@@ -449,7 +465,8 @@ def scan_span_rows(
     cap = max(1, int(s.scan_max_entries // (d * d)))
     parts: list[EqualityRows] = []
     if initial is not None and np.shape(initial[0])[0]:
-        parts.append(EqualityRows(*(np.asarray(a, float) for a in initial)))
+        F0 = initial[0] if isinstance(initial[0], RankOneRows) else np.asarray(initial[0], float)
+        parts.append(EqualityRows(F0, np.asarray(initial[1], float), np.asarray(initial[2], float)))
     held = sum(p.w.size for p in parts)
     block = int(s.scan_block)
     for start in range(0, N, block):
@@ -469,22 +486,22 @@ def scan_span_rows(
 
 def _pooled(parts: list[EqualityRows], limit: int, p: int) -> EqualityRows:
     """The parts stacked, keeping only the ``limit`` highest-weight rows (in their order) beyond that many (a
-    single part within the limit is returned as it is: no copy of its rows × d² floats). The kept rows are
-    gathered part by part into the result, so pooling holds the parts and the result only (no stacked copy of
-    every part's rows)."""
+    single part within the limit is returned as it is)."""
     if len(parts) == 1 and parts[0].w.size <= limit:
         return parts[0]
     if not parts:
-        return EqualityRows(np.empty((0, p)), np.empty(0), np.empty(0))
+        d = int(round(np.sqrt(p)))
+        return EqualityRows(RankOneRows(np.empty((0, d)), np.empty((0, d))), np.empty(0), np.empty(0))
     w = np.concatenate([part.w for part in parts])
     keep = np.arange(w.size) if w.size <= limit else np.sort(np.argpartition(-w, limit - 1)[:limit])
-    F = np.empty((keep.size, p))
-    lo = 0
-    for part in parts:
-        hi = lo + part.w.size
-        a, b = np.searchsorted(keep, (lo, hi))
-        F[a:b] = part.F[keep[a:b] - lo]
-        lo = hi
+    bounds = np.cumsum([0] + [part.w.size for part in parts])
+    cut = np.searchsorted(keep, bounds)
+    F = _stack(
+        [
+            part.F[keep[a:b] - lo] if isinstance(part.F, np.ndarray) else part.F.take(keep[a:b] - lo)
+            for part, lo, a, b in zip(parts, bounds[:-1], cut[:-1], cut[1:])
+        ]
+    )
     return EqualityRows(F, np.concatenate([part.g for part in parts])[keep], w[keep])
 
 
@@ -536,7 +553,8 @@ def adaptive_span(
     span settles (it moved less than ``scan_settle_deg`` in the last growth: with ×4 growth the error is then
     about half that) or, from the second growth on, the gap stops falling (less than ``scan_min_gain`` per
     doubling of the examples: a bias more examples do not remove). The record says why the scan stopped and
-    whether the agreement test is blind to part of the heads' disagreements (m(k−1) > d).
+    whether the agreement test is blind to part of the heads' disagreements (m(k−1) > d). With ``scan_first``
+    (auto from d² >= ``iterative_eigen_from``) the first growth is read before the first fit.
 
     Parameters
     ----------
@@ -597,28 +615,35 @@ def adaptive_span(
 def _scan(
     fit: Fit, rule: SpanRule | None, pool: ScanPool, sum_w: np.ndarray | None, m: int, s: SpanSettings
 ) -> tuple[SpanEstimate, PhaseRecord, list[_Growth], int, str]:
-    """The fit, refitted after each growth of the examples read. Returns the last fit and record, the growths,
-    the examples read beyond the subset, and why the scan stopped ("" when the budget or the pool ended it)."""
-    est, rec = fit(None, None)
+    """The fit, refitted after each growth of the examples read (with ``scan_first``, the first growth is read
+    before the first fit). Returns the last fit and record, the growths, the examples read beyond the subset,
+    and why the scan stopped ("" when the budget or the pool ended it)."""
     budget = min(pool.order.size, max(0, int(s.scan_examples or 0) - pool.n_read))
+    can_scan = m > 1 and rule is not None and sum_w is not None
     growth: list[_Growth] = []
     read = 0
     extra: EqualityRows | None = None
     stop = ""
-    while m > 1 and read < budget and rule is not None and sum_w is not None and not stop:
+    if can_scan and s.scan_first and budget > 0:
+        read, extra = _grow(pool, read, budget, rule, sum_w, s, extra)
+    est, rec = fit(extra, None)
+    if read:
+        why = "scan_first: read before the first fit (K*'s own rows do not pin the flat at this d)"
+        growth.append(
+            _Growth(pool.n_read + read, int(len(extra[0]) if extra else 0), why, est.gap, est.m_estimate, float("nan"))
+        )
+    while can_scan and read < budget and not stop:
         stop = _pinned(est, s)
         if stop:
             break
         was = pool.n_read + read
-        before, read = read, min(budget, max(was * int(s.scan_growth) - pool.n_read, read + 1))
-        idx = pool.order[before:read]  # only the new examples: the earlier scans' rows join the reservoir
-        extra = scan_span_rows(pool.X[idx], pool.Y[idx], sum_w, rule, s, initial=extra)
+        read, extra = _grow(pool, read, budget, rule, sum_w, s, extra)
         gap_was, span_was = float(est.gap), est.span
         est, rec = fit(extra, est.vectors)
         growth.append(
             _Growth(
                 examples=int(pool.n_read + read),
-                rows_scanned=int(extra.F.shape[0]),
+                rows_scanned=int(len(extra[0])),
                 why=f"σ_m/σ_(m+1) = {gap_was:.3g} > scan_gap {s.scan_gap:.3g}",
                 sv_gap=float(est.gap),
                 m_estimate=int(est.m_estimate),
@@ -629,6 +654,24 @@ def _scan(
             break
         stop = _settled(growth, gap_was, float(est.gap), (pool.n_read + read) / was, s)
     return est, rec, growth, read, stop
+
+
+def _grow(
+    pool: ScanPool,
+    read: int,
+    budget: int,
+    rule: SpanRule | None,
+    sum_w: np.ndarray | None,
+    s: SpanSettings,
+    extra: EqualityRows | None,
+) -> tuple[int, EqualityRows]:
+    """One growth: read ``scan_growth`` times the examples read so far (within the budget); the earlier rows
+    join the reservoir. Returns the examples read beyond the subset and the rows."""
+    assert rule is not None and sum_w is not None
+    was = pool.n_read + read
+    before, read = read, min(budget, max(was * int(s.scan_growth) - pool.n_read, read + 1))
+    idx = pool.order[before:read]  # only the new examples: the earlier scans' rows join the reservoir
+    return read, scan_span_rows(pool.X[idx], pool.Y[idx], sum_w, rule, s, initial=extra)
 
 
 def _pinned(est: SpanEstimate, s: SpanSettings) -> str:

@@ -306,7 +306,7 @@ def test_k_star_equality_rows_are_among_phase_4s_rows_whatever_span_tau(planted)
     assert body.F.shape[0] > 0 and rec.figures["span_equalities"] >= body.F.shape[0]
     # phase 4's scans reuse exactly this rule (rel_max never below tau_max)
     assert s.tau_max == 0.05 and body.span_rule == SpanRule(q_tol=1e-3, rel_max=0.05, q_min=0.02, rel_floor=0.01)
-    rows = {r.tobytes() for r in body.span_F}
+    rows = {r.tobytes() for r in body.span_F.dense()}
     assert all(r.tobytes() in rows for r in body.F)
 
 

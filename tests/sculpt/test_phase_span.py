@@ -4,6 +4,7 @@ The body is built from the truth: rows where all heads' attention patterns agree
 equalities ⟨Θ, x_a (x_j − x_r)ᵀ⟩ = log(q_j / q_r) with q the mean pattern, which every head satisfies up to
 the disagreement; a slab of half-width 6 around each and a box make the polytope.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,14 @@ from sculpt import plant, sample_inputs
 from sculpt.errors import PhaseFailed
 from sculpt.phases._simplex import simplex_lstsq, token_gram_ok
 from sculpt.phases.sculpting import EqualityRows, SculptedBody, SpanRule, span_equality_rows
-from sculpt.phases.span import ScanPool, SpanEstimate, adaptive_span, extract_span, scan_span_rows
+from sculpt.phases.span import (
+    ScanPool,
+    SpanEstimate,
+    adaptive_span,
+    extract_span,
+    principal_angle_deg,
+    scan_span_rows,
+)
 from sculpt.settings import Settings, SpanSettings
 
 
@@ -36,8 +44,16 @@ def learn_rule(X: np.ndarray, m: int) -> SpanRule:
 def slab_body(F: np.ndarray, g: np.ndarray, w: np.ndarray, *, width: float, box: float) -> SculptedBody:
     """A body of slabs |F θ − g| <= width inside the box |θ_p| <= box (no half-spaces)."""
     p = F.shape[1]
-    return SculptedBody(F, g, w, rows_seen=0, rows_accepted=0, halfspaces=(np.empty((0, p)), np.empty(0)),
-                        slab_widths=np.full(g.shape[0], width), box=box)
+    return SculptedBody(
+        F,
+        g,
+        w,
+        rows_seen=0,
+        rows_accepted=0,
+        halfspaces=(np.empty((0, p)), np.empty(0)),
+        slab_widths=np.full(g.shape[0], width),
+        box=box,
+    )
 
 
 def truth_body(model, X: np.ndarray, *, tv: float = 0.02, q_min: float = 0.02, max_rows: int = 4000) -> SculptedBody:
@@ -85,7 +101,9 @@ def test_extract_span_on_planted_body(d: int, k: int, m: int, n: int, seed: int)
     # the body is long along the flat and thin across it; inside the flat it is bounded
     if m > 1:
         assert min(rec.figures["width_along"]) > (2.0 if m < 3 else 1.2) * max(rec.figures["width_normal"])
-        assert len(rec.figures["extent_in_flat"]) == m - 1 and 0 < est.radius <= 2 * max(1, np.linalg.norm(est.flat.point))
+        assert len(rec.figures["extent_in_flat"]) == m - 1 and 0 < est.radius <= 2 * max(
+            1, np.linalg.norm(est.flat.point)
+        )
         assert est.radius <= 1.25 * max(max(abs(lo), abs(hi)) for lo, hi in est.widths["along"]) + 1e-9
     assert rec.status == "ok"
     # m = 3 agreement at TV 0.05 leaves an odd log-ratio a little outside its slab
@@ -149,7 +167,7 @@ def test_span_rows_of_the_sculpted_body_pin_two_heads(seed: int) -> None:
     body, _ = sculpt(X, Y, W, learn.sculpt)
     _, kstar, _ = refine_sum_w(X, Y, W, body, 2, learn.refine)  # no certification on 1,500 examples
     assert kstar.span_F.shape[0] > kstar.F.shape[0] and np.all(kstar.span_weights > 0)
-    rows = {r.tobytes() for r in kstar.span_F}
+    rows = {r.tobytes() for r in kstar.span_F.dense()}
     assert all(r.tobytes() in rows for r in kstar.F)
     truth_span = model.thetas.reshape(2, -1).T
     est, rec = extract_span(kstar, 2, learn.span)
@@ -206,8 +224,9 @@ def test_row_rank_does_not_certify_an_ill_conditioned_stack():
     assert row_rank(M, n - 1) == int(np.linalg.matrix_rank(M))
 
 
-@pytest.mark.parametrize("d, k, m", [(8, 4, 2), (8, 4, 3), (8, 4, 4), (16, 4, 3), (10, 3, 4), (6, 5, 2), (2, 4, 2),
-                                     (3, 5, 2), (3, 5, 1)])
+@pytest.mark.parametrize(
+    "d, k, m", [(8, 4, 2), (8, 4, 3), (8, 4, 4), (16, 4, 3), (10, 3, 4), (6, 5, 2), (2, 4, 2), (3, 5, 2), (3, 5, 1)]
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_agreement_blind_dims_is_the_invisible_disagreement(d, k, m, seed):
     """agreement_blind_dims is the dimension of head-pattern deviations (each summing to 0), taken modulo the
@@ -258,7 +277,7 @@ def test_scanned_span_rows_do_not_depend_on_the_block_size(block: int, seed: int
     F0, g0, w0 = span_equality_rows(X, q, rel, ok, rule.q_min, rule.rel_floor)
     F, g, w = scan_span_rows(X, Y, W, rule, learn_span(X, 2, scan_block=block))
     assert F0.shape[0] > 36
-    key = lambda F_, g_, w_: sorted(zip(map(bytes, np.round(F_, 12)), np.round(g_, 9), np.round(w_, 9)))  # noqa: E731
+    key = lambda F_, g_, w_: sorted(zip(map(bytes, np.round(F_.dense(), 12)), np.round(g_, 9), np.round(w_, 9)))  # noqa: E731
     assert key(F, g, w) == key(F0, g0, w0)
 
 
@@ -301,7 +320,7 @@ def test_a_growing_scan_reads_each_example_once() -> None:
     rule = learn_rule(X, 2)
 
     def key(r):
-        return sorted(zip(map(bytes, np.round(r[0], 12)), np.round(r[1], 9), np.round(r[2], 9)))
+        return sorted(zip(map(bytes, np.round(r[0].dense(), 12)), np.round(r[1], 9), np.round(r[2], 9)))
 
     for cap in (4e7, 300 * 36):
         s = learn_span(X, 2, scan_max_entries=cap)
@@ -349,6 +368,19 @@ def test_adaptive_span_stops_when_the_flat_is_pinned_or_the_span_settles(kstar_a
     assert len(settled.figures["scan"]) == 1 and "< scan_settle_deg 90°" in settled.figures["scan_stopped"]
 
 
+def test_scan_first_fits_once_on_the_rows_of_its_first_growth(kstar_and_pool) -> None:
+    """With ``scan_first`` the first growth is read before any fit: the one fit is ``extract_span`` on K*'s rows
+    plus the scanned ones, and the record's first growth says it came first."""
+    body, W, pool, span = kstar_and_pool
+    est, rec = adaptive_span(body, 2, span.merged(scan_first=True, scan_examples=6000), pool=pool, sum_w=W)
+    assert [g["examples"] for g in rec.figures["scan"]] == [6000]
+    assert rec.figures["scan"][0]["why"].startswith("scan_first")
+    extra = scan_span_rows(pool.X[pool.order[:4500]], pool.Y[pool.order[:4500]], W, body.span_rule, span)
+    direct, _ = extract_span(body, 2, span, extra_rows=extra)
+    assert rec.figures["equality_rows_scanned"] == len(extra.g) > 0
+    assert principal_angle_deg(est.span, direct.span) < 1e-6
+
+
 def test_adaptive_span_reads_nothing_for_one_head_or_without_sum_w(kstar_and_pool) -> None:
     """One head has no flat to pin (its span is a point's); without Σ̂W no row can be tested: no scan."""
     body, W, pool, span = kstar_and_pool
@@ -359,13 +391,17 @@ def test_adaptive_span_reads_nothing_for_one_head_or_without_sum_w(kstar_and_poo
     assert "scan" not in rec1.figures and rec1.figures["agreement_blind_dims"] == 0
 
 
-def test_hull_reweights_drop_to_one_where_the_fits_go_iterative() -> None:
-    """Two refits up to d² < iterative_eigen_from, one from there on (a second moves the span little for a whole
-    d²-column Gram pass); an explicit value always wins."""
-    for d, want in ((8, 2), (32, 2), (64, 1)):
-        assert Settings().resolve(d, 8, 2, 80_000).span.hull_reweight == want == SpanSettings().reweights(d)
+def test_large_d_settings_fit_once_after_scanning() -> None:
+    """Up to d² < iterative_eigen_from: two hull refits, the m-estimate up to m + 3, the first fit before any scan.
+    From there on: no refit, the m-estimate up to m (fewer Lanczos pairs), the first growth scanned before the
+    first fit. An explicit value always wins."""
+    for d, reweights, max_m, first in ((8, 2, 5, False), (32, 2, 5, False), (64, 0, 2, True)):
+        span = Settings().resolve(d, 8, 2, 80_000).span
+        assert span.hull_reweight == reweights == SpanSettings().reweights(d)
+        assert (span.max_m, span.scan_first) == (max_m, first)
     assert SpanSettings(hull_reweight=3).reweights(64) == 3
     assert SpanSettings(iterative_eigen_from=10_000).reweights(64) == 2
+    assert Settings(span=SpanSettings(scan_first=False, max_m=4)).resolve(64, 8, 2, 80_000).span.scan_first is False
 
 
 def test_pooling_gathers_the_same_rows_as_stacking_then_selecting() -> None:
