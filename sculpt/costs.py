@@ -25,8 +25,9 @@ Notation: p = m·d² (the Θ parameters VP-LM fits), n the examples a step reads
   three forward passes (``cost.cg_flop_seconds``); memory linear in p.
 - Sculpt (``sculpt.routes.sculpting``): one attempt reads ``sculpt_examples`` for phases 1–3 (the simplex fit of
   every output row, about the forward pass's work), fits K*'s equality rows (about ``min_equalities`` rows × d²
-  unknowns, QR: 2·rows·d⁴) and phase 4's span rows (up to ``span.scan_max_entries`` / d² rows, 1 +
-  ``span.hull_reweight`` fits, 2·rows·d⁴ each), scores phase 5's net, and polishes from phase 6's heads
+  unknowns) and phase 4's span rows (up to ``span.scan_max_entries`` / d² rows, 1 + ``span.hull_reweight`` fits,
+  together in one when ``span.scan_first``; each fit's Gram matrix 2·rows·d⁴ flops, or from d² >= 1,024 by groups
+  of rows sharing a query token, about 2·(rows/3)·(d²/2)²), scores phase 5's net, and polishes from phase 6's heads
   (``cost.sculpt_polish_iterations`` LM iterations on the polish's first subset); plus a fixed
   ``cost.sculpt_attempt_seconds`` for its LPs and bookkeeping.
 - The exact route (``sculpt.exact``): its two streaming least-squares systems have d² unknowns and
@@ -42,6 +43,8 @@ import math
 import os
 from dataclasses import dataclass
 from functools import cache
+
+from oracles.rank_one import GROUPED_GRAM_FROM
 
 from .settings import CostSettings, PolishSettings, ProblemSize, Settings
 
@@ -418,6 +421,15 @@ def predicted_span_rows(size: ProblemSize, settings: Settings) -> float:
     return float(settings.max_sculpt_examples or 20_000) * span_rows_per_example(size, settings)
 
 
+def _gram_flops(rows: float, d: int) -> float:
+    """One flat fit's Gram matrix over ``rows`` equality rows: from d² >= ``oracles.rank_one.GROUPED_GRAM_FROM``
+    by groups of rows sharing a query token (about 3 rows a group at d = 32–64), 2·(rows/3)·(d(d+1)/2)² flops
+    plus spreading the d⁴ entries, else the dense rows' product, 2·rows·d⁴."""
+    if d * d >= GROUPED_GRAM_FROM:
+        return 2.0 * (rows / 3.0) * (d * (d + 1) / 2.0) ** 2 + 4.0 * d**4
+    return 2.0 * rows * d**4
+
+
 def _span_rows(size: ProblemSize, settings: Settings, examples: int) -> float:
     """The span rows phase 4 fits: what ``examples`` examples give, at most ``span.scan_max_entries`` / d²."""
     return min(examples * span_rows_per_example(size, settings), settings.span.scan_max_entries / size.d**2)
@@ -460,7 +472,11 @@ def sculpt_cost(size: ProblemSize, settings: Settings) -> StepCost:
     simplex = forward_flops(size, int(n1 + scanned)) / max(m, 1)  # one pattern per row, not one per head
     kstar_rows = float(settings.refine.slabs.min_equalities or 3 * d * d)
     span_rows = _span_rows(size, settings, int(scanned))
-    fits = 2.0 * kstar_rows * d**4 + (1 + settings.span.reweights(d)) * 2.0 * span_rows * d**4
+    refits = 1 + settings.span.reweights(d)
+    if settings.span.scan_first:  # one fit (and its refits) on K*'s rows and the scanned ones together
+        fits = refits * _gram_flops(kstar_rows + span_rows, d)
+    else:
+        fits = _gram_flops(kstar_rows, d) * refits + refits * _gram_flops(span_rows, d)
     polish = polish_cost(size, settings.polish, c.sculpt_polish_iterations, c)
     net_flops, net_bytes = _net_cost(size, settings)
     dense = fits + net_flops

@@ -830,9 +830,10 @@ class PolishSettings(_Group):
     cg_tol_min: float = opt(1e-10, "the smallest relative residual CG is asked for (float64 products)", fraction)
     cg_max_iter: int = opt(1000, "CG products per LM step at most (a truncated solve still descends)", pos_int)
     cg_fit_tol: float = opt(
-        1e-26,
-        "LM with CG steps stops at this relative MSE: float64 fits bottom out at 5e-31–1e-30 and a step from here "
-        "costs the most precise CG solve of the fit for a gain the validation (tol 1e-12) cannot see",
+        1e-20,
+        "LM with CG steps stops at this relative MSE (Θ then errs by ~1e-10 relative, as the L-BFGS peer's fits do): "
+        "a step from here to the float64 floor (5e-31–1e-30) costs the most precise CG solve of the fit for a gain "
+        "the validation (tol 1e-12) cannot see",
         nonneg,
     )
     cg_chunk_elements: int = opt(
