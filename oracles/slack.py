@@ -5,7 +5,8 @@
 - ``min_total_violation``: the L1 fit min_x Σ_i max(0, (A x − b)_i) over the box (one LP); the rows still
   violated at its optimum are the ones a robust fit gives up (outliers).
 - ``hinge_feasible_point``: a point meeting every row exactly, by L-BFGS-B on the squared violations of
-  the rows tightened by δ (no LP; checked before it is returned).
+  the rows tightened by δ (no LP; checked before it is returned); its rows may be ``RankOneRows`` (rows
+  vec(a bᵀ) kept as factors: each evaluation then costs R·(p + q)·min(p, q) flops instead of R·p·q reads).
 
 The two LPs are tall (many rows, few variables) with a vertex optimum: they run with the backend's
 ``VERTEX_LP_OPTIONS`` (HiGHS: dual simplex; the L1 fit over 2,564 rows × 64 variables takes 0.17 s against
@@ -14,6 +15,7 @@ The two LPs are tall (many rows, few variables) with a vertex optimum: they run 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,6 +26,7 @@ from scipy.optimize import minimize
 
 from . import solvers
 from ._validate import as_box, as_matrix, as_rhs
+from .rank_one import RankOneRows
 from .results import CompactResult
 
 __all__ = [
@@ -195,7 +198,7 @@ class HingePoint(NamedTuple):
 
 
 def hinge_feasible_point(
-    A: ArrayLike,
+    A: ArrayLike | RankOneRows,
     b: ArrayLike,
     lo: float,
     hi: float,
@@ -211,12 +214,14 @@ def hinge_feasible_point(
     feasible systems of 1,700–2,900 rows × 256 variables it finds a point in 7–16 iterations (6–27 ms), where
     HiGHS's first-order PDLP takes 160–320 ms and its dual simplex 0.57–1.3 s; on an infeasible system of
     2,564 rows × 64 variables it gives up after ``max_iter`` iterations in 45 ms, and ``worst`` at its last
-    iterate bounds how far the system is from feasible (η* <= max(0, worst)).
+    iterate bounds how far the system is from feasible (η* <= max(0, worst)). With rows given as
+    ``RankOneRows`` the rows are never formed: on 10,771 rows × 4,096 variables (rows x_a ⊗ (x_r − x_j), d = 64)
+    an evaluation takes about 4–5 ms against 52 ms for the dense rows.
 
     Parameters
     ----------
-    A : array_like, shape (n, p)
-        Rows of the system A x <= b (finite).
+    A : array_like, shape (n, p), or RankOneRows
+        Rows of the system A x <= b (finite); ``RankOneRows`` keeps rows vec(a bᵀ) as their factors.
     b : array_like, shape (n,)
         Right-hand sides (finite).
     lo, hi : float
@@ -246,16 +251,17 @@ def hinge_feasible_point(
     >>> hp.x is not None and bool(np.all(A @ hp.x <= b))
     True
     """
-    A, b, lo, hi = _system(A, b, lo, hi)
-    n, p = A.shape
+    if isinstance(A, RankOneRows):
+        b_ = as_rhs(b, "b", A.shape[0])
+        A_: np.ndarray | RankOneRows = A
+        lo, hi = as_box(lo, hi)
+    else:
+        A_, b_, lo, hi = _system(A, b, lo, hi)
+    n, p = A_.shape
     start = np.clip(np.zeros(p), lo, hi) if x0 is None else np.clip(np.asarray(x0, dtype=float).reshape(p), lo, hi)
     if n == 0:
         return HingePoint(start, 0.0, start)
-    target = b - float(delta)
-
-    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        pos = np.maximum(A @ x - target, 0.0)
-        return 0.5 * float(pos @ pos), A.T @ pos
+    fun = _hinge_objective(A_, b_ - float(delta))
 
     sol = minimize(
         fun,
@@ -266,5 +272,27 @@ def hinge_feasible_point(
         options={"maxiter": int(max_iter), "ftol": 0.0, "gtol": 0.0},
     )
     x = np.clip(sol.x, lo, hi)
-    worst = float(np.max(A @ x - b))
+    worst = float(np.max(A_ @ x - b_))
     return HingePoint(x if worst <= 0.0 else None, worst, x)
+
+
+def _hinge_objective(
+    A: np.ndarray | RankOneRows, target: np.ndarray
+) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """x ↦ (½‖max(0, A x − target)‖², its gradient Aᵀ max(0, A x − target)); for factored rows the gradient
+    sums the violated rows only (a few hundred of thousands near the end of a descent)."""
+    if isinstance(A, RankOneRows):
+
+        def factored(x: np.ndarray) -> tuple[float, np.ndarray]:
+            v = A @ x - target
+            act = np.flatnonzero(v > 0.0)
+            pos = v[act]
+            return 0.5 * float(pos @ pos), A.take(act).rmatvec(pos)
+
+        return factored
+
+    def dense(x: np.ndarray) -> tuple[float, np.ndarray]:
+        pos = np.maximum(A @ x - target, 0.0)
+        return 0.5 * float(pos @ pos), A.T @ pos
+
+    return dense

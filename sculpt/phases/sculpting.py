@@ -68,6 +68,13 @@ SLAB_GRAM_FROM = 1e9
 #: the normal equations are kept only when LAPACK's reciprocal condition estimate of their matrix is above
 #: this (cond(F) below ~1e4, so squaring it costs at most ~1e-8 of the solution); else gelsy
 SLAB_GRAM_RCOND = 1e-8
+#: variables (d²) from which the slab fit and the hinge start work on the rows' rank-one factors x_a ⊗ v
+#: (``oracles.RankOneRows``): at d = 64 a hinge evaluation over 10,771 rows takes 4–5 ms against 52 ms dense
+FACTORED_FROM = 1024
+#: entries of the dense rows one chunk of ``_factored`` reads (8 MB)
+FACTOR_CHUNK = 1 << 20
+#: a dense row is taken as rank one when its factors rebuild it to this many ulps of its largest entry
+FACTOR_ULPS = 16.0
 
 
 class EqualityRows(NamedTuple):
@@ -493,13 +500,15 @@ def _row_constraints(X: np.ndarray, sel: _Selection, s: BodySettings, slabs: boo
 @dataclass
 class _Slabs:
     """The slabs |F θ − g| <= widths (+ η, added when the body is assembled) kept after the robust fit, and
-    that fit's point ``fit`` (None without equality rows)."""
+    that fit's point ``fit`` (None without equality rows); ``factors``: F's rows as rank-one factors when the fit
+    used them (``_factored``)."""
 
     F: np.ndarray
     g: np.ndarray
     w: np.ndarray
     widths: np.ndarray
     fit: np.ndarray | None
+    factors: RankOneRows | None = None
 
     def stack(self, A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The half-spaces A θ <= b stacked with both sides of the slabs."""
@@ -512,24 +521,28 @@ def _fit_slabs(F: np.ndarray, g: np.ndarray, w: np.ndarray, eta0: float) -> _Sla
     """A weighted least-squares fit of F θ ≈ g with a robust trim of outlying equations, then the half-widths.
 
     A log-ratio with q̂_j small is uncertain by about σ_q/q̂_j nats, so slab i gets the half-width
-    η_i = 2·q99(|r|·q̂)/q̂_j + η₀/2, with r the residuals of the weighted fit on the kept rows."""
+    η_i = 2·q99(|r|·q̂)/q̂_j + η₀/2, with r the residuals of the weighted fit on the kept rows. From
+    ``FACTORED_FROM`` variables on the fit works on the rows' rank-one factors (``_factored``)."""
     if not F.shape[0]:
         return _Slabs(F, g, w, np.zeros(0), None)
     eq_keep = np.ones(F.shape[0], bool)
     sw = np.sqrt(w)
     th = np.zeros(F.shape[1])
     res = np.zeros(F.shape[0])
-    solver = _SlabSolver(F * sw[:, None], g * sw)
+    Ff = _factored(F)
+    rows = F if Ff is None else Ff
+    solver = _SlabSolver(F * sw[:, None] if Ff is None else RankOneRows(Ff.left * sw[:, None], Ff.right), g * sw)
     for _ in range(SLAB_TRIM_ROUNDS):
         th = solver.solve(eq_keep)
-        res = np.abs(F @ th - g) * w
+        res = np.abs(rows @ th - g) * w
         mad = 1.4826 * np.median(res[eq_keep]) + 1e-12
         keep_next = res <= SLAB_TRIM_MADS * mad
         if np.array_equal(keep_next, eq_keep):  # the same rows give the same fit
             break
         eq_keep = keep_next
     sigma = float(np.quantile(res[eq_keep], 0.99)) if eq_keep.any() else 0.0
-    return _Slabs(F[eq_keep], g[eq_keep], w[eq_keep], 2.0 * sigma / w[eq_keep] + 0.5 * eta0, th)
+    kept = None if Ff is None else Ff.take(eq_keep)
+    return _Slabs(F[eq_keep], g[eq_keep], w[eq_keep], 2.0 * sigma / w[eq_keep] + 0.5 * eta0, th, kept)
 
 
 class _SlabSolver:
@@ -537,29 +550,45 @@ class _SlabSolver:
     with column pivoting (gelsy; 3–5× faster than numpy's SVD least squares, the same minimiser on full-rank
     systems). From ``SLAB_GRAM_FROM`` flops: the normal equations of the smaller side by Cholesky, A Aᵀ z = c,
     θ = Aᵀ z when there are fewer rows than unknowns (the row Gram matrix is formed once: a trim takes its
-    sub-matrix), else AᵀA θ = Aᵀc; gelsy whenever that matrix is not well conditioned."""
+    sub-matrix), else AᵀA θ = Aᵀc; gelsy whenever that matrix is not well conditioned. Rows given as rank-one
+    factors (``RankOneRows``) are formed whole only for gelsy: their Gram matrices come from the factors."""
 
-    def __init__(self, A: np.ndarray, c: np.ndarray) -> None:
+    def __init__(self, A: np.ndarray | RankOneRows, c: np.ndarray) -> None:
         self.A, self.c = A, c
         rows, p = A.shape
         self.gram = rows * p * min(rows, p) >= SLAB_GRAM_FROM
-        self.K = A @ A.T if self.gram and rows <= p else None
+        self.K = _row_gram(A) if self.gram and rows <= p else None
 
     def solve(self, keep: np.ndarray) -> np.ndarray:
         """θ for the rows in ``keep``."""
-        A, c = self.A[keep], self.c[keep]
+        A = self.A.take(keep) if isinstance(self.A, RankOneRows) else self.A[keep]
+        c = self.c[keep]
         th = self._normal(A, c, keep) if self.gram else None
         if th is None:
-            th = scipy.linalg.lstsq(A, c, lapack_driver="gelsy", check_finite=False)[0]
+            dense = A.dense() if isinstance(A, RankOneRows) else A
+            th = scipy.linalg.lstsq(dense, c, lapack_driver="gelsy", check_finite=False)[0]
         return np.asarray(th)
 
-    def _normal(self, A: np.ndarray, c: np.ndarray, keep: np.ndarray) -> np.ndarray | None:
+    def _normal(self, A: np.ndarray | RankOneRows, c: np.ndarray, keep: np.ndarray) -> np.ndarray | None:
         """The normal-equations solution, None when their matrix is not numerically well conditioned."""
         if self.K is not None:
             K = self.K if keep.all() else self.K[np.ix_(keep, keep)]
             z = _spd_solve(K, c)
-            return None if z is None else A.T @ z
+            if z is None:
+                return None
+            return A.rmatvec(z) if isinstance(A, RankOneRows) else A.T @ z
+        if isinstance(A, RankOneRows):
+            return _spd_solve(A.gram(), A.rmatvec(c))
         return _spd_solve(A.T @ A, A.T @ c)
+
+
+def _row_gram(A: np.ndarray | RankOneRows) -> np.ndarray:
+    """A Aᵀ; for rank-one rows u_r ⊗ v_r the Hadamard product (U Uᵀ) ∘ (V Vᵀ) (R²·(p + q) flops, not R²·p·q)."""
+    if isinstance(A, RankOneRows):  # both factors' Gram matrices by syrk (upper triangles), then mirrored
+        K = scipy.linalg.blas.dsyrk(1.0, A.left) * scipy.linalg.blas.dsyrk(1.0, A.right)
+        K += np.triu(K, 1).T
+        return np.asarray(K)
+    return A @ A.T
 
 
 def _spd_solve(K: np.ndarray, rhs: np.ndarray) -> np.ndarray | None:
@@ -620,17 +649,18 @@ def _least_slack(
     over 1,700–3,500 rows at d = 16, where (c) takes 0.07 s and (d) 0.2–0.3 s), or above lp_max_entries /
     lp_max_variables a bound at the hinge point."""
     box = _box(s)
-    AA, bb = slabs.stack(A, b)
-    if not AA.shape[0]:
+    rows, bb = _hinge_rows(A, b, slabs)
+    if not rows.shape[0]:
         return _Slack(0.0, "none (no constraints)")
     x0 = np.clip(start, -box, box) if start is not None else None
-    if x0 is not None and float(np.max(AA @ x0 - bb)) <= 0.0:
+    if x0 is not None and float(np.max(rows @ x0 - bb)) <= 0.0:
         return _Slack(0.0, "feasible point (the log-ratio weighted least-squares fit): 0, no LP")
-    hinge = hinge_feasible_point(AA, bb, -box, box, x0)
+    hinge = hinge_feasible_point(rows, bb, -box, box, x0)
     if hinge.x is not None:
         return _Slack(
             0.0, "feasible point (L-BFGS-B on the squared violations of the rows tightened by 1e-3, checked): 0"
         )
+    AA = rows if isinstance(rows, np.ndarray) else slabs.stack(A, b)[0]  # the LPs below need the rows whole
     if hinge.worst <= s.hinge_infeasible:
         how = _cheap_feasible_point(AA, bb, slabs, s, solver)
         if how:
@@ -640,6 +670,47 @@ def _least_slack(
     if s.trim and A.shape[0]:
         return _slack_after_trim(A, b, slabs, box, solver)
     return _Slack(min_max_violation(AA, bb, -box, box, solver=solver).value, "LP")
+
+
+def _hinge_rows(A: np.ndarray, b: np.ndarray, slabs: _Slabs) -> tuple[np.ndarray | RankOneRows, np.ndarray]:
+    """``slabs.stack(A, b)``: the half-spaces and both sides of the slabs, as rank-one factors when both A and the
+    slab rows have them (``_factored``: from ``FACTORED_FROM`` variables on), else whole."""
+    fa, ff = _factored(A), slabs.factors if slabs.factors is not None else _factored(slabs.F)
+    if fa is None or ff is None:
+        return slabs.stack(A, b)
+    if not ff.shape[0]:
+        return fa, b
+    rows = RankOneRows.concatenate([fa, ff, RankOneRows(-ff.left, ff.right)])
+    return rows, np.concatenate([b, slabs.g + slabs.widths, slabs.widths - slabs.g])
+
+
+def _factored(M: np.ndarray | RankOneRows) -> RankOneRows | None:
+    """The rows of M (R, d²) as rank-one factors u_r ⊗ v_r (vec(u vᵀ), row-major) from ``FACTORED_FROM`` columns
+    on; None below, or when some row is not rank one to ``FACTOR_ULPS`` ulps of its largest entry. Each row's
+    factors are read off its largest entry M[i, j]: v = M[i, :], u = M[:, j] / M[i, j] (exact for ±1 tokens)."""
+    if isinstance(M, RankOneRows):
+        return M
+    R, p = M.shape
+    d = int(round(np.sqrt(p)))
+    if p < FACTORED_FROM or d * d != p:
+        return None
+    left, right = np.zeros((R, d)), np.zeros((R, d))
+    step = max(1, FACTOR_CHUNK // p)
+    for lo in range(0, R, step):
+        T = M[lo : lo + step].reshape(-1, d, d)
+        I = np.arange(T.shape[0])
+        E = np.abs(T)
+        i, j = np.divmod(E.reshape(T.shape[0], p).argmax(1), d)
+        piv = T[I, i, j]
+        u = T[I, :, j] / np.where(piv != 0.0, piv, 1.0)[:, None]
+        v = T[I, i, :]
+        np.multiply(u[:, :, None], v[:, None, :], out=E)  # the rows rebuilt, in place
+        E -= T
+        np.abs(E, out=E)
+        if np.any(E.reshape(T.shape[0], p).max(1) > FACTOR_ULPS * np.finfo(float).eps * np.abs(piv)):
+            return None
+        left[lo : lo + step], right[lo : lo + step] = u, v
+    return RankOneRows(left, right)
 
 
 def _cheap_feasible_point(AA: np.ndarray, bb: np.ndarray, slabs: _Slabs, s: BodySettings, solver: str | None) -> str:

@@ -132,3 +132,37 @@ def test_exported_from_the_engine() -> None:
     for name in ("min_max_violation", "MaxViolation", "min_total_violation", "TotalViolation"):
         assert name in oracles.__all__ and hasattr(oracles, name)
     assert {"hinge_feasible_point", "HingePoint"} <= set(oracles.__all__)
+
+
+def _rank_one_system(seed: int, n: int, p: int, q: int, room: float) -> tuple[oracles.RankOneRows, np.ndarray]:
+    """Rows vec(a bᵀ) with ±1 / {−2, 0, 2} factors and a point strictly inside every row by >= ``room``."""
+    rng = np.random.default_rng(seed)
+    rows = oracles.RankOneRows(rng.choice([-1.0, 1.0], (n, p)), rng.choice([-2.0, 0.0, 2.0], (n, q)))
+    x0 = rng.uniform(-0.3, 0.3, p * q)
+    return rows, rows @ x0 + rng.uniform(room, 1.0, n)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 200), st.integers(1, 6), st.integers(1, 6))
+def test_hinge_point_on_factored_rows_meets_the_rows_whole(seed: int, n: int, p: int, q: int) -> None:
+    """Rows given as rank-one factors: the point found meets every row of the dense matrix they stand for and
+    the box, and the reported worst violation is that of the dense rows at it."""
+    rows, b = _rank_one_system(seed, n, p, q, 0.01)
+    x, worst, last = hinge_feasible_point(rows, b, -2.0, 2.0)
+    A = rows.dense()
+    assert x is not None and np.all(A @ x <= b) and np.all(np.abs(x) <= 2.0)
+    assert worst == pytest.approx(float(np.max(A @ last - b)), abs=1e-12)
+
+
+def test_hinge_point_on_factored_rows_refuses_a_contradiction_and_bad_input() -> None:
+    """u ⊗ v and −u ⊗ v with offsets −g each cannot both hold: no point, and the worst violation is >= g (as on
+    the dense rows); a right-hand side of the wrong length is refused naming b."""
+    rows, b = _rank_one_system(5, 30, 3, 4, 0.1)
+    u, v = rows.left[:1], rows.right[:1]
+    both = oracles.RankOneRows.concatenate([rows, oracles.RankOneRows(np.vstack([u, -u]), np.vstack([v, v]))])
+    x, worst, _ = hinge_feasible_point(both, np.concatenate([b, [-0.5, -0.5]]), -2.0, 2.0)
+    assert x is None and worst >= 0.5 - 1e-9
+    with pytest.raises(ValueError, match="b must"):
+        hinge_feasible_point(rows, b[:-1], -2.0, 2.0)
+    with pytest.raises(ValueError, match="box"):
+        hinge_feasible_point(rows, b, 1.0, -1.0)

@@ -373,3 +373,49 @@ def test_slab_fit_by_normal_equations_matches_the_pivoted_qr(rows: int, p: int, 
         np.testing.assert_array_equal(solver.solve(keep), gelsy)
     else:  # a repeated row leaves AᵀA well conditioned
         np.testing.assert_allclose(solver.solve(keep), gelsy, rtol=1e-8, atol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 40), st.integers(2, 6), st.sampled_from(["boolean", "gaussian"]))
+def test_rank_one_rows_are_factored_exactly_and_other_rows_refused(seed: int, n: int, d: int, dist: str) -> None:
+    """``_factored`` reads rows x_a ⊗ (x_r − x_j) back as factors that rebuild them (exactly for ±1 tokens, to a
+    few ulps for Gaussian ones), zero rows included; a row of rank two makes it refuse (None)."""
+    import sculpt.phases.sculpting as sc
+
+    rng = np.random.default_rng(seed)
+    X = sample_inputs(n, 3, d, rng=rng, distribution=dist)
+    M = np.einsum("np,nq->npq", X[:, 0], X[:, 1] - X[:, 2]).reshape(n, d * d)
+    M[0] = 0.0
+    old = sc.FACTORED_FROM
+    try:
+        sc.FACTORED_FROM = 1
+        f = sc._factored(M)
+        assert f is not None and f.shape == M.shape
+        if dist == "boolean":
+            np.testing.assert_array_equal(f.dense(), M)
+        np.testing.assert_allclose(f.dense(), M, rtol=0, atol=1e-14 * np.abs(M).max(initial=1.0))
+        assert sc._factored(np.vstack([M, (np.eye(d)[:1].T @ np.eye(d)[:1]).reshape(1, -1)])) is not None  # rank one
+        assert sc._factored(np.vstack([M, (np.eye(d) * (np.arange(d) < 2)).reshape(-1)])) is None  # rank two
+        sc.FACTORED_FROM = d * d + 1
+        assert sc._factored(M) is None  # below FACTORED_FROM variables: the rows stay whole
+    finally:
+        sc.FACTORED_FROM = old
+
+
+def test_slab_body_from_factored_rows_matches_the_dense_fit(planted, monkeypatch):
+    """From FACTORED_FROM variables on, the slab fit and the hinge start work on the rows' factors: the same
+    kept slabs, the same η* route, the slab fit and widths to rounding (forced here at d² = 36)."""
+    import sculpt.phases.sculpting as sc
+
+    model, X, Y = planted
+    W = model.ws.sum(0) + 0.01 * np.random.default_rng(3).standard_normal((6, 6))
+    s = learn_body(X, 2, "slabs")
+    monkeypatch.setattr(sc, "SLAB_GRAM_FROM", 1.0)  # the normal equations, the path of large fits
+    ref, ref_rec = sculpt(X, Y, W, s, mode="slabs")
+    monkeypatch.setattr(sc, "FACTORED_FROM", 1)
+    got, rec = sculpt(X, Y, W, s, mode="slabs")
+    assert got.F.shape == ref.F.shape and np.array_equal(got.F, ref.F) and ref.F.shape[0] > 36
+    assert rec.figures["eta_star_by"] == ref_rec.figures["eta_star_by"]
+    assert rec.figures["eta_star"] == pytest.approx(ref_rec.figures["eta_star"], abs=1e-9)
+    np.testing.assert_allclose(got.slab_widths, ref.slab_widths, rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(got.halfspaces[0], ref.halfspaces[0])

@@ -202,3 +202,65 @@ def test_ill_conditioned_but_uncertain_estimate_blames_the_examples_not_the_inst
     with pytest.raises(PhaseFailed, match="too few examples for phase 1 at k = 16") as exc:
         estimate_sum_w(X, Y, learn_settings(X, 2).merged(max_cond=rec.figures["cond"] / 2))
     assert not exc.value.reason.startswith("degenerate") and "method='auto'" in exc.value.reason
+
+
+def test_gauss_newton_step_by_conjugate_gradients_matches_the_dense_solve(monkeypatch):
+    """From GN_CG_FROM unknowns the Gauss–Newton step is solved matrix-free by conjugate gradients: the same step
+    as the dense normal equations (to 1e-9 relative), with and without a basis restricting it; and its
+    projectors I − Q Qᵀ are the dense ones, for dependent token directions too."""
+    import sculpt.phases.sum_w as sw
+    from sculpt.phases._simplex import affine_weights
+
+    model = plant(6, 4, 2, seed=3)
+    X = sample_inputs(400, 4, 6, rng=4)
+    Y = model(X)
+    W = model.ws.sum(0) + 0.05 * np.random.default_rng(5).standard_normal((6, 6))
+    Xr, Yr = X, Y[:, 0]  # every example's first output row: (R, k, d) tokens, (R, d) outputs
+    B = Xr @ W
+    qq = affine_weights(B, np.einsum("rjd,rd->rj", B, Yr)[..., None])[..., 0]
+    r = Yr - np.einsum("rj,rjd->rd", qq, B)
+    basis = np.linalg.qr(np.random.default_rng(6).standard_normal((6, 4)))[0].T  # (4, 6)
+    for bas in (None, basis):
+        monkeypatch.setattr(sw, "GN_CG_FROM", 10**9)
+        dense = sw._gauss_newton_step(Xr, B, qq, r, bas)
+        monkeypatch.setattr(sw, "GN_CG_FROM", 1)
+        cg = sw._gauss_newton_step(Xr, B, qq, r, bas)
+        assert np.linalg.norm(dense) > 1e-3
+        np.testing.assert_allclose(cg, dense, rtol=0, atol=1e-9 * np.linalg.norm(dense))
+    T = (B[:, 1:] - B[:, :1]).transpose(0, 2, 1).copy()
+    T[:5, :, 2] = T[:5, :, 0] + T[:5, :, 1]  # dependent directions: rank 2 of 3
+    T[5] = 0.0  # no direction at all
+    Q = sw._absorbed_bases(T)
+    P = np.eye(6) - Q @ Q.transpose(0, 2, 1)
+    np.testing.assert_allclose(P, sw._complement_projectors(T), atol=1e-10)
+
+
+def test_pruned_trimmed_rounds_keep_the_rows_of_the_full_computation(monkeypatch):
+    """From TRIM_PRUNE_FROM on, a trimmed round recomputes residuals only for the examples whose bounds let a row
+    be kept: every round keeps the same rows as recomputing every residual, so Σ̂W and the rounds' figures agree
+    to rounding (forced here at d² = 36)."""
+    import sculpt.phases.sum_w as sw
+
+    model = plant(6, 4, 2, seed=1)
+    X = sample_inputs(3000, 4, 6, rng=2)
+    Y = model(X)
+    s = learn_settings(X, 2)
+    W0 = crude_sum_w(X, Y)
+    calls: list[int] = []
+    original = sw.single_token_residuals
+
+    def counted(X_: np.ndarray, Y_: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(X_.shape[0])
+        return original(X_, Y_, W)
+
+    monkeypatch.setattr(sw, "single_token_residuals", counted)
+    monkeypatch.setattr(sw, "TRIM_PRUNE_FROM", 10**9)
+    W_full, full = sw.trimmed_rounds(X, Y, W0, s.fractions, min_rows=s.min_rows)
+    monkeypatch.setattr(sw, "TRIM_PRUNE_FROM", 1)
+    calls.clear()
+    W_pruned, pruned = sw.trimmed_rounds(X, Y, W0, s.fractions, min_rows=s.min_rows)
+    assert len(calls) == len(s.fractions) and calls[0] == 3000 and min(calls) < 3000  # the later rounds read less
+    np.testing.assert_allclose(W_pruned, W_full, rtol=0, atol=1e-12 * np.abs(W_full).max())
+    for a, b in zip(pruned, full, strict=True):
+        assert a.keys() == b.keys() and a["rows"] == b["rows"]
+        assert a["residual_max_kept"] == pytest.approx(b["residual_max_kept"], rel=1e-9)
