@@ -26,6 +26,7 @@ from .diagnose import misfit_causes, supported_heads
 from .model import MultiHeadAttention
 from .result import LearnResult, RouteInfo
 from .routes import ROUTES, Route, RouteContext, get_route, route_names, run_route
+from .routes.base import TrainRows
 from .settings import ProblemSize, Settings, settings_from_options
 from .toolkit import Progress
 
@@ -73,8 +74,12 @@ def _validation_size(N: int, need_train: int, requested: object, *, allow_none: 
 
 
 def _split(N: int, n_val: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    perm = gen.permutation(N)
-    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+    """(training rows, validation rows), each in increasing order: the first ``n_val`` of a random permutation
+    of range(N) validate, the others train (their complement, in O(N) without a sort)."""
+    va = np.sort(gen.permutation(N)[:n_val])
+    train = np.ones(N, dtype=bool)
+    train[va] = False
+    return np.flatnonzero(train), va
 
 
 def _checked_inputs(
@@ -84,11 +89,9 @@ def _checked_inputs(
     an unusable backend fails here, before any phase runs."""
     if X is not None and not isinstance(X, (str, bytes)) and np.ndim(X) != 3:  # (non-arrays: TypeError below)
         raise ValueError(f"X must have shape (N, k, d) (a batch of examples), got shape {np.shape(X)}")
-    X3, Y3 = check_data(X, Y, boolean=(cfg.inputs == "boolean"))
+    X3, Y3 = check_data(X, Y, boolean=(cfg.inputs == "boolean"), nonzero=True)
     d = X3.shape[2]
     lp_backend = backend_name(solver, kind="lp")
-    if not np.any(Y3):
-        raise ValueError("Y is identically zero: there is nothing to learn (the relative MSE is undefined)")
     if truth is not None and not isinstance(truth, MultiHeadAttention):
         raise TypeError(f"truth must be a MultiHeadAttention or None, got {type(truth).__name__}")
     if truth is not None and (truth.d != d or truth.m != m):
@@ -121,13 +124,15 @@ def _context(
     truth: MultiHeadAttention | None,
     progress: bool,
 ) -> RouteContext:
-    """The splits (validation first: ``route.split`` says what it must leave) and the route's context."""
+    """The splits (validation first: ``route.split`` says what it must leave) and the route's context. The
+    validation split is gathered; the training split is not (``TrainRows``): a route gathers what it reads."""
     holdout = route.split(size)
     n_val = _validation_size(size.N, holdout.train, cfg.validation_size, allow_none=holdout.may_be_empty)
     tr, va = _split(size.N, n_val, gen)
-    Xtr, Ytr, Xva, Yva = X[tr], Y[tr], X[va], Y[va]
+    Xtr, Ytr = TrainRows(X, tr).view(), TrainRows(Y, tr).view()
+    Xva, Yva = X[va], Y[va]
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
-        Xva, Yva = Xtr, Ytr
+        Xva, Yva = X[tr], Y[tr]
     prog = Progress(progress, route.name, route.steps)
     return RouteContext(Xtr, Ytr, Xva, Yva, size.m, size.N, n_val, gen, solver, truth, prog, cfg)
 

@@ -263,8 +263,7 @@ def _finish(fit: GrowingFit, ctx: RouteContext) -> None:
     n = int(fit.examples)
     g = ctx.settings.gradient
     fin = gradient_descent(
-        ctx.Xtr[:n],
-        ctx.Ytr[:n],
+        *ctx.train_rows(slice(0, n)),
         ctx.m,
         method="lbfgs",
         seed=ctx.gen,
@@ -327,7 +326,7 @@ def _sculpt_skip(settings: Settings, size: ProblemSize) -> str | None:
     return f"N = {size.N} < {need} examples it needs" if size.N < need else None
 
 
-def plan(settings: Settings, size: ProblemSize) -> Plan:
+def plan(settings: Settings, size: ProblemSize, *, check_sculpt: bool = True) -> Plan:
     """The steps auto takes at ``size``, in order: exact and VP-LM cheapest first (then the fallback) when the
     exact route applies (VP-LM is 3–25× faster than the exact route's QR from (16,4,1) up); else the
     capped L-BFGS try first when ``auto.peer_first``, then VP-LM (when ``auto.vp_lm_starts``), sculpt and the
@@ -340,6 +339,9 @@ def plan(settings: Settings, size: ProblemSize) -> Plan:
         Resolved settings (``Settings.resolve``).
     size : ProblemSize
         (d, k, m, N).
+    check_sculpt : bool
+        Check sculpt's refusal and minimum N here; False leaves that to the caller when the step is reached
+        (``auto`` does: a Settings.resolve, 1 ms, that an earlier step that validates makes moot).
 
     Returns
     -------
@@ -355,7 +357,7 @@ def plan(settings: Settings, size: ProblemSize) -> Plan:
         order = [*first, *([("fallback-gradient", None)] if a.fallback else [])]
     else:
         rest: list[tuple[str, str | None]] = [("auto-vp-lm", None)] if a.vp_lm_starts > 0 else []
-        rest.append(("sculpt", _sculpt_skip(settings, size)))
+        rest.append(("sculpt", _sculpt_skip(settings, size) if check_sculpt else None))
         rest += [("fallback-gradient", None)] if a.fallback else []
         # expected cost: L-BFGS on growing subsets succeeds with the capped try's odds (cost.peer_odds: with
         # m >= 3 heads it fails more often than not, after spending its whole work budget)
@@ -409,10 +411,12 @@ def _run(ctx: RouteContext) -> LearnResult:
     """``Route.run`` of auto: each step of ``plan`` in turn until one validates, keeping the best model on
     validation; ``info.tried`` lists each step with its time, predicted cost and outcome (and each skipped step
     with why), ``info.model_from`` the step whose model is kept."""
-    steps = plan(ctx.settings, ctx.size)
+    steps = plan(ctx.settings, ctx.size, check_sculpt=False)
     tries = _Tries(ctx, steps.costs)
     checked = False
     for name, why in steps.order:
+        if name == "sculpt":  # (its refusal first, as ``plan`` words it)
+            why = _sculpt_skip(ctx.settings, ctx.size) or why
         if why is not None:
             tries.tried.append(f"{name} skipped ({why})")
         elif _STEPS[name](tries):

@@ -34,12 +34,13 @@ def _starts(ctx: RouteContext, settings: VpLmSettings, deadline: float | None) -
     or reaches the noise floor: under label noise every start ends above tol, and each further start would
     land on the same floor."""
     one = settings.merged(restarts=1)
+    Xtr, Ytr = ctx.train_views()  # each start reads random subsets: the split is never copied whole
     fits: list[StartsFit] = []
     stop = f"{settings.restarts} start(s) without validating"
     for r in range(settings.restarts):
         fit = vp_lm_starts(
-            ctx.Xtr,
-            ctx.Ytr,
+            Xtr,
+            Ytr,
             ctx.Xva,
             ctx.Yva,
             ctx.m,
@@ -145,7 +146,7 @@ def fallback(ctx: RouteContext, why: str, method: str, phases: list[PhaseRecord]
     ValueError
         No training or validation example to fit (nothing a least-squares fit could use).
     """
-    if ctx.Xtr.shape[0] == 0 or ctx.Xva.shape[0] == 0:
+    if ctx.n_train == 0 or ctx.Xva.shape[0] == 0:
         raise ValueError(f"{why}; and there is no example left for a fallback fit")
     ctx.progress.note(f"{why}: falling back to VP-LM")
     res, t0 = fit_starts(ctx, "fallback-vp-lm", ctx.settings.vp_lm)

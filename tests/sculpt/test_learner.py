@@ -668,3 +668,134 @@ def test_learn_docstring_examples_run() -> None:
     assert tried >= 4 and failures == 0
     failures, tried = doctest.testmod(sculpt.routes.base, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried >= 1 and failures == 0
+
+
+# ------------------------------------------------------------------------------ the split and the input checks
+def test_the_split_validates_the_examples_of_the_first_n_val_of_a_permutation_of_the_seed() -> None:
+    """learn's split: the validation rows are the first n_val of ``gen.permutation(N)``, the training rows the
+    others, both in increasing order, and the generator has drawn exactly that permutation."""
+    from sculpt.learner import _split
+
+    for N, n_val, seed in ((10, 1, 0), (2000, 200, 1), (80_000, 2000, 2), (7, 0, 3)):
+        train, val = _split(N, n_val, np.random.default_rng(seed))
+        ref = np.random.default_rng(seed)
+        perm = ref.permutation(N)
+        assert np.array_equal(val, np.sort(perm[:n_val])) and np.array_equal(train, np.sort(perm[n_val:]))
+        assert train.dtype.kind == val.dtype.kind == "i"
+        after = np.random.default_rng(seed)
+        _split(N, n_val, after)
+        assert after.random() == ref.random()  # the route's randomness continues from the same state
+
+
+def test_learn_validates_on_those_examples_and_reads_the_training_split_in_their_order() -> None:
+    """The context learn builds: its validation examples are X[val], its training split is X[train] in that
+    order (gathered when a route reads it whole), for the seed's split."""
+    import dataclasses
+
+    from sculpt.learner import _context, _split
+    from sculpt.routes import get_route
+    from sculpt.settings import ProblemSize
+
+    model, X, Y = _data(6, 3, 2, 500, 4)
+    cfg = Settings().resolve(6, 3, 2, 500)
+    ctx = _context(get_route("auto"), X, Y, cfg, ProblemSize(6, 3, 2, 500), np.random.default_rng(9), None, None,
+                   False)
+    train, val = _split(500, ctx.n_val, np.random.default_rng(9))
+    assert ctx.n_val == 50 and ctx.n_train == 450
+    assert np.array_equal(ctx.Xva, X[val]) and np.array_equal(ctx.Yva, Y[val])
+    assert ctx.d == 6 and ctx.k == 3 and ctx.base_info().train_examples == 450
+    rows = np.array([5, 0, 449])
+    assert all(np.array_equal(a, b) for a, b in zip(ctx.train_rows(rows), (X[train[rows]], Y[train[rows]])))
+    assert ctx.train_X._whole is None and ctx.train_Y._whole is None  # nothing so far gathered the split
+    assert np.array_equal(ctx.Xtr, X[train]) and np.array_equal(ctx.Ytr, Y[train])
+    assert ctx.Xtr is ctx.Xtr  # gathered once, then kept
+    again = dataclasses.replace(ctx, fallback=False)  # (auto's steps run on such copies)
+    assert again.Xtr is ctx.Xtr and again.Ytr is ctx.Ytr and not again.fallback
+
+
+def test_train_rows_read_the_rows_they_stand_for() -> None:
+    """TrainRows: every way a step indexes the training split gives the rows of the gathered split; shape,
+    dtype and len are the split's; the whole split is gathered once and only when read whole."""
+    from sculpt.routes.base import TrainRows
+
+    base = np.arange(2 * 20 * 3, dtype=float).reshape(20, 2, 3)
+    index = np.array([0, 2, 3, 7, 8, 11, 19])
+    rows = TrainRows(base, index)
+    full = base[index]
+    assert rows.shape == full.shape and len(rows) == 7 and rows.ndim == 3 and rows.dtype == full.dtype
+    for key in (np.array([6, 0, 3]), slice(1, 5), slice(None, None, 2), 4, np.array([True] * 3 + [False] * 4)):
+        assert np.array_equal(rows[key], full[key])
+    assert rows._whole is None  # nothing above gathered the split
+    assert np.array_equal(rows[1:3, 0], full[1:3, 0]) and np.array_equal(np.asarray(rows), full)
+    assert rows.whole() is rows.whole() and float(rows.sum()) == float(full.sum())  # an array's attribute
+    assert TrainRows(base).whole() is base  # all rows: no copy
+
+
+def test_vp_lm_on_the_uncopied_training_split_is_the_fit_on_the_gathered_one() -> None:
+    """VP-LM's starts on TrainRows views (what auto's VP-LM step passes) give the fit on the gathered arrays
+    bit for bit, and learn(method="auto") never gathers the training split when VP-LM validates."""
+    from sculpt.routes.base import TrainRows
+    from sculpt.settings import VpLmSettings
+    from sculpt.vplm import vp_lm_starts
+
+    model, X, Y = _data(6, 3, 2, 3000, 5)
+    train, val = np.arange(0, 3000, 3), np.arange(1, 3000, 3)
+    s = VpLmSettings().merged(restarts=2)
+    fits = [
+        vp_lm_starts(Xt, Yt, X[val], Y[val], 2, np.random.default_rng(3), s, tol=1e-12)
+        for Xt, Yt in ((X[train], Y[train]), (TrainRows(X, train).view(), TrainRows(Y, train).view()))
+    ]
+    assert fits[0].best is not None and fits[1].best is not None
+    assert np.array_equal(fits[0].best.thetas, fits[1].best.thetas)
+    assert fits[0].validation_error == fits[1].validation_error and fits[0].iterations == fits[1].iterations
+
+    gathered: list[int] = []
+    whole = TrainRows.whole
+
+    def counting(self: TrainRows) -> np.ndarray:
+        gathered.append(len(self))
+        return whole(self)
+
+    mp = pytest.MonkeyPatch()
+    with mp.context() as patch:
+        patch.setattr(TrainRows, "whole", counting)
+        res = learn(X, Y, 2, seed=0)
+    assert res.converged and res.info.model_from == "auto-vp-lm", res.reason
+    assert gathered == []
+    again = learn(X, Y, 2, seed=0)  # (the count changes nothing)
+    assert np.array_equal(again.model.thetas, res.model.thetas)
+
+
+@pytest.mark.parametrize("where", [0, -1])
+def test_bad_entries_are_named_wherever_they_are(where: int) -> None:
+    """The one-pass input check finds a NaN, an inf, an out-of-range entry or a non-±1 entry in the first and in
+    the last block of a large array, in X and in Y, whatever the layout (a transposed view is not copied)."""
+    X = sample_inputs(3000, 8, 16, rng=0)  # 384,000 entries: three blocks of the check
+    Y = X * 0.5
+    for bad, match in ((np.nan, "X contains NaN or inf"), (np.inf, "X contains NaN or inf"),
+                       (1e101, r"X has an entry of magnitude 1e\+101")):
+        Xb = X.copy()
+        Xb[where, -1, -1] = bad
+        with pytest.raises(ValueError, match=match):
+            learn(Xb, Y, 1)
+    Yb = Y.copy()
+    Yb[where, 0, 0] = -np.inf
+    with pytest.raises(ValueError, match="Y contains NaN or inf"):
+        learn(X, Yb, 1)
+    Xb = X.copy()
+    Xb[where, 3, 5] = 0.0
+    with pytest.raises(ValueError, match=r"X must have entries in \{-1, \+1\}"):
+        learn(Xb, Y, 1, inputs="boolean")
+    Xt = np.ascontiguousarray(X.transpose(0, 2, 1)).transpose(0, 2, 1)  # same values, Fortran-like strides
+    Xt[where, 2, 2] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN"):
+        learn(Xt, Y, 1)
+    Yz = np.zeros_like(Y)
+    Yz[where, 1, 1] = -0.0
+    with pytest.raises(ValueError, match="Y is identically zero"):
+        learn(X, Yz, 1)
+    Yz[where, 1, 1] = 1e-300  # one non-zero entry is something to learn: no error from the check
+    from sculpt._checks import check_data
+
+    X3, Y3 = check_data(X, Yz, boolean=True, nonzero=True)
+    assert X3 is X and Y3 is Yz  # float64 arrays are checked in place, not copied
