@@ -74,12 +74,11 @@ def _validation_size(N: int, need_train: int, requested: object, *, allow_none: 
 
 
 def _split(N: int, n_val: int, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(training rows, validation rows), each in increasing order: the first ``n_val`` of a random permutation
-    of range(N) validate, the others train (their complement, in O(N) without a sort)."""
-    va = np.sort(gen.permutation(N)[:n_val])
-    train = np.ones(N, dtype=bool)
-    train[va] = False
-    return np.flatnonzero(train), va
+    """(training rows, validation rows): the first ``n_val`` of a random permutation of range(N) validate, the
+    others train, in that order (the split ``held_out_split`` draws, so a route's VP-LM step and the ``vp_lm``
+    baseline fit the same rows from the same seed)."""
+    perm = gen.permutation(N)
+    return perm[n_val:], perm[:n_val]
 
 
 def _checked_inputs(

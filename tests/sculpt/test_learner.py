@@ -673,14 +673,15 @@ def test_learn_docstring_examples_run() -> None:
 # ------------------------------------------------------------------------------ the split and the input checks
 def test_the_split_validates_the_examples_of_the_first_n_val_of_a_permutation_of_the_seed() -> None:
     """learn's split: the validation rows are the first n_val of ``gen.permutation(N)``, the training rows the
-    others, both in increasing order, and the generator has drawn exactly that permutation."""
+    others, both in the permutation's order (as ``held_out_split`` draws them), and the generator has drawn
+    exactly that permutation."""
     from sculpt.learner import _split
 
     for N, n_val, seed in ((10, 1, 0), (2000, 200, 1), (80_000, 2000, 2), (7, 0, 3)):
         train, val = _split(N, n_val, np.random.default_rng(seed))
         ref = np.random.default_rng(seed)
         perm = ref.permutation(N)
-        assert np.array_equal(val, np.sort(perm[:n_val])) and np.array_equal(train, np.sort(perm[n_val:]))
+        assert np.array_equal(val, perm[:n_val]) and np.array_equal(train, perm[n_val:])
         assert train.dtype.kind == val.dtype.kind == "i"
         after = np.random.default_rng(seed)
         _split(N, n_val, after)
@@ -799,3 +800,18 @@ def test_bad_entries_are_named_wherever_they_are(where: int) -> None:
 
     X3, Y3 = check_data(X, Yz, boolean=True, nonzero=True)
     assert X3 is X and Y3 is Yz  # float64 arrays are checked in place, not copied
+
+
+def test_auto_s_vp_lm_step_fits_what_the_vp_lm_baseline_fits() -> None:
+    """``learn`` splits as ``held_out_split`` does (the same validation and training rows, in the same order, the
+    generator left in the same state): where auto's first step is VP-LM, it returns the baseline's heads bit for
+    bit for the same seed."""
+    from sculpt.vplm import vp_lm
+
+    truth = plant(8, 4, 2, seed=0)
+    X = sample_inputs(2000, 4, 8, rng=1)
+    Y = truth(X)
+    for seed in (0, 1):
+        res, base = learn(X, Y, 2, seed=seed), vp_lm(X, Y, 2, seed=seed)
+        assert res.phases[0].name == "auto-vp-lm"
+        assert np.array_equal(res.model.thetas, base.model.thetas) and np.array_equal(res.model.ws, base.model.ws)
