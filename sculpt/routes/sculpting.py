@@ -148,9 +148,11 @@ class _Attempt:
 def _attempt(ctx: RouteContext, sub: np.ndarray, rest: np.ndarray, records: list[PhaseRecord]) -> _Attempt:
     """Phases 1–6 and the polish with phases 1–3 on the training examples ``sub``; ``rest`` (the others, in a
     random order) is what phase 4 may read."""
+    Xtr, Ytr = ctx.train_views()  # read by rows (subsets, phase 4's scan blocks): the split is not copied whole
+    X_body, Y_body = ctx.train_rows(sub)
     state = LearnState(
-        ctx.Xtr,
-        ctx.Ytr,
+        Xtr,
+        Ytr,
         ctx.Xva,
         ctx.Yva,
         ctx.m,
@@ -159,8 +161,8 @@ def _attempt(ctx: RouteContext, sub: np.ndarray, rest: np.ndarray, records: list
         solver=ctx.solver,
         truth=ctx.truth,
         note=ctx.progress.note,
-        X_body=ctx.Xtr[sub],
-        Y_body=ctx.Ytr[sub],
+        X_body=X_body,
+        Y_body=Y_body,
         scan_order=rest,
     )
     state.info.sculpt_examples = int(sub.size)
@@ -178,7 +180,7 @@ def _attempts(ctx: RouteContext, records: list[PhaseRecord]) -> tuple[_Attempt, 
     and ``polish.accept_noise`` (every further attempt ends at the same floor). Returns the attempt with
     the best model on validation (the last one when none has a model) and the log of every attempt."""
     cfg = ctx.settings
-    n_tr = ctx.Xtr.shape[0]
+    n_tr = ctx.n_train
     order = ctx.gen.permutation(n_tr)
     cap = min(n_tr, int(cfg.max_sculpt_examples or n_tr))
     n = min(int(cfg.sculpt_examples or n_tr), cap)
@@ -281,7 +283,7 @@ def _examples_used(
 ) -> ExamplesUsed:
     """Examples read: phases 1–3's largest subset; with a model, phases 4–6 and the polish read the training
     split beyond it (phase 4's scan, the polish's subsets, phase 6's ``search_examples``)."""
-    n_tr = ctx.Xtr.shape[0]
+    n_tr = ctx.n_train
     used = int(max(a["examples"] for a in attempts))
     runs = [int(r.figures.get("examples", 0)) for r in records if r.name == "4-span"]
     span_read = runs[-1] if runs else 0  # phase 4's last run: phases 1–3's subset plus what it scanned
