@@ -19,14 +19,19 @@ def _rows(seed: int, groups: int, per: int, p: int, q: int) -> RankOneRows:
     return RankOneRows(left[order], rng.standard_normal((groups * per, q)))
 
 
+def _sizes(side: int) -> dict[str, st.SearchStrategy[int]]:
+    """The seed, the groups, the rows per group and the factor sizes p, q (from ``side`` to ``side`` + 4)."""
+    return {
+        "seed": st.integers(0, 10_000),
+        "groups": st.integers(1, 12),
+        "per": st.integers(1, 4),
+        "p": st.integers(side, side + 4),
+        "q": st.integers(side, side + 4),
+    }
+
+
 @settings(max_examples=25, deadline=None)
-@given(
-    seed=st.integers(0, 10_000),
-    groups=st.integers(1, 12),
-    per=st.integers(1, 4),
-    p=st.integers(1, 5),
-    q=st.integers(1, 5),
-)
+@given(**_sizes(1))
 def test_products_equal_those_of_the_dense_rows(seed: int, groups: int, per: int, p: int, q: int) -> None:
     """Row r is kron(a_r, b_r); rows @ vec(Θ) = a_rᵀ Θ b_r; rmatvec and take agree with the dense rows."""
     rows = _rows(seed, groups, per, p, q)
@@ -42,13 +47,7 @@ def test_products_equal_those_of_the_dense_rows(seed: int, groups: int, per: int
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    seed=st.integers(0, 10_000),
-    groups=st.integers(1, 12),
-    per=st.integers(1, 4),
-    p=st.integers(2, 6),
-    q=st.integers(2, 6),
-)
+@given(**_sizes(2))
 def test_grouped_gram_equals_the_dense_gram(seed: int, groups: int, per: int, p: int, q: int) -> None:
     """Σ_g kron(a_g a_gᵀ, B_g), built from the distinct entries only, is the Gram matrix of diag(w)·rows, exactly
     symmetric; joined rows sum their blocks' Gram matrices, a remembered one included."""
