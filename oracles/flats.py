@@ -115,8 +115,7 @@ def fit_flat(
     Parameters
     ----------
     A : array_like of shape (m, n), or RankOneRows
-        The equations' rows; ``RankOneRows`` (rows vec(a bᵀ) kept as factors) are never formed whole by the gram
-        method, whose Gram matrix they build by groups of rows sharing a left factor.
+        The equations' rows; ``RankOneRows`` (factors of rows vec(a bᵀ)) give the gram method their Gram matrix.
     b : array_like of shape (m,)
         Their right-hand sides.
     dim : int, optional

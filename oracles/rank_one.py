@@ -47,17 +47,17 @@ class RankOneRows:
     --------
     >>> import numpy as np
     >>> from oracles import RankOneRows
-    >>> rows = RankOneRows(np.array([[1.0, -1.0]]), np.array([[2.0, 0.0, 1.0]]))
+    >>> rows = RankOneRows(np.array([[1.0, -1.0]]), np.array([[2.0, 1.0, 3.0]]))
     >>> rows.shape, rows.dense().tolist()
-    ((1, 6), [[2.0, 0.0, 1.0, -2.0, -0.0, -1.0]])
+    ((1, 6), [[2.0, 1.0, 3.0, -2.0, -1.0, -3.0]])
     >>> float((rows @ np.arange(6.0))[0])   # ⟨Θ, a bᵀ⟩ = aᵀ Θ b with Θ = [[0, 1, 2], [3, 4, 5]]
-    -6.0
+    -18.0
     """
 
     left: np.ndarray
     right: np.ndarray
     #: the blocks of rows a ``concatenate`` joined (their Gram matrices are summed, each remembered: see ``gram``)
-    parts: tuple[RankOneRows, ...] = field(default=(), repr=False)
+    parts: tuple[RankOneRows, ...] = field(default=(), init=False, repr=False)
     _last_gram: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -69,8 +69,8 @@ class RankOneRows:
             )
         if not (np.all(np.isfinite(left)) and np.all(np.isfinite(right))):
             raise ValueError("left and right must be finite")
-        if self.parts and sum(len(b) for b in self.parts) != left.shape[0]:
-            raise ValueError(f"parts hold {sum(len(b) for b in self.parts)} rows, not the {left.shape[0]} given")
+        left, right = left.copy(), right.copy()  # its own read-only copies: a remembered Gram matrix stays true
+        left.flags.writeable = right.flags.writeable = False
         object.__setattr__(self, "left", left)
         object.__setattr__(self, "right", right)
 
@@ -103,8 +103,9 @@ class RankOneRows:
             raise ValueError("concatenate needs at least one RankOneRows")
         if len({(p.left.shape[1], p.right.shape[1]) for p in parts}) != 1:
             raise ValueError(f"the parts' factor sizes differ: {[(p.left.shape[1], p.right.shape[1]) for p in parts]}")
-        blocks = tuple(b for p in parts for b in (p.parts or (p,)))
-        return RankOneRows(np.vstack([p.left for p in parts]), np.vstack([p.right for p in parts]), parts=blocks)
+        joined = RankOneRows(np.vstack([p.left for p in parts]), np.vstack([p.right for p in parts]))
+        object.__setattr__(joined, "parts", tuple(b for p in parts for b in (p.parts or (p,))))
+        return joined
 
     def __matmul__(self, x: ArrayLike) -> np.ndarray:
         """Rows @ x: a_rᵀ Θ b_r for x = vec(Θ) (p·q,), or for each column of x (p·q, j) → (R, j)."""
@@ -147,6 +148,8 @@ class RankOneRows:
         w = np.ones(R) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
         if w.shape[0] != R:
             raise ValueError(f"weights must have {R} entries, got {w.shape[0]}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError("weights must be finite")
         if len(self.parts) > 1 and self.left.shape[1] * self.right.shape[1] >= GROUPED_GRAM_FROM:
             return self._gram_by_parts(w)
         if not self.grouped_gram_pays():
@@ -166,18 +169,19 @@ class RankOneRows:
         return None
 
     def _gram_by_parts(self, w: np.ndarray) -> np.ndarray:
-        """The blocks' remembered Gram matrices (same weights) plus one product over all the other rows."""
+        """The blocks' remembered Gram matrices (same weights) plus the others': the first block's on its own (the
+        old rows a refit keeps; then remembered), the rest in one product."""
         bounds = np.cumsum([0] + [len(b) for b in self.parts])
         total = np.zeros((self.shape[1], self.shape[1]))
         rest: list[int] = []
         for i, (b, lo, hi) in enumerate(zip(self.parts, bounds[:-1], bounds[1:])):
             known = b._remembered(w[lo:hi])
-            if known is None:
-                rest.append(i)
-            else:
+            if known is not None:
                 total += known
-        if len(rest) == len(self.parts):
-            return RankOneRows(self.left, self.right).gram(w)
+            elif i == 0:
+                total += b.gram(w[lo:hi])
+            else:
+                rest.append(i)
         if rest:
             new = RankOneRows.concatenate([self.parts[i] for i in rest])
             total += RankOneRows(new.left, new.right).gram(np.concatenate([w[bounds[i] : bounds[i + 1]] for i in rest]))

@@ -625,7 +625,9 @@ class SpanSettings(_Group):
     )
     scan_block: int = opt(4096, "examples per block of the scan (its memory: one block plus the rows kept)", pos_int)
     scan_max_entries: float = opt(
-        4e7, "rows × d² kept at most (the highest-weight rows; 320 MB, about twice that while pooling)", positive
+        4e7,
+        "rows × d² kept at most (the highest-weight rows: 9,765 at d = 64; the rows are kept as factors, 2d floats each)",
+        positive,
     )
 
     def resolve(self, size: ProblemSize) -> SpanSettings:

@@ -531,7 +531,8 @@ def _fit_slabs(F: np.ndarray, g: np.ndarray, w: np.ndarray, eta0: float) -> _Sla
     res = np.zeros(F.shape[0])
     Ff = _factored(F)
     rows = F if Ff is None else Ff
-    solver = _SlabSolver(F * sw[:, None] if Ff is None else RankOneRows(Ff.left * sw[:, None], Ff.right), g * sw)
+    # the weights scale the right factors: rows of one output row keep their shared left factor (one group)
+    solver = _SlabSolver(F * sw[:, None] if Ff is None else RankOneRows(Ff.left, Ff.right * sw[:, None]), g * sw)
     for _ in range(SLAB_TRIM_ROUNDS):
         th = solver.solve(eq_keep)
         res = np.abs(rows @ th - g) * w

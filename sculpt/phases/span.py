@@ -429,7 +429,7 @@ def scan_span_rows(
     The agreement test of ``rule`` (q̂ >= −q_tol, independent tokens, residual <= rel_max) under ``W_sum``, then
     every equality of the rows that pass (``span_equality_rows``). Past ``settings.scan_max_entries`` (rows × d²)
     only the highest-weight rows are kept, so memory does not grow with N: one block, up to twice the kept rows
-    between poolings, and the pooled copy (about three times ``scan_max_entries`` floats at the peak).
+    between poolings, and the pooled copy (rows as factors, 2d floats each).
 
     Parameters
     ----------

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ..baselines import GrowingFit, gradient_descent, lbfgs_growing
 from ..costs import StepCost, auto_step_costs
-from ..diagnose import looks_transposed
+from ..diagnose import PROXY_EXAMPLES, looks_transposed
 from ..pipeline import SCULPT_PHASES
 from ..result import LearnResult, PhaseRecord
 from ..settings import ProblemSize, Settings
@@ -423,7 +423,7 @@ def _run(ctx: RouteContext) -> LearnResult:
             break
         elif not checked and _misfit(tries):
             checked = True  # one axis check per call: a least-squares solve on 2,000 examples, both layouts
-            swapped, given, other = looks_transposed(ctx.Xtr, ctx.Ytr)
+            swapped, given, other = looks_transposed(*ctx.train_rows(slice(0, PROXY_EXAMPLES)))  # no whole copy
             if swapped:
                 tries.tried.append(
                     "the remaining steps skipped: X and Y look saved as (N, d, k) (a linear check leaves "

@@ -51,7 +51,7 @@ class Holdout(NamedTuple):
 class TrainRows:
     """Rows ``index`` of ``base`` (an (N, ...) array), gathered only when read: the training split of a ``learn``
     call without its copy. ``rows[i]`` is ``base[index[i]]`` for an integer, a slice or an integer array ``i``
-    (a new array; it reads only those rows), ``shape``, ``ndim``, ``dtype`` and ``len`` are the split's, and
+    (it reads only those rows; an integer or a slice may give a view of ``base``, read-only by contract), ``shape``, ``ndim``, ``dtype`` and ``len`` are the split's, and
     ``whole()`` (or ``np.asarray(rows)``, or any other ndarray attribute) gathers the whole split once and keeps
     it. A step that reads only random subsets of the training split (VP-LM: 64 to a few thousand examples) then
     never copies it: at (16,8,2) with N = 80,000 the copy of X and Y is 144 MB of fresh memory, 0.06 s warm and

@@ -112,5 +112,17 @@ def test_bad_factors_are_refused_with_a_message() -> None:
         RankOneRows(np.ones((1, 2)), np.ones((1, 2))) @ np.ones(3)
     with pytest.raises(ValueError, match="weights"):
         RankOneRows(np.ones((2, 2)), np.ones((2, 2))).gram(np.ones(3))
-    with pytest.raises(ValueError, match="parts hold"):
-        RankOneRows(np.ones((2, 2)), np.ones((2, 2)), parts=(RankOneRows(np.ones((1, 2)), np.ones((1, 2))),))
+    with pytest.raises(ValueError, match="finite"):
+        RankOneRows(np.ones((2, 2)), np.ones((2, 2))).gram(np.array([1.0, np.nan]))
+
+
+def test_the_factors_are_its_own_and_read_only() -> None:
+    """The rows keep copies of the factors, read-only: a caller's later change cannot make a remembered Gram
+    matrix stale."""
+    left, right = np.ones((3, 2)), np.arange(6.0).reshape(3, 2)
+    rows = RankOneRows(left, right)
+    before = rows.dense().copy()
+    left[0, 0] = 5.0
+    assert np.array_equal(rows.dense(), before)
+    with pytest.raises(ValueError):
+        rows.left[0, 0] = 5.0
