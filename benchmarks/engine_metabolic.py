@@ -276,19 +276,41 @@ def polyround_simplify(model_or_poly) -> dict:
     }
 
 
-def cobra_fva_solvers(model) -> dict:
-    """cobra's FVA over the whole polytope with GLPK and with HiGHS (through optlang), seconds and fixed set."""
-    import flux_polytope as fp
+FVA_TIMEOUT = 1200.0  # seconds per solver: cobra's HiGHS FVA rebuilds and cold-solves every LP (optlang "hybrid")
 
+
+def cobra_fva_solvers(name: str, timeout: float = FVA_TIMEOUT) -> dict:
+    """cobra's FVA over the whole polytope with GLPK and with HiGHS (optlang's "hybrid" interface, the one that
+    runs HiGHS in this optlang), each in a fresh child process (PolyRound's import reconfigures optlang's GLPK
+    in this one), processes=1: {solver: {"seconds", "cpu_seconds", "fixed"} or {"status": the error text}}."""
     out: dict = {}
-    for name, interface in (("glpk", "glpk"), ("highs", "hybrid")):  # cobra's "hybrid": HiGHS for LPs
+    for solver, interface in (("glpk", "glpk"), ("highs", "hybrid")):
+        code = f"""
+import sys, json, time
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / "docs" / "examples")!r})
+import numpy as np
+import flux_polytope as fp
+model = fp.load_model({name!r})
+model.solver = {interface!r}
+t, c = time.perf_counter(), time.process_time()
+try:
+    lo, hi = fp.cobra_fva(model)
+except Exception as e:
+    print(json.dumps({{"status": f"{{type(e).__name__}}: {{e}}"}}))
+else:
+    fixed = np.flatnonzero(hi - lo <= {FIXED_TOL!r}).tolist()
+    print(json.dumps({{"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c, "fixed": fixed}}))
+"""
+        t0 = time.perf_counter()
         try:
-            with model:
-                model.solver = interface
-                (lo, hi), t, _ = timed(fp.cobra_fva, model)
-            out[name] = {"seconds": t, "fixed": np.flatnonzero(hi - lo <= FIXED_TOL)}
-        except Exception as e:  # a missing interface or a solver failure: reported, not fatal
-            out[name] = {"status": f"{type(e).__name__}: {e}"}
+            run_ = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+            lines = run_.stdout.strip().splitlines()
+            res = json.loads(lines[-1]) if lines else {"status": f"failed: {run_.stderr.strip()[-300:]}"}
+        except subprocess.TimeoutExpired:
+            res = {"status": f"timeout: not finished after {time.perf_counter() - t0:.0f} s"}
+        if "fixed" in res:
+            res["fixed"] = np.asarray(res["fixed"], dtype=int)
+        out[solver] = res
     return out
 
 
@@ -316,19 +338,23 @@ print(json.dumps({{"peak_growth_mb": status("VmHWM") - base}}))
         return {"status": f"failed: {e}"}
 
 
-def synthetic_network(n_rxn: int, n_met: int, seed: int = 0):
+def synthetic_network(n_rxn: int, n_met: int, seed: int = 0, unit: bool = True):
     """A sparse random flux polytope with Recon3D's shape (about 10,600 reactions, 5,835 metabolites): each
     reaction consumes one or two metabolites and produces one or two; a fifth are reversible; exchange
     reactions (one entry) on 5 % of the metabolites; bounds 0/±1000."""
     rng = np.random.default_rng(seed)
     rows, cols, vals = [], [], []
+
+    def stoich(k: int) -> np.ndarray:
+        return np.ones(k) if unit else rng.integers(1, 3, k).astype(float)
+
     for j in range(n_rxn):
         k = rng.integers(2, 5)
         mets = rng.choice(n_met, size=k, replace=False)
         signs = np.where(np.arange(k) < k // 2, -1.0, 1.0)
         rows += mets.tolist()
         cols += [j] * k
-        vals += (signs * rng.integers(1, 3, k)).tolist()
+        vals += (signs * stoich(k)).tolist()
     ex = rng.choice(n_met, size=max(1, n_met // 20), replace=False)
     for i, m in enumerate(ex):
         rows.append(int(m))
@@ -401,8 +427,9 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True) 
             ratio=(row["t_simplify"] + row["t_transform"]) / t_pr,
         )
     if fva and model is not None:
-        for solver, res in cobra_fva_solvers(fp.load_model(name)).items():  # fresh: PolyRound's import changes it
+        for solver, res in cobra_fva_solvers(name).items():
             row[f"t_fva_{solver}"] = res.get("seconds")
+            row[f"cpu_fva_{solver}"] = res.get("cpu_seconds")
             if "status" in res:
                 row[f"fva_{solver}_status"] = res["status"]
             if "fixed" in res:

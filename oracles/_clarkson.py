@@ -3,8 +3,10 @@
 The system is G x <= h (unit rows: P's inequality rows, then its finite bounds) on the flat F x = f of the
 implicit and explicit equalities, with x0 a relative-interior point. Every candidate row starts outside the
 kept set K. Rows parallel within the flat to another row (g_i N ∝ g_k N, N the flat's basis) are decided first,
-without an LP: only the one nearest x0 stays a candidate. Random rays from x0 inside the flat find rows cheaply: a ray whose first hit is one row alone
-hits a facet, so that row is kept (no LP). Then, for each row i not yet decided, one LP over K:
+without an LP: only the one nearest x0 stays a candidate. Rays from x0 inside the flat find facets cheaply: a
+ray whose first hit is one row alone hits a facet, so that row is kept (no LP); random rays first, then one
+ray per undecided row along its normal projected onto the flat. Then, for each row i not yet decided, one LP
+over K:
 v = max g_i x s.t. K, F x = f, g_i x <= h_i + 1. When v - h_i <= rho the row is implied (redundant); else the
 LP's point x* lies beyond it, and the ray x0 -> x* first hits a row j of the undecided ones: j is kept and i
 is tried again. Each LP decides a row, so there are at most (rows) LPs, each over only the kept rows (the
@@ -13,7 +15,9 @@ others are free rows, or free columns for bounds, in the same HiGHS model: a row
 Margins (distance units, rows being unit): for a kept row, how far the polytope would reach beyond it without
 it (a lower bound from the ray: (t2 - t1) g_j·d, t2 the ray's second hit; or the exact LP value over the other
 kept rows when that bound is below tol); for a redundant row, v - h_i over the kept rows at the time (an upper
-bound on the true one, at most rho).
+bound on the true one, at most rho). A redundant bound's exact max over P (for tightening) comes from its LP
+when the LP's point lies in P, or from the extremes of the points of P seen so far when one of them reaches
+the LP's value within rho; otherwise from one more LP over the final kept rows.
 """
 
 from __future__ import annotations
@@ -122,6 +126,7 @@ class KeptLP:
         lp.a_matrix_.num_row_ = A.shape[0]
         self.h.passModel(lp)
         self._cost_idx = np.zeros(0, dtype=np.int32)
+        self.hi_seen, self.lo_seen = pb.x0.copy(), pb.x0.copy()  # extremes of each variable over points of P
         self.n_solves = 0
         self.n_cold = 0
 
@@ -172,6 +177,20 @@ class KeptLP:
         sol = h.getSolution()
         x = np.array(sol.col_value)
         return float(gv @ x[idx]), x, sol
+
+    def seen(self, x: np.ndarray) -> None:
+        """Record a point of P: its coordinates widen the extremes seen (lower bounds on each max / min)."""
+        np.maximum(self.hi_seen, x, out=self.hi_seen)
+        np.minimum(self.lo_seen, x, out=self.lo_seen)
+
+    def attained(self, j: int, v: float, rho: float) -> bool:
+        """Bound row j's value v (an upper bound on its max over P) is reached, within rho, by a point of P seen."""
+        pb = self.pb
+        if pb.kind[j] == 0:
+            return False
+        var = int(pb.var[j])
+        best = self.hi_seen[var] if pb.kind[j] > 0 else -self.lo_seen[var]
+        return bool(best >= v - rho)
 
     def _cold(self) -> Any:
         """The current LP solved from scratch in a fresh model (presolve on, default tolerances); the kept
@@ -247,6 +266,47 @@ def random_rays(
     return found, rays
 
 
+_DIRECTED_BATCH = 256  # rows whose directed rays are formed at a time (an n x 256 block of directions)
+
+
+def _first_hits(T: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of hit times T (rows x rays, inf where a row is not approached): the first row, its time
+    and the second time; ``ok`` marks rays whose first hit is alone (no tie within _RAY_TIE)."""
+    if T.shape[0] < 2:
+        T = np.vstack([T, np.full((1, T.shape[1]), np.inf)])
+    two = np.partition(T, 1, axis=0)[:2]
+    first = np.argmin(T, axis=0)
+    ok = np.isfinite(two[0]) & (two[1] > two[0] * (1.0 + _RAY_TIE) + 1e-15)
+    return first, two, ok
+
+
+def directed_rays(
+    pb: Problem, basis: np.ndarray, rows: np.ndarray, alive: np.ndarray, s0: np.ndarray
+) -> dict[int, float]:
+    """Facets found by one ray per undecided row, aimed along that row's normal projected onto the flat
+    (d = N Nᵀ g_i, the steepest ascent of g_i x within the flat): the first row hit, when hit alone among
+    the rows not found redundant (``alive``: kept and undecided), is a facet. {row: margin lower bound}."""
+    found: dict[int, float] = {}
+    if basis.shape[1] == 0 or rows.size == 0:
+        return found
+    s = s0[alive]
+    if np.min(s) <= 0:
+        return found  # x0 is not strictly inside: the rays prove nothing
+    Ga = pb.G[alive]
+    for a in range(0, rows.size, _DIRECTED_BATCH):
+        J = rows[a : a + _DIRECTED_BATCH]
+        D = basis @ np.asarray(pb.G[J] @ basis).T  # n x |J|: each row's normal projected onto the flat
+        GD = np.asarray(Ga @ D)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            T = np.where(GD > 1e-12, s[:, None] / GD, np.inf)
+        first, two, ok = _first_hits(T)
+        for k in np.flatnonzero(ok):
+            j = int(alive[first[k]])
+            lb = float((two[1, k] - two[0, k]) * GD[first[k], k]) if np.isfinite(two[1, k]) else np.inf
+            found[j] = max(found.get(j, 0.0), lb)
+    return found
+
+
 def shoot(pb: Problem, s0: np.ndarray, x: np.ndarray, alive: np.ndarray, open_: np.ndarray) -> tuple[np.ndarray, float]:
     """The undecided rows (mask ``open_``) hit first by the segment x0 -> x among the rows not found
     redundant (``alive``; several when they tie), and a lower bound on the margin of the first one: how far
@@ -273,12 +333,21 @@ def _redundant(out: Outcome, lp: KeptLP, j: int, v: float, x: np.ndarray, sol: S
     out.value[j] = v
     out.how[j] = "redundant"
     out.exact_value[j] = bool(np.max(pb.G @ x - pb.h - round_off(pb.h, pb.tol), initial=0.0) <= 0.0)
+    if out.exact_value[j]:
+        lp.seen(x)
     idx, vals = multipliers(lp, sol, out.kept)
     out.info.setdefault("_mult", {})[j] = (idx, vals)  # type: ignore[index]
 
 
 _PARALLEL = 1e-12  # rows whose directions within the flat agree to this (unit vectors) are parallel there
 _CHUNK = 2048  # rows of G N formed at a time (G N is dense: rows x dim)
+
+
+def _flat_images(pb: Problem, basis: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Norms and unit directions of the rows' images in the flat (g N)."""
+    GN = np.asarray(pb.G[rows] @ basis)
+    nr = np.linalg.norm(GN, axis=1)
+    return nr, GN / np.where(nr > 0, nr, 1.0)[:, None]
 
 
 def flat_duplicates(pb: Problem, basis: np.ndarray, out: Outcome, decided: np.ndarray, s0: np.ndarray) -> None:
@@ -289,36 +358,33 @@ def flat_duplicates(pb: Problem, basis: np.ndarray, out: Outcome, decided: np.nd
     if cand.size == 0:
         return
     norms = np.zeros(cand.size)
-    keys: list[bytes] = []
-    P_rows: list[np.ndarray] = []
+    keys = np.zeros(cand.size, dtype=np.int64)  # a hash of each unit image rounded to 9 digits (no n x d copy kept)
     for a in range(0, cand.size, _CHUNK):
-        GN = np.asarray(pb.G[cand[a : a + _CHUNK]] @ basis)
-        nr = np.linalg.norm(GN, axis=1)
+        nr, U = _flat_images(pb, basis, cand[a : a + _CHUNK])
         norms[a : a + _CHUNK] = nr
-        U = GN / np.where(nr > 0, nr, 1.0)[:, None]
-        P_rows.append(U)
         R = np.round(U, 9) + 0.0  # (+ 0.0 turns -0.0 into 0.0: the same key)
-        keys.extend(R[k].tobytes() for k in range(R.shape[0]))
-    U = np.vstack(P_rows) if P_rows else np.zeros((0, basis.shape[1]))
+        keys[a : a + _CHUNK] = [hash(R[k].tobytes()) for k in range(R.shape[0])]
     const = norms <= 1e-9
     for k in np.flatnonzero(const):
         j = int(cand[k])
         decided[j], out.kept[j], out.how[j] = True, False, "redundant"
         out.value[j], out.margin[j], out.exact_value[j] = pb.h[j] - s0[j], -s0[j], True
-    groups: dict[bytes, list[int]] = {}
+    groups: dict[int, list[int]] = {}
     for k in np.flatnonzero(~const):
-        groups.setdefault(keys[k], []).append(int(k))
+        groups.setdefault(int(keys[k]), []).append(int(k))
     dup_i, dup_k, scale = [], [], []
     for members in groups.values():
         if len(members) < 2:
             continue
         mem = np.array(members)
+        _, U = _flat_images(pb, basis, cand[mem])  # the group's images again, compared exactly
         dist = s0[cand[mem]] / norms[mem]
         order = np.lexsort((cand[mem], dist))
         rep = mem[order[0]]
-        for k in mem[order[1:]]:
-            if np.max(np.abs(U[k] - U[rep])) > _PARALLEL:
-                continue  # parallel to 9 digits only: left to the LPs
+        for o in order[1:]:
+            k = mem[o]
+            if np.max(np.abs(U[o] - U[order[0]])) > _PARALLEL:
+                continue  # parallel to 9 digits only (or a hash collision): left to the LPs
             j, r = int(cand[k]), int(cand[rep])
             decided[j], out.kept[j], out.how[j] = True, False, "redundant"
             out.margin[j] = (dist[order[0]] - s0[j] / norms[k]) * norms[k]
@@ -351,14 +417,8 @@ def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batch
     decided = np.ones(m, dtype=bool)
     decided[pb.candidates] = False
     cand_mask = ~decided
-    recheck: set[int] = set()
     flat_duplicates(pb, basis, out, decided, s0)
-    found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
-    for j, lb in found.items():
-        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "random ray"
-        lp.keep(j)
-        if lb < pb.tol:
-            recheck.add(j)
+    recheck = _ray_phase(pb, basis, rng, max_batches, out, decided, lp, s0)
     t0 = time.perf_counter()
     order = pb.candidates[np.argsort(s0[pb.candidates], kind="stable")]
     order = order[~decided[order]]
@@ -384,6 +444,35 @@ def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batch
     out.lp_seconds = time.perf_counter() - t0
     out.info["lp"] = lp
     return out
+
+
+def _ray_phase(
+    pb: Problem,
+    basis: np.ndarray,
+    rng: np.random.Generator,
+    max_batches: int,
+    out: Outcome,
+    decided: np.ndarray,
+    lp: KeptLP,
+    s0: np.ndarray,
+) -> set[int]:
+    """Facets found without an LP: random rays, then one directed ray per undecided row (and per facet whose
+    margin bound is still below tol, to raise it). Returns the facets whose margin bound stays below tol."""
+    found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
+    for j, lb in found.items():
+        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "random ray"
+        lp.keep(j)
+    alive = np.flatnonzero(np.isin(np.arange(decided.size), pb.candidates) & (out.how != "redundant"))
+    thin = np.flatnonzero(out.kept & (out.margin < pb.tol))
+    rows = np.union1d(np.flatnonzero(~decided), thin)
+    for j, lb in directed_rays(pb, basis, rows, alive, s0).items():
+        if decided[j]:
+            if out.kept[j]:
+                out.margin[j] = max(out.margin[j], lb)
+            continue
+        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "directed ray"
+        lp.keep(j)
+    return set(np.flatnonzero(out.kept & (out.margin < pb.tol)).tolist())
 
 
 def _recheck(out: Outcome, lp: KeptLP, rows: list[int], rho: np.ndarray) -> None:
@@ -414,10 +503,15 @@ def tighten(out: Outcome, lp: KeptLP, rows: np.ndarray, s0: np.ndarray) -> None:
     is_dup = np.zeros(out.kept.size, dtype=bool)
     is_dup[dup_i] = True
     h = lp.pb.h
+    rho = round_off(h, lp.pb.tol)
     for j in rows:
         if out.exact_value[j] or is_dup[j]:
             continue
-        v = lp.maximize(int(j))[0]
+        if lp.attained(int(j), float(out.value[j]), float(rho[j])):  # its LP bound is reached by a point of P
+            out.exact_value[j] = True
+            continue
+        v, x, _ = lp.maximize(int(j))
+        lp.seen(x)
         out.value[j], out.exact_value[j] = v, True
     for j, k, f in zip(dup_i, dup_k, scale):
         vk = h[k] if out.kept[k] else out.value[k]

@@ -158,15 +158,17 @@ def sparse_null_space(E: Matrix, *, rank_tol: float = 1e-9, fixed: np.ndarray | 
     core_r, core_c, fixed, steps = structural_elimination(E, fixed)
     K = E[core_r][:, core_c].toarray()
     nc = core_c.size
-    if K.shape[0] == 0:
-        Nc = np.eye(nc)
+    if K.shape[0] == 0:  # no core row: the core's variables are free, its basis the identity (set below)
+        d = nc
+        N = np.zeros((n, d))
+        N[core_c, np.arange(nc)] = 1.0
     else:
         _, s, Vt = np.linalg.svd(K, full_matrices=True)
         rank = int(np.sum(s > rank_tol * max(float(s[0]) if s.size else 0.0, 1e-300)))
-        Nc = Vt[rank:].T
-    d = Nc.shape[1]
-    N = np.zeros((n, d))
-    N[core_c] = Nc
+        d = nc - rank
+        N = np.zeros((n, d))
+        N[core_c] = Vt[rank:].T
+        del Vt
     Er = E
     for j, i in reversed(steps):  # x_j = -(Σ_{k≠j} E_ik x_k) / E_ij: the other columns are already filled
         cols = Er.indices[Er.indptr[i] : Er.indptr[i + 1]]
@@ -176,7 +178,8 @@ def sparse_null_space(E: Matrix, *, rank_tol: float = 1e-9, fixed: np.ndarray | 
     if d == 0:
         return N
     live = np.flatnonzero(np.any(N != 0, axis=1))  # pinned coordinates stay exactly 0
-    Q, _ = sla.qr(N[live], mode="economic", check_finite=False)
-    out = np.zeros((n, d))
-    out[live] = Q
-    return out
+    A = np.empty((live.size, d), order="F")  # LAPACK's layout: the QR runs in place, in A
+    np.take(N, live, axis=0, out=A)
+    Q = sla.qr(A, mode="economic", check_finite=False, overwrite_a=True)[0]
+    N[live] = Q  # N, A and R (d x d) at most: 360 + 360 + 140 MB at 10,000 x 4,000
+    return N

@@ -213,8 +213,8 @@ def simplify(
     solver : str, optional
         LP backend for the implicit equalities; the redundancy LPs run on one kept HiGHS model.
     bounds : {"tighten", "drop"}
-        A redundant finite bound is set to the extreme value the other rows imply ("tighten", as PolyRound
-        does) or removed ("drop": the strictly minimal representation).
+        A redundant finite bound is set to the extreme value the other rows imply ("tighten") or removed
+        ("drop": the strictly minimal representation; PolyRound's simplify removes redundant bounds too).
     seed : int or numpy.random.Generator, optional
         The random rays.
 

@@ -289,3 +289,25 @@ def test_a_facet_thinner_than_round_off_is_flagged_whatever_its_verdict(offset: 
     ties = [t for t in res.near_ties if t.kind == "row" and t.index == 4]
     assert len(ties) == 1 and 0.0 < ties[0].value <= 1e-7
     assert ties[0].verdict == ("redundant" if 4 in res.redundant.tolist() else "kept")
+
+
+def test_facets_found_by_rays_need_no_lp_and_tightened_values_are_exact() -> None:
+    # a cube cut by a redundant row: from the centre each facet is hit first, alone, by its own directed ray,
+    # so only the redundant row needs an LP (the implicit-equality LPs aside)
+    n = 4
+    A = np.vstack([np.eye(n), -np.eye(n), np.ones((1, n))])
+    s = simplify(Polytope(A, np.concatenate([np.ones(2 * n), [2.0 * n]])))
+    assert s.kept.tolist() == list(range(2 * n)) and s.redundant.tolist() == [2 * n]
+    assert s.n_lps - s.implicit.n_solves == 1
+    decided_by = s.info["decided_by"]
+    assert isinstance(decided_by, dict) and set(decided_by) <= {"random ray", "directed ray", "redundant"}
+    # a flux network: every tightened bound (some taken from points of P seen, without their own LP) is the
+    # maximum of its variable over P
+    P = _network(3, 40, 14)
+    t = simplify(P)
+    for j in t.redundant_upper:
+        if j not in t.fixed_variables:
+            assert t.polytope.ub[j] == pytest.approx(_max(P, np.eye(40)[j]), abs=1e-7)
+    for j in t.redundant_lower:
+        if j not in t.fixed_variables:
+            assert t.polytope.lb[j] == pytest.approx(-_max(P, -np.eye(40)[j]), abs=1e-7)
