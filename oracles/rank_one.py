@@ -169,19 +169,19 @@ class RankOneRows:
         return None
 
     def _gram_by_parts(self, w: np.ndarray) -> np.ndarray:
-        """The blocks' remembered Gram matrices (same weights) plus the others': the first block's on its own (the
-        old rows a refit keeps; then remembered), the rest in one product."""
+        """The blocks' remembered Gram matrices (same weights) plus one product over all the other rows (one
+        spreading of its entries, not one per block)."""
         bounds = np.cumsum([0] + [len(b) for b in self.parts])
         total = np.zeros((self.shape[1], self.shape[1]))
         rest: list[int] = []
         for i, (b, lo, hi) in enumerate(zip(self.parts, bounds[:-1], bounds[1:])):
             known = b._remembered(w[lo:hi])
-            if known is not None:
-                total += known
-            elif i == 0:
-                total += b.gram(w[lo:hi])
-            else:
+            if known is None:
                 rest.append(i)
+            else:
+                total += known
+        if len(rest) == len(self.parts):
+            return RankOneRows(self.left, self.right).gram(w)
         if rest:
             new = RankOneRows.concatenate([self.parts[i] for i in rest])
             total += RankOneRows(new.left, new.right).gram(np.concatenate([w[bounds[i] : bounds[i + 1]] for i in rest]))
