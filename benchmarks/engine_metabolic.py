@@ -72,31 +72,39 @@ def rank_dim(P, fixed: np.ndarray) -> int:
     return P.dim - int(np.linalg.matrix_rank(E))
 
 
-def hull_memory(name: str) -> dict:
-    """Peak resident-set growth (MB) of affine_hull on the model, in a fresh child process (Linux: the peak is
-    reset through /proc/self/clear_refs after the model is loaded)."""
+def _peak_in_child(name: str, imports: str, run: str) -> dict:
+    """Run ``run`` on the model's flux polytope P in a fresh child process and report its peak resident-set growth
+    (MB; Linux: the peak is reset through /proc/self/clear_refs after the model is loaded) with what ``run``
+    stores in the dict ``out``; {"status": "failed: ..."} when the child fails."""
     code = f"""
-import resource, sys, json
+import sys, json, time, gc
 sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / "docs" / "examples")!r})
 import flux_polytope as fp
-from oracles import affine_hull
+{imports}
 P, _ = fp.flux_polytope(fp.load_model({name!r}))
-import gc; gc.collect()
+gc.collect()
 def status(key):
     for ln in open("/proc/self/status"):
         if ln.startswith(key):
             return int(ln.split()[1]) / 1024
 open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current size
 base = status("VmRSS")
-import time; t = time.perf_counter(); h = affine_hull(P); dt = time.perf_counter() - t
+out = {{}}
+{run}
 peak = status("VmHWM")
-print(json.dumps({{"peak_growth_mb": peak - base, "peak_rss_mb": peak, "seconds": dt, "dim": h.dim}}))
+print(json.dumps({{"peak_growth_mb": peak - base, "peak_rss_mb": peak, **out}}))
 """
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, ValueError, IndexError) as e:
         return {"status": f"failed: {e}"}
+
+
+def hull_memory(name: str) -> dict:
+    """Peak resident-set growth (MB), time and dimension of affine_hull on the model, in a fresh child process."""
+    run = "t = time.perf_counter(); h = affine_hull(P); out.update(seconds=time.perf_counter() - t, dim=h.dim)"
+    return _peak_in_child(name, "from oracles import affine_hull", run)
 
 
 def _progress(name: str, what: str, seconds: float | None) -> None:
@@ -316,26 +324,7 @@ else:
 
 def simplify_memory(name: str) -> dict:
     """Peak resident-set growth (MB) of simplify + transform in a fresh child process (as hull_memory)."""
-    code = f"""
-import sys, json, time
-sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / "docs" / "examples")!r})
-import flux_polytope as fp
-from oracles import simplify
-P, _ = fp.flux_polytope(fp.load_model({name!r}))
-def status(key):
-    for ln in open("/proc/self/status"):
-        if ln.startswith(key):
-            return int(ln.split()[1]) / 1024
-open("/proc/self/clear_refs", "w").write("5")
-base = status("VmRSS")
-s = simplify(P); s.transform()
-print(json.dumps({{"peak_growth_mb": status("VmHWM") - base}}))
-"""
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (subprocess.SubprocessError, ValueError, IndexError) as e:
-        return {"status": f"failed: {e}"}
+    return _peak_in_child(name, "from oracles import simplify", "s = simplify(P); s.transform()")
 
 
 def synthetic_network(n_rxn: int, n_met: int, seed: int = 0, unit: bool = True):
