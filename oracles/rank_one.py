@@ -153,14 +153,21 @@ class RankOneRows:
         if len(self.parts) > 1 and self.left.shape[1] * self.right.shape[1] >= GROUPED_GRAM_FROM:
             return self._gram_by_parts(w)
         if not self.grouped_gram_pays():
-            M = self.dense() * w[:, None]
-            return M.T @ M
-        if self._remembered(w) is not None:
-            return self._last_gram[0][1].copy()
-        uniq, group = self.groups()
-        G = _grouped_gram(uniq, group, self.right, w * w, self.left.shape[1], self.right.shape[1])
+            return self._product(w)
+        known = self._remembered(w)
+        if known is not None:
+            return known.copy()
+        G = self._product(w)
         self._last_gram[:] = [(w.copy(), G.copy())]
         return G
+
+    def _product(self, w: np.ndarray) -> np.ndarray:
+        """The Gram matrix of diag(w)·rows: grouped where that pays, else the dense rows' product (not remembered)."""
+        if not self.grouped_gram_pays():
+            M = self.dense() * w[:, None]
+            return M.T @ M
+        uniq, group = self.groups()
+        return _grouped_gram(uniq, group, self.right, w * w, self.left.shape[1], self.right.shape[1])
 
     def _remembered(self, w: np.ndarray) -> np.ndarray | None:
         """The Gram matrix remembered for exactly these weights, else None."""
@@ -181,10 +188,10 @@ class RankOneRows:
             else:
                 total += known
         if len(rest) == len(self.parts):
-            return RankOneRows(self.left, self.right).gram(w)
+            return self._product(w)
         if rest:
             new = RankOneRows.concatenate([self.parts[i] for i in rest])
-            total += RankOneRows(new.left, new.right).gram(np.concatenate([w[bounds[i] : bounds[i + 1]] for i in rest]))
+            total += new._product(np.concatenate([w[bounds[i] : bounds[i + 1]] for i in rest]))
         return total
 
     def grouped_gram_pays(self) -> bool:
