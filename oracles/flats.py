@@ -311,7 +311,7 @@ class _Lifted:
         n = A.shape[1]
         w2 = self.w * self.w
         G = np.empty((n + 1, n + 1))
-        G[:n, :n] = A.gram(self.w)
+        A.gram(self.w, out=G[:n, :n])
         G[:n, n] = G[n, :n] = -self.scale * A.rmatvec(w2 * self.b)
         G[n, n] = self.scale**2 * float(np.sum(w2 * self.b * self.b))
         return G

@@ -134,40 +134,46 @@ class RankOneRows:
         """The distinct left factors (G, p) and each row's group (R,), computed once."""
         return self._groups
 
-    def gram(self, weights: ArrayLike | None = None) -> np.ndarray:
+    def gram(self, weights: ArrayLike | None = None, *, out: np.ndarray | None = None) -> np.ndarray:
         """Σ_r w_r² kron(a_r, b_r) kron(a_r, b_r)ᵀ, the Gram matrix of diag(w)·rows, (p·q, p·q).
 
         From ``GROUPED_GRAM_FROM`` columns on, and when it needs fewer flops, by groups of rows that share a left
         factor: only the p(p+1)/2 × q(q+1)/2 distinct entries Σ_g (a_g a_gᵀ)_{ii'} (B_g)_{jj'} are multiplied
-        out (one matrix product), then spread to their (i, j), (i', j') places; else the dense rows' product.
-        Rows joined by ``concatenate`` sum their blocks' Gram matrices, and a block remembers its last grouped
-        Gram matrix with its weights: refitting old rows plus new ones with the old rows' weights unchanged costs
-        only the new rows' product.
+        out (a matrix product over chunks of groups), then spread to their (i, j), (i', j') places; else the
+        dense rows' product. Rows joined by ``concatenate`` sum their blocks' Gram matrices, and a block
+        remembers its last grouped Gram matrix with its weights: refitting old rows plus new ones with the old
+        rows' weights unchanged costs only the new rows' product. ``out`` (p·q, p·q), a view allowed, receives
+        the result (no full-size temporary on the grouped path) and is returned.
         """
-        R = self.shape[0]
+        R, n = self.shape
         w = np.ones(R) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
         if w.shape[0] != R:
             raise ValueError(f"weights must have {R} entries, got {w.shape[0]}")
         if not np.all(np.isfinite(w)):
             raise ValueError("weights must be finite")
+        if out is not None and out.shape != (n, n):
+            raise ValueError(f"out must have shape ({n}, {n}), got {out.shape}")
         if len(self.parts) > 1 and self.left.shape[1] * self.right.shape[1] >= GROUPED_GRAM_FROM:
-            return self._gram_by_parts(w)
+            return self._gram_by_parts(w, out)
         if not self.grouped_gram_pays():
-            return self._product(w)
+            return self._product(w, out)
         known = self._remembered(w)
         if known is not None:
-            return known.copy()
-        G = self._product(w)
+            return _into(out, known) if out is not None else known.copy()
+        G = self._product(w, out)
         self._last_gram[:] = [(w.copy(), G.copy())]
         return G
 
-    def _product(self, w: np.ndarray) -> np.ndarray:
-        """The Gram matrix of diag(w)·rows: grouped where that pays, else the dense rows' product (not remembered)."""
+    def _product(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The Gram matrix of diag(w)·rows (into ``out`` when given): grouped where that pays, else the dense rows'
+        product (not remembered)."""
         if not self.grouped_gram_pays():
             M = self.dense() * w[:, None]
-            return M.T @ M
+            return _into(out, M.T @ M) if out is not None else M.T @ M
         uniq, group = self.groups()
-        return _grouped_gram(uniq, group, self.right, w * w, self.left.shape[1], self.right.shape[1])
+        p, q = self.left.shape[1], self.right.shape[1]
+        H = _grouped_entries(uniq, group, self.right, w * w, p, q)
+        return _spread(H, p, q, np.empty((p * q, p * q)) if out is None else out)
 
     def _remembered(self, w: np.ndarray) -> np.ndarray | None:
         """The Gram matrix remembered for exactly these weights, else None."""
@@ -175,23 +181,27 @@ class RankOneRows:
             return self._last_gram[0][1]
         return None
 
-    def _gram_by_parts(self, w: np.ndarray) -> np.ndarray:
+    def _gram_by_parts(self, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The blocks' remembered Gram matrices (same weights) plus one product over all the other rows (one
         spreading of its entries, not one per block)."""
         bounds = np.cumsum([0] + [len(b) for b in self.parts])
-        total = np.zeros((self.shape[1], self.shape[1]))
+        known_blocks: list[np.ndarray] = []
         rest: list[int] = []
         for i, (b, lo, hi) in enumerate(zip(self.parts, bounds[:-1], bounds[1:])):
             known = b._remembered(w[lo:hi])
             if known is None:
                 rest.append(i)
             else:
-                total += known
-        if len(rest) == len(self.parts):
-            return self._product(w)
+                known_blocks.append(known)
+        if not known_blocks:
+            return self._product(w, out)
         if rest:
             new = RankOneRows.concatenate([self.parts[i] for i in rest])
-            total += new._product(np.concatenate([w[bounds[i] : bounds[i + 1]] for i in rest]))
+            total = new._product(np.concatenate([w[bounds[i] : bounds[i + 1]] for i in rest]), out)
+        else:
+            total = np.zeros((self.shape[1], self.shape[1])) if out is None else _into(out, 0.0)
+        for known in known_blocks:
+            total += known
         return total
 
     def grouped_gram_pays(self) -> bool:
@@ -205,25 +215,49 @@ class RankOneRows:
         return grouped < self.shape[0] * float(p * q) ** 2
 
 
-def _grouped_gram(uniq: np.ndarray, group: np.ndarray, right: np.ndarray, w2: np.ndarray, p: int, q: int) -> np.ndarray:
-    """Σ_g kron(a_g a_gᵀ, B_g) with B_g = Σ_{r∈g} w2_r b_r b_rᵀ, through the symmetric halves of both factors."""
+def _grouped_entries(
+    uniq: np.ndarray, group: np.ndarray, right: np.ndarray, w2: np.ndarray, p: int, q: int
+) -> np.ndarray:
+    """H = Σ_g vech(a_g a_gᵀ) vech(B_g)ᵀ, (p(p+1)/2, q(q+1)/2), with B_g = Σ_{r∈g} w2_r b_r b_rᵀ: chunks of groups
+    whose factors take ``GROUPED_CHUNK_ENTRIES`` floats each, so no G × p(p+1)/2 array is held whole."""
     iu_p, iu_q = np.triu_indices(p), np.triu_indices(q)
-    P = uniq[:, iu_p[0]] * uniq[:, iu_p[1]]  # (G, p(p+1)/2): the distinct entries of a_g a_gᵀ
+    n_groups, nq = uniq.shape[0], iu_q[0].size
     order = np.argsort(group, kind="stable")
     sorted_group = group[order]
-    Q = np.zeros((uniq.shape[0], iu_q[0].size))  # the distinct entries of each B_g
-    step = max(1, GROUPED_CHUNK_ENTRIES // iu_q[0].size)
-    for lo in range(0, group.size, step):  # rows sorted by group, summed run by run (reduceat)
-        rows = order[lo : lo + step]
-        b = right[rows]
-        prod = b[:, iu_q[0]] * (b[:, iu_q[1]] * w2[rows, None])
-        g = sorted_group[lo : lo + step]
-        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        Q[g[starts]] += np.add.reduceat(prod, starts, axis=0)
-    H = (P.T @ Q).reshape(-1)  # (p(p+1)/2 · q(q+1)/2,): entry (s(i, i'), s(j, j'))
+    starts = np.searchsorted(sorted_group, np.arange(n_groups + 1))  # group g's rows: order[starts[g]:starts[g+1]]
+    H = np.zeros((iu_p[0].size, nq))
+    per_chunk = max(1, GROUPED_CHUNK_ENTRIES // max(iu_p[0].size, nq))
+    row_step = max(1, GROUPED_CHUNK_ENTRIES // nq)
+    for g0 in range(0, n_groups, per_chunk):
+        g1 = min(n_groups, g0 + per_chunk)
+        P = uniq[g0:g1, iu_p[0]] * uniq[g0:g1, iu_p[1]]  # the distinct entries of a_g a_gᵀ
+        Q = np.zeros((g1 - g0, nq))  # the distinct entries of each B_g
+        for lo in range(starts[g0], starts[g1], row_step):  # rows sorted by group, summed run by run (reduceat)
+            hi = min(starts[g1], lo + row_step)
+            b = right[order[lo:hi]]
+            prod = b[:, iu_q[0]] * (b[:, iu_q[1]] * w2[order[lo:hi], None])
+            g = sorted_group[lo:hi]
+            runs = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+            Q[g[runs] - g0] += np.add.reduceat(prod, runs, axis=0)
+        H += P.T @ Q
+    return H
+
+
+def _spread(H: np.ndarray, p: int, q: int, out: np.ndarray) -> np.ndarray:
+    """out[(i, j), (i', j')] = H[s(i, i'), s(j, j')], one left index i at a time (no (p·q)² index array)."""
     sym_p, sym_q = _sym_index(p), _sym_index(q)
-    at = sym_p[:, None, :, None] * iu_q[0].size + sym_q[None, :, None, :]  # (i, j, i', j') → its entry of H
-    return H[at.reshape(p * q, p * q)]
+    out4 = out.reshape(p, q, p, q)  # a view: splitting each axis in two never copies
+    if not np.shares_memory(out4, out):
+        raise ValueError("out must be reshapeable to (p, q, p, q) without a copy")
+    for i in range(p):
+        out4[i] = H[sym_p[i]][:, sym_q].transpose(1, 0, 2)  # [i', j, j'] → [j, i', j']
+    return out
+
+
+def _into(out: np.ndarray, value: np.ndarray | float) -> np.ndarray:
+    """out[...] = value; out."""
+    out[...] = value
+    return out
 
 
 def _sym_index(n: int) -> np.ndarray:

@@ -129,7 +129,7 @@ def _context(
     n_val = _validation_size(size.N, holdout.train, cfg.validation_size, allow_none=holdout.may_be_empty)
     tr, va = _split(size.N, n_val, gen)
     Xtr, Ytr = TrainRows(X, tr).view(), TrainRows(Y, tr).view()
-    Xva, Yva = X[va], Y[va]
+    Xva, Yva = np.take(X, va, axis=0), np.take(Y, va, axis=0)
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
         Xva, Yva = X[tr], Y[tr]
     prog = Progress(progress, route.name, route.steps)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..settings import ProblemSize
+from ..toolkit.forward_pass import error_chunk
 from ..toolkit.small_spd import batched_cholesky_solve, batched_positive_definite
 
 __all__ = ["SimplexFit", "simplex_lstsq", "affine_weights", "token_gram_ok", "token_distances", "agreement_blind_dims"]
@@ -39,12 +40,20 @@ class SimplexFit:
 
 
 def simplex_lstsq(X: np.ndarray, Y: np.ndarray, W_sum: np.ndarray, *, ridge: float = 1e-12) -> SimplexFit:
-    """For every example n and row a: q̂ = argmin_{Σq = 1} ‖y_a − qᵀ X_n ΣW‖ (vectorised over n)."""
-    B = X @ W_sum  # (N, k, d): rows x_jᵀ ΣW
-    q = affine_weights(B, B @ Y.transpose(0, 2, 1), ridge=ridge).transpose(0, 2, 1)  # (N, a, j)
-    res = np.linalg.norm(Y - q @ B, axis=-1)
-    rel = res / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
-    return SimplexFit(q, res, rel)
+    """For every example n and row a: q̂ = argmin_{Σq = 1} ‖y_a − qᵀ X_n ΣW‖ (vectorised over n, in chunks of
+    ``error_chunk`` examples, so the (n, k, d) temporaries stay a few MB whatever N)."""
+    N, k, d = X.shape
+    q, res, y_norm = np.empty((N, k, k)), np.empty((N, k)), np.empty((N, k))
+    step = error_chunk(k, d)
+    for lo in range(0, N, step):
+        x, y = X[lo : lo + step], Y[lo : lo + step]
+        n = x.shape[0]
+        B = (x.reshape(n * k, d) @ W_sum).reshape(n, k, d)  # rows x_jᵀ ΣW; one 2-D product, not n small ones
+        qc = affine_weights(B, B @ y.transpose(0, 2, 1), ridge=ridge).transpose(0, 2, 1)  # (n, a, j)
+        q[lo : lo + n] = qc
+        res[lo : lo + n] = np.linalg.norm(y - qc @ B, axis=-1)
+        y_norm[lo : lo + n] = np.linalg.norm(y, axis=-1)
+    return SimplexFit(q, res, res / np.maximum(y_norm, 1e-300))
 
 
 def affine_weights(B: np.ndarray, R: np.ndarray, *, ridge: float = 1e-12) -> np.ndarray:

@@ -671,7 +671,14 @@ def _grow(
     was = pool.n_read + read
     before, read = read, min(budget, max(was * int(s.scan_growth) - pool.n_read, read + 1))
     idx = pool.order[before:read]  # only the new examples: the earlier scans' rows join the reservoir
-    return read, scan_span_rows(pool.X[idx], pool.Y[idx], sum_w, rule, s, initial=extra)
+    # gathered one scan block at a time (the reservoir carries over, so the rows are those of one scan of them
+    # all): the examples are never copied out whole
+    step = int(s.scan_block)
+    rows = extra
+    for lo in range(0, max(idx.size, 1), step):
+        rows = scan_span_rows(pool.X[idx[lo : lo + step]], pool.Y[idx[lo : lo + step]], sum_w, rule, s, initial=rows)
+    assert rows is not None
+    return read, rows
 
 
 def _pinned(est: SpanEstimate, s: SpanSettings) -> str:

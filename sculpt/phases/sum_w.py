@@ -31,6 +31,7 @@ from .._checks import check_data
 from ..errors import PhaseFailed
 from ..result import PhaseRecord
 from ..settings import ProblemSize, SumWSettings
+from ..toolkit.forward_pass import error_chunk
 from ._simplex import affine_weights, simplex_lstsq, token_gram_ok
 
 if TYPE_CHECKING:
@@ -89,7 +90,9 @@ def crude_sum_w(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.asarray(X.sum(1).T @ Y.sum(1) / (k * N))
 
 
-def single_token_residuals(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def single_token_residuals(
+    X: np.ndarray, Y: np.ndarray, W: np.ndarray, examples: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """For every output row (n, a): the single token that fits it best under W and how well.
 
     Parameters
@@ -98,6 +101,8 @@ def single_token_residuals(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple
         Inputs and outputs.
     W : np.ndarray, shape (d, d)
         An estimate of Σ_i W_i.
+    examples : np.ndarray of int, optional
+        Only these examples (rows of X and Y), gathered a chunk at a time; the results have one row per entry.
 
     Returns
     -------
@@ -106,13 +111,28 @@ def single_token_residuals(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> tuple
     rel : np.ndarray, shape (N, k)
         ‖y_a − x_jᵀ W‖ / ‖y_a‖ at that j.
     """
-    P = X @ W  # (N, k, d)
-    yy = np.einsum("nad,nad->na", Y, Y)
-    pp = np.einsum("njd,njd->nj", P, P)
-    D2 = yy[:, :, None] - 2.0 * Y @ P.transpose(0, 2, 1) + pp[:, None, :]
-    j = D2.argmin(-1)
-    best = np.take_along_axis(D2, j[..., None], -1)[..., 0]
-    rel = np.sqrt(np.maximum(best, 0.0) / np.maximum(yy, 1e-300))
+    _, k, d = X.shape
+    N = X.shape[0] if examples is None else examples.size
+    j = np.empty((N, k), dtype=np.intp)
+    rel = np.empty((N, k))
+    step = error_chunk(k, d)
+    for lo in range(0, N, step):  # chunks bound the (n, k, d) temporaries; 2-D products (BLAS, not per example)
+        if examples is None:
+            x, y = X[lo : lo + step], Y[lo : lo + step]
+        else:
+            x, y = np.take(X, examples[lo : lo + step], axis=0), np.take(Y, examples[lo : lo + step], axis=0)
+        n = x.shape[0]
+        P = (x.reshape(n * k, d) @ W).reshape(n, k, d)
+        yy = np.einsum("nad,nad->na", y, y)
+        pp = np.einsum("njd,njd->nj", P, P)
+        D2 = y @ P.transpose(0, 2, 1)
+        D2 *= -2.0
+        D2 += yy[:, :, None]
+        D2 += pp[:, None, :]
+        jc = D2.argmin(-1)
+        best = np.take_along_axis(D2, jc[..., None], -1)[..., 0]
+        j[lo : lo + n] = jc
+        rel[lo : lo + n] = np.sqrt(np.maximum(best, 0.0) / np.maximum(yy, 1e-300))
     return j, rel
 
 
@@ -217,7 +237,7 @@ class _ResidualBounds:
             reach = np.partition(self.hi, keep - 1)[keep - 1]
             ex = np.unique(np.flatnonzero(self.lo <= reach) // k)
             rows = (ex[:, None] * k + np.arange(k)).reshape(-1)
-            j, rel = single_token_residuals(self.X[ex], self.Y[ex], W)
+            j, rel = single_token_residuals(self.X, self.Y, W, ex)
             self.j[rows], self.lo[rows], self.hi[rows] = j.reshape(-1), rel.reshape(-1), rel.reshape(-1)
         self.W = W
         idx = rows[np.argpartition(self.lo[rows], keep - 1)[:keep]]
@@ -330,6 +350,7 @@ def agreement_refit(
     stall: float,
     stop_rms: float,
     basis: np.ndarray | None = None,
+    examples: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, object]]:
     """Variable-projection Gauss–Newton on the agreeing rows: min_W Σ_rows min_{Σq=1} ‖y_a − qᵀ X W‖².
 
@@ -358,6 +379,8 @@ def agreement_refit(
         Stop when the residual RMS is already at most this (fitted to rounding).
     basis : np.ndarray, shape (s, d), optional
         Restricts the update to ΔW = basisᵀ C.
+    examples : np.ndarray of int, optional
+        Rows are chosen among these examples only (None: all); the others are not copied out.
 
     Returns
     -------
@@ -371,7 +394,12 @@ def agreement_refit(
     fit = simplex_lstsq(X, Y, W)
     q = fit.q.reshape(-1, k)
     rel = fit.rel.reshape(-1)
-    ok = np.flatnonzero((q.min(1) >= -q_tol) & np.repeat(token_gram_ok(X), k))
+    usable = (q.min(1) >= -q_tol) & np.repeat(token_gram_ok(X), k)
+    if examples is not None:
+        allowed = np.zeros(N, bool)
+        allowed[examples] = True
+        usable &= np.repeat(allowed, k)
+    ok = np.flatnonzero(usable)
     rows = ok[np.argsort(rel[ok], kind="stable")[:n_rows]]
     hist: list[float] = []
     info: dict[str, object] = {"rows": int(rows.size), "rms_per_iter": hist}
@@ -498,16 +526,32 @@ def _holdout_split(N: int, every: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _refits(
-    X: np.ndarray, Y: np.ndarray, W: np.ndarray, s: SumWSettings, S: np.ndarray | None
+    X: np.ndarray,
+    Y: np.ndarray,
+    W: np.ndarray,
+    s: SumWSettings,
+    S: np.ndarray | None,
+    fit: np.ndarray,
+    held: np.ndarray,
 ) -> tuple[np.ndarray, list[dict[str, object]], bool]:
-    """Phase 1's ``vp_rounds`` agreement refits, each re-selecting its rows under the last W. Returns (W, one
-    info dict per refit, whether one pattern fits every selected row to rounding: then the refits stop, since
-    another would re-select rows under the same W)."""
-    stop_rms = s.exact_agreement * float(np.sqrt(np.mean(Y**2)))
+    """Phase 1's ``vp_rounds`` agreement refits on the examples ``fit`` (``held``: the others), each re-selecting
+    its rows under the last W. Returns (W, one info dict per refit, whether one pattern fits every selected row to
+    rounding: then the refits stop, since another would re-select rows under the same W)."""
+    Yh = np.take(Y, held, axis=0)
+    fit_sq = float(np.vdot(Y, Y)) - float(np.vdot(Yh, Yh))  # Σ y² over ``fit`` without copying those examples
+    stop_rms = s.exact_agreement * float(np.sqrt(max(fit_sq, 0.0) / max(fit.size * Y.shape[1] * Y.shape[2], 1)))
     steps: list[dict[str, object]] = []
     for _ in range(s.vp_rounds):
         W, info = agreement_refit(
-            X, Y, W, n_rows=s.vp_rows, q_tol=s.vp_q_tol, max_iter=s.vp_max_iter, stall=s.vp_stall, stop_rms=stop_rms
+            X,
+            Y,
+            W,
+            n_rows=s.vp_rows,
+            q_tol=s.vp_q_tol,
+            max_iter=s.vp_max_iter,
+            stall=s.vp_stall,
+            stop_rms=stop_rms,
+            examples=fit,
         )
         if S is not None:
             info["err_sum_w"] = _rel_err(W, S)
@@ -528,8 +572,8 @@ def _improve(
     to ``rec``."""
     assert s.min_rows is not None  # resolved
     fit, held = _holdout_split(X.shape[0], s.holdout_every)
-    Xf, Yf = X[fit], Y[fit]
-    Xh, Yh = (X[held], Y[held]) if held.size else (Xf, Yf)  # too few examples: judged in-sample
+    # too few examples to hold any out: judged in-sample
+    Xh, Yh = (np.take(X, held, axis=0), np.take(Y, held, axis=0)) if held.size else (X, Y)
     rec.figures["holdout_examples"] = int(held.size)
     W, steps = trimmed_rounds(X, Y, W0, s.fractions, min_rows=s.min_rows, truth_sum=S)
     rec.figures["trimmed_steps"] = steps
@@ -538,7 +582,7 @@ def _improve(
         rec.truth["err_trimmed"] = _rel_err(W, S)
         rec.truth["err_per_step"] = [step.get("err_sum_w") for step in steps]
     crit = {"trimmed": holdout_criterion(Xh, Yh, W, s.holdout_fraction, s.holdout_rows)}
-    W_r, vp_steps, exact = _refits(Xf, Yf, W, s, S)
+    W_r, vp_steps, exact = _refits(X, Y, W, s, S, fit, held)
     rec.figures["agreement_refit"] = vp_steps
     if s.vp_rounds:
         agree = {

@@ -92,14 +92,15 @@ class TrainRows:
         """The split as one array (gathered on the first call, then kept)."""
         if self._whole is None:
             assert self.index is not None
-            self._whole = self.base[self.index]
+            self._whole = _gather(self.base, self.index)
         return self._whole
 
     def __getitem__(self, key: int | slice | np.ndarray) -> np.ndarray:
         if self._whole is not None or isinstance(key, tuple):
             return self.whole()[key]
         assert self.index is not None
-        return self.base[self.index[key]]
+        rows = self.index[key]
+        return _gather(self.base, rows) if isinstance(rows, np.ndarray) else self.base[rows]
 
     def __array__(self, dtype: object = None, copy: bool | None = None) -> np.ndarray:
         arr = self.whole()
@@ -117,6 +118,12 @@ class TrainRows:
         and only index it by rows and read its shape (``sculpt.vplm.vp_lm_starts``, ``sculpt.phases.polish``):
         their results are those on ``whole()``, bit for bit (tests/sculpt/test_learner.py checks it)."""
         return cast(np.ndarray, self)
+
+
+def _gather(base: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """base[rows] along the first axis: ``numpy.take`` copies whole rows (80,000 × 8 × 64: 0.09 against 0.54 s for
+    fancy indexing, which walks the trailing axes element by element)."""
+    return np.take(base, rows, axis=0)
 
 
 class _TrainingSplit:

@@ -49,16 +49,22 @@ def test_products_equal_those_of_the_dense_rows(seed: int, groups: int, per: int
 @settings(max_examples=25, deadline=None)
 @given(**_sizes(2))
 def test_grouped_gram_equals_the_dense_gram(seed: int, groups: int, per: int, p: int, q: int) -> None:
-    """Σ_g kron(a_g a_gᵀ, B_g), built from the distinct entries only, is the Gram matrix of diag(w)·rows, exactly
-    symmetric; joined rows sum their blocks' Gram matrices, a remembered one included."""
+    """Σ_g kron(a_g a_gᵀ, B_g), built from the distinct entries only (in chunks of a few groups), is the Gram matrix
+    of diag(w)·rows, exactly symmetric, also written into a view of a larger array; joined rows sum their blocks'
+    Gram matrices, a remembered one included."""
     rows = _rows(seed, groups, per, p, q)
     w = np.random.default_rng(seed).random(len(rows))
     D = rows.dense() * w[:, None]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rank_one, "GROUPED_GRAM_FROM", 1)
-        G = rank_one._grouped_gram(*rows.groups(), rows.right, w * w, p, q)
+        mp.setattr(rank_one, "GROUPED_CHUNK_ENTRIES", 2 * p * q)  # a chunk holds 2–4 groups: several chunks
+        mp.setattr(RankOneRows, "grouped_gram_pays", lambda self: len(self) > 0)  # the grouped path, whatever sizes
+        G = rows.gram(w)
         assert np.allclose(G, D.T @ D, atol=1e-12 * max(1.0, np.abs(D.T @ D).max()))
         assert np.array_equal(G, G.T)
+        big = np.full((p * q + 2, p * q + 3), np.nan)
+        assert rows.gram(w, out=big[1:-1, 2:-1]) is not None
+        assert np.array_equal(big[1:-1, 2:-1], G) and np.isnan(big[0]).all() and np.isnan(big[:, :2]).all()
         other = _rows(seed + 1, 3, 2, p, q)
         w2 = np.random.default_rng(seed + 2).random(len(other))
         first = rows.gram(w)  # remembered when the grouped product was taken

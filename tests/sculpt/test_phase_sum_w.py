@@ -67,6 +67,31 @@ def test_single_token_residual_is_zero_on_one_hot_rows():
     np.testing.assert_allclose(np.take_along_axis(X, j[..., None], 1), np.take_along_axis(X, pick[..., None], 1))
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 10**6])
+def test_chunked_residuals_and_simplex_fits_match_the_per_example_ones(monkeypatch, chunk):
+    """single_token_residuals and simplex_lstsq work a chunk of examples at a time (and on ``examples`` gathered a
+    chunk at a time): every chunk size gives each example the result it gets alone."""
+    import sculpt.phases._simplex as sx
+    import sculpt.phases.sum_w as sw
+
+    rng = np.random.default_rng(3)
+    X = sample_inputs(40, 4, 6, rng=rng)
+    Y, W = rng.standard_normal((40, 4, 6)), rng.standard_normal((6, 6))
+    alone = [single_token_residuals(X[n : n + 1], Y[n : n + 1], W) for n in range(40)]
+    fits = [sx.simplex_lstsq(X[n : n + 1], Y[n : n + 1], W) for n in range(40)]
+    monkeypatch.setattr(sw, "error_chunk", lambda k, d: chunk)
+    monkeypatch.setattr(sx, "error_chunk", lambda k, d: chunk)
+    j, rel = single_token_residuals(X, Y, W)
+    assert np.array_equal(j, np.vstack([a[0] for a in alone]))
+    np.testing.assert_allclose(rel, np.vstack([a[1] for a in alone]), rtol=1e-12, atol=0)
+    pick = rng.permutation(40)[:25]
+    j2, rel2 = single_token_residuals(X, Y, W, pick)
+    assert np.array_equal(j2, j[pick]) and np.array_equal(rel2, rel[pick])
+    fit = sx.simplex_lstsq(X, Y, W)
+    np.testing.assert_allclose(fit.q, np.concatenate([f.q for f in fits]), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fit.rel, np.concatenate([f.rel for f in fits]), rtol=1e-10, atol=1e-14)
+
+
 def test_without_improvement_returns_crude():
     model = plant(4, 3, 2, seed=1)
     X = sample_inputs(500, 3, 4, rng=2)
@@ -249,9 +274,11 @@ def test_pruned_trimmed_rounds_keep_the_rows_of_the_full_computation(monkeypatch
     calls: list[int] = []
     original = sw.single_token_residuals
 
-    def counted(X_: np.ndarray, Y_: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        calls.append(X_.shape[0])
-        return original(X_, Y_, W)
+    def counted(
+        X_: np.ndarray, Y_: np.ndarray, W: np.ndarray, examples: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(X_.shape[0] if examples is None else examples.size)
+        return original(X_, Y_, W, examples)
 
     monkeypatch.setattr(sw, "single_token_residuals", counted)
     monkeypatch.setattr(sw, "TRIM_PRUNE_FROM", 10**9)
