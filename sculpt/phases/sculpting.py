@@ -107,14 +107,16 @@ class SculptedBody:
     (16,4,2)). ``F θ ≈ g`` (weights ``weights``): equality-type constraints from agreeing rows (empty for a
     half-space-only body). ``rows_seen``/``rows_accepted``: output rows tested / accepted by the agreement test.
     A slab body also has phase 4's rows ``span_F``/``span_g``/``span_weights`` (every equality of its agreeing
-    rows up to ``span_tau``, K*'s own slab rows among them) and ``span_rule``, the rule they came from."""
+    rows up to ``span_tau``, K*'s own slab rows among them) and ``span_rule``, the rule they came from. From
+    d² >= ``FACTORED_FROM`` the rows of ``F`` and of the half-spaces are kept as ``oracles.RankOneRows`` factors
+    (``.dense()`` gives them whole; the polytope is built from them whole)."""
 
-    F: np.ndarray
+    F: np.ndarray | RankOneRows
     g: np.ndarray
     weights: np.ndarray
     rows_seen: int
     rows_accepted: int
-    halfspaces: tuple[np.ndarray, np.ndarray]
+    halfspaces: tuple[np.ndarray | RankOneRows, np.ndarray]
     slab_widths: np.ndarray
     figures: dict[str, object] = field(default_factory=dict)
     box: float = 4.0
@@ -137,9 +139,9 @@ class SculptedBody:
             A, b = self.halfspaces
             poly = Polytope(np.empty((0, p)), np.empty(0), dim=p)
             if A.shape[0]:
-                poly.add_halfspaces(A, b)
+                poly.add_halfspaces(_dense(A), b)
             if self.F.shape[0]:
-                poly.add_slabs(self.F, self.g, self.slab_widths)
+                poly.add_slabs(_dense(self.F), self.g, self.slab_widths)
             poly.add_halfspaces(*_box_rows(p, self.box))
             self._polytope = poly
         return self._polytope
@@ -156,7 +158,7 @@ class SculptedBody:
     def slab_rank(self) -> int:
         """rank F of K*'s equality rows (computed once: phase 4 asks again after every scan)."""
         if self._slab_rank is None:
-            self._slab_rank = row_rank(self.F, self.F.shape[1]) if self.F.shape[0] else 0
+            self._slab_rank = row_rank(_dense(self.F), self.F.shape[1]) if self.F.shape[0] else 0
         return self._slab_rank
 
     def constraints(self) -> tuple[np.ndarray, np.ndarray]:
@@ -173,6 +175,29 @@ def _box_rows(p: int, R: float) -> tuple[np.ndarray, np.ndarray]:
 def _pair_rows(xa: np.ndarray, xr: np.ndarray, xj: np.ndarray) -> np.ndarray:
     """Rows kron(x_a, x_r − x_j): the logit difference x_aᵀΘ(x_r − x_j) = row @ vec(Θ)."""
     return np.einsum("np,nq->npq", xa, xr - xj).reshape(xa.shape[0], -1)
+
+
+#: constraint rows, whole or (from ``FACTORED_FROM`` variables on) as their factors x_a ⊗ (x_r − x_j)
+Rows = np.ndarray | RankOneRows
+
+
+def _stack_rows(parts: list[Rows], d: int, factored: bool) -> Rows:
+    """The rows of ``parts`` (all factored or all whole) one after the other (an empty (0, d²) block when there
+    are none)."""
+    if factored:
+        blocks = [p for p in parts if isinstance(p, RankOneRows)]
+        return RankOneRows.concatenate(blocks) if blocks else RankOneRows(np.empty((0, d)), np.empty((0, d)))
+    return np.vstack([_dense(p) for p in parts]) if parts else np.empty((0, d * d))
+
+
+def _take_rows(M: Rows, idx: np.ndarray) -> Rows:
+    """Rows ``idx`` (indices or a mask) of M."""
+    return M.take(idx) if isinstance(M, RankOneRows) else M[idx]
+
+
+def _dense(M: Rows) -> np.ndarray:
+    """M's rows whole (for the LPs and the polytope)."""
+    return M.dense() if isinstance(M, RankOneRows) else M
 
 
 def sculpt(
@@ -247,7 +272,7 @@ def sculpt(
     lp_t0 = time.perf_counter()
     slack = _least_slack(rows.A, rows.b, slabs, _start_point(rows, slabs, s), s, solver)
     lp_time = time.perf_counter() - lp_t0
-    A, b = (rows.A[slack.keep], rows.b[slack.keep]) if slack.keep is not None else (rows.A, rows.b)
+    A, b = (_take_rows(rows.A, slack.keep), rows.b[slack.keep]) if slack.keep is not None else (rows.A, rows.b)
     eta = 2.0 * slack.eta_star + s.eta0
     body = _assemble(A, b, slabs, slack.eta_star, eta, _box(s), rows_seen=N * k, rows_accepted=int(sel.rows.size))
     if sel.span_rows is not None:
@@ -275,7 +300,7 @@ def _figures(
     rows: _Rows,
     slabs: _Slabs,
     slack: _Slack,
-    A: np.ndarray,
+    A: Rows,
     eta: float,
     s: BodySettings,
 ) -> dict[str, object]:
@@ -436,9 +461,9 @@ class _Rows:
     """The constraints of the kept rows: half-spaces A θ <= b, equality rows F θ ≈ g (weights w), the additive
     floor q_f, and the rows' frame (``_row_frame``) for the start point and the truth figures."""
 
-    A: np.ndarray
+    A: Rows
     b: np.ndarray
-    F: np.ndarray
+    F: Rows
     g: np.ndarray
     w: np.ndarray
     floor: float
@@ -456,8 +481,13 @@ def _row_constraints(X: np.ndarray, sel: _Selection, s: BodySettings, slabs: boo
     log(q̂_r/(q̂_j⁺ + q_f)) (only rows ``half_row``), or in slab mode when q̂_j >= q_min an equality
     x_aᵀΘ(x_j − x_r) ≈ log(q̂_j/q̂_r) weighted q̂_j. The floor q_f = c_floor · q90(|negative q̂|), clipped to
     floor_clip (slab mode: at least q_min, since its rows have q̂ >= −q_tol and negative entries understate the
-    noise there)."""
-    k, p = X.shape[1], X.shape[2] ** 2
+    noise there). From ``FACTORED_FROM`` variables on the rows are kept as factors (x_a, x_r − x_j)."""
+    k, d = X.shape[1], X.shape[2]
+    factored = d * d >= FACTORED_FROM
+
+    def pair(xa_: np.ndarray, u: np.ndarray, v: np.ndarray) -> Rows:  # kron(x_a, u − v)
+        return RankOneRows(xa_, u - v) if factored else _pair_rows(xa_, u, v)
+
     assert s.dist_min is not None  # resolved
     n_idx, a_idx = np.divmod(sel.rows, k)
     Q = sel.q[sel.rows]
@@ -474,16 +504,16 @@ def _row_constraints(X: np.ndarray, sel: _Selection, s: BodySettings, slabs: boo
         eq = usable & (qj >= s.q_min) if slabs else np.zeros(sel.rows.size, bool)
         hs = usable & ~eq & sel.half_row
         if hs.any():  # x_aᵀΘ(x_r − x_j) >= log(q_r/(q_j⁺ + q_f))  <=>  −row θ <= −bound
-            half_A.append(-_pair_rows(xa[hs], xr[hs], xj[hs]))
+            half_A.append(pair(xa[hs], xj[hs], xr[hs]))
             half_b.append(-np.log(qr[hs] / (np.maximum(qj[hs], 0.0) + floor)))
         if eq.any():  # x_aᵀΘ(x_j − x_r) ≈ log(q_j/q_r)
-            F.append(_pair_rows(xa[eq], xj[eq], xr[eq]))
+            F.append(pair(xa[eq], xj[eq], xr[eq]))
             g.append(np.log(qj[eq] / qr[eq]))
             wts.append(qj[eq])
     return _Rows(
-        A=np.vstack(half_A) if half_A else np.empty((0, p)),
+        A=_stack_rows(half_A, d, factored),
         b=np.concatenate(half_b) if half_b else np.empty(0),
-        F=np.vstack(F) if F else np.empty((0, p)),
+        F=_stack_rows(F, d, factored),
         g=np.concatenate(g) if g else np.empty(0),
         w=np.concatenate(wts) if wts else np.empty(0),
         floor=floor,
@@ -503,21 +533,22 @@ class _Slabs:
     that fit's point ``fit`` (None without equality rows); ``factors``: F's rows as rank-one factors when the fit
     used them (``_factored``)."""
 
-    F: np.ndarray
+    F: Rows
     g: np.ndarray
     w: np.ndarray
     widths: np.ndarray
     fit: np.ndarray | None
     factors: RankOneRows | None = None
 
-    def stack(self, A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The half-spaces A θ <= b stacked with both sides of the slabs."""
+    def stack(self, A: Rows, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The half-spaces A θ <= b stacked with both sides of the slabs, whole (for the LPs)."""
         if not self.F.shape[0]:
-            return A, b
-        return np.vstack([A, self.F, -self.F]), np.concatenate([b, self.g + self.widths, self.widths - self.g])
+            return _dense(A), b
+        F = _dense(self.F)
+        return np.vstack([_dense(A), F, -F]), np.concatenate([b, self.g + self.widths, self.widths - self.g])
 
 
-def _fit_slabs(F: np.ndarray, g: np.ndarray, w: np.ndarray, eta0: float) -> _Slabs:
+def _fit_slabs(F: Rows, g: np.ndarray, w: np.ndarray, eta0: float) -> _Slabs:
     """A weighted least-squares fit of F θ ≈ g with a robust trim of outlying equations, then the half-widths.
 
     A log-ratio with q̂_j small is uncertain by about σ_q/q̂_j nats, so slab i gets the half-width
@@ -543,7 +574,7 @@ def _fit_slabs(F: np.ndarray, g: np.ndarray, w: np.ndarray, eta0: float) -> _Sla
         eq_keep = keep_next
     sigma = float(np.quantile(res[eq_keep], 0.99)) if eq_keep.any() else 0.0
     kept = None if Ff is None else Ff.take(eq_keep)
-    return _Slabs(F[eq_keep], g[eq_keep], w[eq_keep], 2.0 * sigma / w[eq_keep] + 0.5 * eta0, th, kept)
+    return _Slabs(_take_rows(F, eq_keep), g[eq_keep], w[eq_keep], 2.0 * sigma / w[eq_keep] + 0.5 * eta0, th, kept)
 
 
 class _SlabSolver:
@@ -637,7 +668,7 @@ class _Slack:
 
 
 def _least_slack(
-    A: np.ndarray, b: np.ndarray, slabs: _Slabs, start: np.ndarray | None, s: BodySettings, solver: str | None
+    A: Rows, b: np.ndarray, slabs: _Slabs, start: np.ndarray | None, s: BodySettings, solver: str | None
 ) -> _Slack:
     """η* = min{t >= 0 : AA θ <= bb + t, |θ| <= box} over the half-spaces and slabs, with the L1 outlier trim of
     the half-spaces when the system is infeasible (a feasible system has an L1 optimum of 0 and nothing to trim).
@@ -669,11 +700,11 @@ def _least_slack(
     if AA.size > s.lp_max_entries or A.shape[1] > s.lp_max_variables:
         return _slack_at_hinge(A, b, slabs, hinge.last, s)
     if s.trim and A.shape[0]:
-        return _slack_after_trim(A, b, slabs, box, solver)
+        return _slack_after_trim(_dense(A), b, slabs, box, solver)
     return _Slack(min_max_violation(AA, bb, -box, box, solver=solver).value, "LP")
 
 
-def _hinge_rows(A: np.ndarray, b: np.ndarray, slabs: _Slabs) -> tuple[np.ndarray | RankOneRows, np.ndarray]:
+def _hinge_rows(A: Rows, b: np.ndarray, slabs: _Slabs) -> tuple[np.ndarray | RankOneRows, np.ndarray]:
     """``slabs.stack(A, b)``: the half-spaces and both sides of the slabs, as rank-one factors when both A and the
     slab rows have them (``_factored``: from ``FACTORED_FROM`` variables on), else whole."""
     fa, ff = _factored(A), slabs.factors if slabs.factors is not None else _factored(slabs.F)
@@ -721,7 +752,7 @@ def _cheap_feasible_point(AA: np.ndarray, bb: np.ndarray, slabs: _Slabs, s: Body
     free); it needs at least d² equality rows."""
     box = _box(s)
     if slabs.fit is not None:
-        Fw = slabs.F * np.sqrt(slabs.w)[:, None]
+        Fw = _dense(slabs.F) * np.sqrt(slabs.w)[:, None]
         p = AA.shape[1]
         r = min(s.near_flat_directions, p)
         if Fw.shape[0] >= p:
@@ -736,14 +767,14 @@ def _cheap_feasible_point(AA: np.ndarray, bb: np.ndarray, slabs: _Slabs, s: Body
     return "feasible point (HiGHS PDLP on the rows tightened by 1e-3, checked): 0" if x is not None else ""
 
 
-def _slack_at_hinge(A: np.ndarray, b: np.ndarray, slabs: _Slabs, x_h: np.ndarray, s: BodySettings) -> _Slack:
+def _slack_at_hinge(A: Rows, b: np.ndarray, slabs: _Slabs, x_h: np.ndarray, s: BodySettings) -> _Slack:
     """Above lp_max_entries / lp_max_variables, LPs over the system take minutes (d = 32, 5,596 × 1,024: L1 trim
     105 s + η* 88 s): trim and bound at the hinge point x_h instead. Half-spaces it violates by more than
     hinge_infeasible are dropped (the rows an L1 fit would give up), and η* is at most the kept rows' worst
     violation there, so the body keeps that point (η* is an upper bound here, not the least slack)."""
     keep = (A @ x_h - b) <= s.hinge_infeasible if (s.trim and A.shape[0]) else np.ones(A.shape[0], bool)
     n_trimmed = int((~keep).sum())
-    AA, bb = slabs.stack(A[keep], b[keep])
+    AA, bb = slabs.stack(_take_rows(A, keep), b[keep])
     eta_star = max(0.0, float(np.max(AA @ x_h - bb))) if AA.shape[0] else 0.0
     how = (
         f"hinge point ({AA.shape[0]} × {A.shape[1]} rows: LPs skipped above {s.lp_max_entries:.0e} entries or "
@@ -771,7 +802,7 @@ def _slack_after_trim(A: np.ndarray, b: np.ndarray, slabs: _Slabs, box: float, s
 
 
 def _assemble(
-    A: np.ndarray,
+    A: Rows,
     b: np.ndarray,
     slabs: _Slabs,
     eta_star: float,
@@ -819,21 +850,21 @@ def _span_angle(F: np.ndarray, g: np.ndarray, w: np.ndarray, th: np.ndarray) -> 
 
 
 def _truth_figures(
-    truth: MultiHeadAttention, A: np.ndarray, b: np.ndarray, eta: float, slabs: _Slabs, box: float, rows: _Rows
+    truth: MultiHeadAttention, A: Rows, b: np.ndarray, eta: float, slabs: _Slabs, box: float, rows: _Rows
 ) -> dict[str, object]:
     """Whether every true Θ_i lies in K, and by how much (nats) the constraints are violated."""
     th = truth.thetas.reshape(truth.m, -1)
     out: dict[str, object] = {}
-    viol_raw = th @ A.T - b[None] if A.shape[0] else np.zeros((truth.m, 0))
+    viol_raw = (A @ th.T).T - b[None] if A.shape[0] else np.zeros((truth.m, 0))
     out["halfspace_max_violation_raw"] = float(viol_raw.max()) if viol_raw.size else None
     out["halfspace_violated_frac_raw"] = float((viol_raw > 0).mean()) if viol_raw.size else None
     worst = viol_raw.max(1) - eta if viol_raw.size else np.full(truth.m, -np.inf)
     if slabs.F.shape[0]:
-        r = np.abs(th @ slabs.F.T - slabs.g[None])
+        r = np.abs((slabs.F @ th.T).T - slabs.g[None])
         out["slab_max_residual"] = float(r.max())
         out["slab_rms_residual"] = float(np.sqrt(np.mean(r**2)))
         worst = np.maximum(worst, (r - (slabs.widths + eta)[None]).max(1))
-        out["span_angle_deg"] = _span_angle(slabs.F, slabs.g, slabs.w, th)
+        out["span_angle_deg"] = _span_angle(_dense(slabs.F), slabs.g, slabs.w, th)
     worst = np.maximum(worst, np.abs(th).max(1) - box)
     out["max_violation"] = float(worst.max())  # <= 0: every head inside K
     out["heads_inside"] = bool(np.all(worst <= 1e-9))

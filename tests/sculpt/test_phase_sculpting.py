@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog, minimize
 from strategies import gaussian_like, grid_arrays, pm_one, well_conditioned
 
-from oracles import Polytope
+from oracles import Polytope, RankOneRows
 from sculpt.data import plant, sample_inputs
 from sculpt.errors import PhaseFailed
 from sculpt.phases._simplex import SMALL_K, affine_weights, simplex_lstsq, token_distances
@@ -403,8 +403,9 @@ def test_rank_one_rows_are_factored_exactly_and_other_rows_refused(seed: int, n:
 
 
 def test_slab_body_from_factored_rows_matches_the_dense_fit(planted, monkeypatch):
-    """From FACTORED_FROM variables on, the slab fit and the hinge start work on the rows' factors: the same
-    kept slabs, the same η* route, the slab fit and widths to rounding (forced here at d² = 36)."""
+    """From FACTORED_FROM variables on, the rows are kept as factors and the slab fit and the hinge start work on
+    them: the same kept slab and half-space rows (as factors: ``RankOneRows``), the same η* route, the slab fit
+    and widths to rounding, the same polytope (forced here at d² = 36)."""
     import sculpt.phases.sculpting as sc
 
     model, X, Y = planted
@@ -414,8 +415,10 @@ def test_slab_body_from_factored_rows_matches_the_dense_fit(planted, monkeypatch
     ref, ref_rec = sculpt(X, Y, W, s, mode="slabs")
     monkeypatch.setattr(sc, "FACTORED_FROM", 1)
     got, rec = sculpt(X, Y, W, s, mode="slabs")
-    assert got.F.shape == ref.F.shape and np.array_equal(got.F, ref.F) and ref.F.shape[0] > 36
+    assert isinstance(got.F, RankOneRows) and isinstance(got.halfspaces[0], RankOneRows)
+    assert got.F.shape == ref.F.shape and np.array_equal(got.F.dense(), ref.F) and ref.F.shape[0] > 36
     assert rec.figures["eta_star_by"] == ref_rec.figures["eta_star_by"]
     assert rec.figures["eta_star"] == pytest.approx(ref_rec.figures["eta_star"], abs=1e-9)
     np.testing.assert_allclose(got.slab_widths, ref.slab_widths, rtol=1e-8, atol=1e-10)
-    np.testing.assert_array_equal(got.halfspaces[0], ref.halfspaces[0])
+    np.testing.assert_array_equal(got.halfspaces[0].dense(), ref.halfspaces[0])
+    np.testing.assert_array_equal(got.polytope.A, ref.polytope.A)
