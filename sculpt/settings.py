@@ -830,6 +830,12 @@ class PolishSettings(_Group):
         fraction,
     )
     cg_tol_min: float = opt(1e-10, "the smallest relative residual CG is asked for (float64 products)", fraction)
+    cg_stop_margin: float = opt(
+        0.3,
+        "nor below this × √(stop/cost), stop = max(fit_tol, cg_fit_tol): a step's cost falls by about the square "
+        "of its relative residual, so a finer solve than reaching the stop needs buys nothing",
+        fraction,
+    )
     cg_max_iter: int = opt(1000, "CG products per LM step at most (a truncated solve still descends)", pos_int)
     cg_fit_tol: float = opt(
         1e-20,

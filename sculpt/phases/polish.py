@@ -239,7 +239,8 @@ def _cg_step(
     at: _Point, lam: float, radius: float, X: np.ndarray, Yf: np.ndarray, yy: float, s: PolishSettings
 ) -> tuple[_Point, float, float, float]:
     """One Marquardt-scaled LM step solved matrix-free (``polish_cg``): (JᵀJ + λ·D) δ = Jᵀr by Jacobi-preconditioned
-    CG to a relative residual of min(``cg_forcing``, √cost), D the unprojected diagonal of JᵀJ, truncated at the
+    CG to a relative residual of min(``cg_forcing``, max(√cost, ``cg_stop_margin``·√(stop/cost))) (no finer than
+    reaching the stopping cost needs), D the unprojected diagonal of JᵀJ, truncated at the
     trust-region ``radius`` (Steihaug; in the preconditioner's norm). A trial that does not lower the cost raises λ
     ×8 and shrinks the radius to a quarter of its step, so the next solve stops early instead of repeating a long
     one; up to 12 trials (one at or below ``rounding_level``).
@@ -253,7 +254,8 @@ def _cg_step(
     D = ops.diagonal()
     if not np.any(g) or not D.max() > 0.0:  # a stationary point (e.g. every W_i zero): no step to take
         return at, lam, 0.0, radius
-    tol = min(s.cg_forcing, max(s.cg_tol_min, math.sqrt(at.cost)))
+    stop = max(s.fit_tol, s.cg_fit_tol)
+    tol = min(s.cg_forcing, max(s.cg_tol_min, math.sqrt(at.cost), s.cg_stop_margin * math.sqrt(stop / at.cost)))
     for _ in range(12):
         damp = lam * D + 1e-14 * D.max()
         step, _, edge = pcg(lambda v: ops.normal(v) + damp * v, g, 1.0 / (D + damp), tol, s.cg_max_iter, radius)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -333,6 +335,33 @@ def test_matrix_free_lm_recovers_a_planted_layer(seed, shape):
     assert cost <= min(cost0, s.cg_fit_tol), (cost0, cost, it)
     res, rec = polish(start, X[:2000], Y[:2000], X[2000:], Y[2000:], s, tol=LEARN.tol, rng=seed, truth=layer)
     assert res.converged and rec.truth["theta_error"] < 1e-6 and rec.figures["matrix_free"]
+
+
+def test_cg_steps_solve_no_finer_than_reaching_the_stop_needs(monkeypatch):
+    """Each CG solve's relative residual is at least cg_stop_margin·√(stop/cost) (capped by cg_forcing): a finer
+    solve cannot lower the cost below the stop by more; LM still ends below the stop."""
+    layer = plant(8, 4, 2, seed=3)
+    X = sample_inputs(200, 4, 8, rng=3)
+    Y = layer(X)
+    s = LEARN.polish.merged(matrix_free_above=0)
+    asked: list[tuple[float, float]] = []
+    real_step, real_pcg = polish_module._cg_step, polish_module.pcg
+
+    def step(at, *args):  # the cost each solve starts from
+        asked.append((at.cost, math.nan))
+        return real_step(at, *args)
+
+    def pcg(apply, b, inv_diag, tol, max_iter, radius):
+        asked[-1] = (asked[-1][0], tol)
+        return real_pcg(apply, b, inv_diag, tol, max_iter, radius)
+
+    monkeypatch.setattr(polish_module, "_cg_step", step)
+    monkeypatch.setattr(polish_module, "pcg", pcg)
+    _, _, cost, _ = lm_vp(_near(layer, 3, 0.05), X, Y, s)
+    stop = max(s.fit_tol, s.cg_fit_tol)
+    assert cost <= stop and len(asked) >= 2
+    for before, tol in asked:
+        assert tol >= min(s.cg_forcing, s.cg_stop_margin * math.sqrt(stop / before)) * (1 - 1e-12)
 
 
 def test_the_threshold_chooses_the_path_and_sizes_the_first_subset(monkeypatch):
