@@ -122,10 +122,11 @@ def _peer_step(t: _Tries) -> bool:
     cfg, a = ctx.settings, ctx.settings.auto
     assert a.peer_give_up is not None  # Settings.resolve sets it (30·m when unset)
     t0 = ctx.progress.start("auto-peer")
+    Xtr, Ytr = ctx.train_views()  # sliced by rows only: the split is not gathered whole
     fit = GrowingFit.of(
         lbfgs_growing(
-            ctx.Xtr,
-            ctx.Ytr,
+            Xtr,
+            Ytr,
             ctx.m,
             cfg.gradient.merged(time_limit=None),
             seed=ctx.gen,
@@ -176,10 +177,11 @@ def _fallback_step(t: _Tries) -> bool:
     a = ctx.settings.auto
     t0 = ctx.progress.start("fallback-gradient")
     init = t.best.model if a.warm_start and t.best is not None and t.best.model is not None else None
+    Xtr, Ytr = ctx.train_views()  # sliced by rows only: the split is not gathered whole
     fit = GrowingFit.of(
         lbfgs_growing(
-            ctx.Xtr,
-            ctx.Ytr,
+            Xtr,
+            Ytr,
             ctx.m,
             ctx.settings.gradient,
             seed=ctx.gen,

@@ -115,7 +115,8 @@ class TrainRows:
 
     def view(self) -> np.ndarray:
         """This object typed as the array it stands for, for functions that take the training split as an array
-        and only index it by rows and read its shape (``sculpt.vplm.vp_lm_starts``, ``sculpt.phases.polish``):
+        and only index it by rows and read its shape (``sculpt.vplm.vp_lm_starts``, ``sculpt.phases.polish``,
+        ``sculpt.baselines.lbfgs_growing``):
         their results are those on ``whole()``, bit for bit (tests/sculpt/test_learner.py checks it)."""
         return cast(np.ndarray, self)
 

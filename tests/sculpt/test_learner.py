@@ -1,4 +1,5 @@
 """learn(): end-to-end recovery on planted layers, routes, "auto", failures and bad input."""
+
 from __future__ import annotations
 
 import re
@@ -127,7 +128,11 @@ def test_auto_tries_peer_then_sculpt_then_the_growing_peer(monkeypatch: pytest.M
     assert res.reason.endswith(f"validation relative MSE {res.validation_error:.2e} <= tol 1e-12")
     # with the fallback off, auto reports the best it had instead
     off = learn(
-        X, Y, 2, method="auto", seed=0,
+        X,
+        Y,
+        2,
+        method="auto",
+        seed=0,
         auto={"peer_first": True, "peer_iterations": 2, "vp_lm_starts": 0, "fallback": False},
     )
     assert not off.converged and off.info["model_from"] == "auto-peer"
@@ -272,6 +277,7 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="solver must be one of"):
         learn(X, Y, 1, method="gradient", solver="BOGUS")
     from oracles import SolverError, solvers
+
     if "MOSEK" not in solvers.available():  # unusable backend: a typed error before any phase runs
         with pytest.raises(SolverError, match="MOSEK"):
             learn(X, Y, 1, method="sculpt", solver="MOSEK")
@@ -305,12 +311,19 @@ def test_one_head_sculpts_from_its_minimum() -> None:
 def test_sculpt_box_bounds_every_body() -> None:
     """A box given in sculpt_options also bounds phase 3's re-sculpted bodies; refine_options can override."""
     model, X, Y = _data(6, 3, 2, 2000, 21)
-    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500,
-                refine={"certify": True})
+    res = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500, refine={"certify": True})
     assert res.phase("2-sculpt").figures["box"] == 5.0
     assert res.phase("3-refine").figures["kstar"]["box"] == 5.0
-    res2 = learn(X, Y, 2, method="sculpt", seed=0, sculpt={"box": 5.0}, sculpt_examples=1500,
-                 refine={"certify": True, "slabs": {"box": 7.0}})
+    res2 = learn(
+        X,
+        Y,
+        2,
+        method="sculpt",
+        seed=0,
+        sculpt={"box": 5.0},
+        sculpt_examples=1500,
+        refine={"certify": True, "slabs": {"box": 7.0}},
+    )
     assert res2.phase("2-sculpt").figures["box"] == 5.0
     assert res2.phase("3-refine").figures["kstar"]["box"] == 7.0
 
@@ -344,8 +357,9 @@ def test_singular_sum_w_is_named_as_degenerate() -> None:
         assert not res.converged and res.status == "failed" and res.model is not None and res.info.fallback
         own = [p for p in res.phases if p.name != "fallback-vp-lm"]  # the sculpting route's own records
         assert own[-1].name in failed_phase and own[-1].status == "failed"
-        assert "condition number" in res.reason and ("degenerate instance" in res.reason
-                                                     or "Σ W_i may be singular" in res.reason)
+        assert "condition number" in res.reason and (
+            "degenerate instance" in res.reason or "Σ W_i may be singular" in res.reason
+        )
     ok = learn(*_data(6, 3, 2, 3000, 0)[1:], 2, method="sculpt", seed=0)
     assert ok.phase("1-sum-w").figures["cond"] < 100  # a planted layer is far from the threshold
 
@@ -398,12 +412,16 @@ def test_adaptive_samples_grow_only_when_an_attempt_does_not_validate() -> None:
     res = learn(X, Y, 2, method="sculpt", seed=0, sculpt_examples=40, sculpt_growth=4)
     attempts = res.info["attempts"]
     assert len(attempts) >= 2, attempts
-    assert [a["examples"] for a in attempts] == [min(40 * 4 ** i, res.info["train_examples"])
-                                                for i in range(len(attempts))]
+    assert [a["examples"] for a in attempts] == [
+        min(40 * 4**i, res.info["train_examples"]) for i in range(len(attempts))
+    ]
     assert all(a["outcome"] != "validated" for a in attempts[:-1])
-    assert ("failed" in attempts[0]["outcome"] or "polish stopped" in attempts[0]["outcome"])
+    assert "failed" in attempts[0]["outcome"] or "polish stopped" in attempts[0]["outcome"]
     # 40 examples give K* too few equality rows; K* is sculpted in phase 2 here, and the failure says so
-    assert attempts[0]["outcome"].startswith("phase 2-sculpt failed") and "K* is sculpted in phase 2" in attempts[0]["outcome"]
+    assert (
+        attempts[0]["outcome"].startswith("phase 2-sculpt failed")
+        and "K* is sculpted in phase 2" in attempts[0]["outcome"]
+    )
     _assert_exact(res, model, 4)
     assert attempts[-1]["outcome"] == "validated" and "attempt" in res.reason
     assert res.phase("1-sum-w").figures["n_examples"] == attempts[-1]["examples"]  # the last attempt's record
@@ -449,8 +467,20 @@ def test_auto_finishes_a_first_try_that_validated_only_just() -> None:
     truth = plant(6, 3, 2, seed=2)
     X = sample_inputs(900, 3, 6, rng=3)
     Y = truth(X)
-    run = RouteContext(X[:600], Y[:600], X[600:], Y[600:], 2, 900, 300, np.random.default_rng(0), None, None,
-               Progress(False, "auto", 1), Settings().resolve(6, 3, 2, 900))
+    run = RouteContext(
+        X[:600],
+        Y[:600],
+        X[600:],
+        Y[600:],
+        2,
+        900,
+        300,
+        np.random.default_rng(0),
+        None,
+        None,
+        Progress(False, "auto", 1),
+        Settings().resolve(6, 3, 2, 900),
+    )
     rng = np.random.default_rng(1)
     near = MultiHeadAttention(truth.thetas + 3e-7 * rng.normal(size=truth.thetas.shape), truth.ws)
     val0 = layer_relative_mse(near.thetas, near.ws, run.Xva, run.Yva)
@@ -699,8 +729,7 @@ def test_learn_validates_on_those_examples_and_reads_the_training_split_in_their
 
     model, X, Y = _data(6, 3, 2, 500, 4)
     cfg = Settings().resolve(6, 3, 2, 500)
-    ctx = _context(get_route("auto"), X, Y, cfg, ProblemSize(6, 3, 2, 500), np.random.default_rng(9), None, None,
-                   False)
+    ctx = _context(get_route("auto"), X, Y, cfg, ProblemSize(6, 3, 2, 500), np.random.default_rng(9), None, None, False)
     train, val = _split(500, ctx.n_val, np.random.default_rng(9))
     assert ctx.n_val == 50 and ctx.n_train == 450
     assert np.array_equal(ctx.Xva, X[val]) and np.array_equal(ctx.Yva, Y[val])
@@ -767,14 +796,36 @@ def test_vp_lm_on_the_uncopied_training_split_is_the_fit_on_the_gathered_one() -
     assert np.array_equal(again.model.thetas, res.model.thetas)
 
 
+def test_lbfgs_growing_on_the_uncopied_training_split_is_the_fit_on_the_gathered_one() -> None:
+    """lbfgs_growing on TrainRows views (what auto's L-BFGS steps pass) slices them by rows, never gathers the
+    split whole, and gives the fit on the gathered arrays bit for bit."""
+    from sculpt.baselines import lbfgs_growing
+    from sculpt.routes.base import TrainRows
+
+    _, X, Y = _data(6, 3, 2, 3000, 5)
+    train, val = np.arange(0, 3000, 3), np.arange(1, 3000, 3)
+    views = TrainRows(X, train), TrainRows(Y, train)
+    fits = [
+        lbfgs_growing(Xt, Yt, 2, seed=4, validation=(X[val], Y[val]), first=200, restarts=1, max_iter=60)
+        for Xt, Yt in ((X[train], Y[train]), (views[0].view(), views[1].view()))
+    ]
+    assert views[0]._whole is None and views[1]._whole is None
+    assert fits[0].model is not None and fits[1].model is not None
+    assert np.array_equal(fits[0].model.thetas, fits[1].model.thetas)
+    assert fits[0].validation_error == fits[1].validation_error and fits[0].iterations == fits[1].iterations
+
+
 @pytest.mark.parametrize("where", [0, -1])
 def test_bad_entries_are_named_wherever_they_are(where: int) -> None:
     """The one-pass input check finds a NaN, an inf, an out-of-range entry or a non-±1 entry in the first and in
     the last block of a large array, in X and in Y, whatever the layout (a transposed view is not copied)."""
     X = sample_inputs(3000, 8, 16, rng=0)  # 384,000 entries: three blocks of the check
     Y = X * 0.5
-    for bad, match in ((np.nan, "X contains NaN or inf"), (np.inf, "X contains NaN or inf"),
-                       (1e101, r"X has an entry of magnitude 1e\+101")):
+    for bad, match in (
+        (np.nan, "X contains NaN or inf"),
+        (np.inf, "X contains NaN or inf"),
+        (1e101, r"X has an entry of magnitude 1e\+101"),
+    ):
         Xb = X.copy()
         Xb[where, -1, -1] = bad
         with pytest.raises(ValueError, match=match):
