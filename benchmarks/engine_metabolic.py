@@ -267,7 +267,10 @@ def polyround_simplify(model_or_poly) -> dict:
     )
     c = time.process_time()
     t = time.perf_counter()
-    simple = PolyRoundApi.simplify_polytope(poly)
+    try:
+        simple = PolyRoundApi.simplify_polytope(poly)
+    except ValueError as e:  # its GLPK LP failed (e.g. its own 600-s per-LP limit on the synthetic networks)
+        return {"status": f"failed after {time.perf_counter() - t:.0f} s: ValueError {e}", "t_simplify": None}
     t_s = time.perf_counter() - t
     t = time.perf_counter()
     trans = PolyRoundApi.transform_polytope(simple)
@@ -396,6 +399,9 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True) 
         n_lps=s.n_lps,
         t_lps=s.info.get("lp_seconds"),
         per_lp_ms=1e3 * float(s.info.get("lp_seconds", 0.0)) / max(s.n_lps, 1),
+        vertex_lps=getattr(s.info.get("witnesses"), "n_lps", 0),
+        decided_by=s.info.get("decided_by"),
+        implied=s.info.get("implied"),
         transform_shape=list(tr.polytope.A.shape),
     )
     pr = polyround_simplify(model if model is not None else _polyround_from(P)) if polyround else {"status": "skipped"}

@@ -6,7 +6,9 @@ kept set K. Rows parallel within the flat to another row (g_i N ∝ g_k N, N the
 without an LP: only the one nearest x0 stays a candidate. Rays from x0 inside the flat find facets cheaply: a
 ray whose first hit is one row alone hits a facet, so that row is kept (no LP); random rays first, then one
 ray per undecided row along its normal projected onto the flat. Then, for each row i not yet decided, one LP
-over K:
+over K (in blocks of _PROPAGATE_EVERY LPs; between blocks, bounds implied by the equations and the kept rows
+are decided with no LP, and LP vertices of P certify facets many at a time while that is the cheaper way:
+``oracles._vertex_certificates``):
 v = max g_i x s.t. K, F x = f, g_i x <= h_i + 1. When v - h_i <= rho the row is implied (redundant); else the
 LP's point x* lies beyond it, and the ray x0 -> x* first hits a row j of the undecided ones: j is kept and i
 is tried again. Each LP decides a row, so there are at most (rows) LPs, each over only the kept rows (the
@@ -28,12 +30,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
 Solution = Any  # highspy's HighsSolution (col_value, row_dual, col_dual as lists)
 _RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that its LP is bounded
 _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
+_PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
 # a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
 LP_OPTIONS: dict[str, bool | int | float | str] = {
@@ -125,7 +129,11 @@ class KeptLP:
         lp.a_matrix_.num_col_ = n
         lp.a_matrix_.num_row_ = A.shape[0]
         self.h.passModel(lp)
+        self.A = Ac  # the model's matrix (CSC): its basic columns factor the vertices' edge directions
         self._cost_idx = np.zeros(0, dtype=np.int32)
+        self.bound_row = np.full((2, n), -1)  # G row of each variable's upper (0) and lower (1) bound
+        b = np.flatnonzero(pb.kind != 0)
+        self.bound_row[(pb.kind[b] < 0).astype(int), pb.var[b]] = b
         self.hi_seen, self.lo_seen = pb.x0.copy(), pb.x0.copy()  # extremes of each variable over points of P
         self.n_solves = 0
         self.n_cold = 0
@@ -160,6 +168,35 @@ class KeptLP:
             self.h.changeColsCost(self._cost_idx.size, self._cost_idx, np.zeros(self._cost_idx.size))
         self.h.changeColsCost(idx.size, idx, -gv)
         self._cost_idx = idx
+        sol = self._run().getSolution()
+        x = np.array(sol.col_value)
+        return float(gv @ x[idx]), x, sol
+
+    def solve_cost(self, c: np.ndarray, max_iterations: int | None = None) -> tuple[np.ndarray, Any, bool]:
+        """max c x over the model as it stands: (x, the HiGHS model that solved it, with its basis, and
+        whether it is optimal). With ``max_iterations``, a solve that reaches it stops there: x is then the
+        basic solution it had reached (feasible once the simplex is past its phase 1)."""
+        hp = __import__("highspy")
+        idx = np.arange(self.pb.n, dtype=np.int32)
+        self.h.changeColsCost(idx.size, idx, -np.asarray(c, dtype=float))
+        self._cost_idx = idx
+        if max_iterations is None:
+            h = self._run()
+            return np.array(h.getSolution().col_value), h, True
+        self.h.setOptionValue("simplex_iteration_limit", int(max_iterations))
+        try:
+            self.h.run()
+        finally:
+            self.h.setOptionValue("simplex_iteration_limit", hp.kHighsIInf)
+        st = self.h.getModelStatus()
+        if st in (hp.HighsModelStatus.kIterationLimit, hp.HighsModelStatus.kOptimal):
+            self.n_solves += 1
+            return np.array(self.h.getSolution().col_value), self.h, st == hp.HighsModelStatus.kOptimal
+        h = self._run()  # another status: _run's cold restart and typed errors
+        return np.array(h.getSolution().col_value), h, True
+
+    def _run(self) -> Any:
+        """Solve from the current basis; returns the HiGHS model holding the optimum (typed errors otherwise)."""
         self.h.run()
         hp = __import__("highspy")
         st = self.h.getModelStatus()
@@ -174,9 +211,7 @@ class KeptLP:
             raise UnboundedError("simplify: a relaxed row's LP is unbounded")
         if st != hp.HighsModelStatus.kOptimal:
             raise SolverError(f"simplify: HiGHS status {h.modelStatusToString(st)}", backend="HIGHS", status="failed")
-        sol = h.getSolution()
-        x = np.array(sol.col_value)
-        return float(gv @ x[idx]), x, sol
+        return h
 
     def seen(self, x: np.ndarray) -> None:
         """Record a point of P: its coordinates widen the extremes seen (lower bounds on each max / min)."""
@@ -221,7 +256,9 @@ def multipliers(lp: KeptLP, sol: Solution, kept: np.ndarray) -> tuple[np.ndarray
     r = lp.is_row[K]
     vals[r] = np.abs(rd[lp.row_slot[K[r]] - pb.F.shape[0]])
     b = ~r
-    vals[b] = np.abs(cd[pb.var[K[b]]])
+    # HiGHS minimises -g_i x: a column's reduced cost is <= 0 at its upper bound and >= 0 at its lower one, so
+    # its sign says which bound row carries it (a variable with both bounds kept has one multiplier, not two)
+    vals[b] = np.maximum(-pb.kind[K[b]] * cd[pb.var[K[b]]], 0.0)
     nz = vals > 0
     return K[nz], vals[nz]
 
@@ -420,30 +457,90 @@ def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batch
     flat_duplicates(pb, basis, out, decided, s0)
     recheck = _ray_phase(pb, basis, rng, max_batches, out, decided, lp, s0)
     t0 = time.perf_counter()
-    order = pb.candidates[np.argsort(s0[pb.candidates], kind="stable")]
-    order = order[~decided[order]]
-    for i in order:
-        while not decided[i]:
-            v, x, sol = lp.test(int(i))
-            if v - pb.h[i] <= rho[i]:
-                decided[i] = True
-                _redundant(out, lp, int(i), v, x, sol)
-                break
-            alive = np.flatnonzero(cand_mask & (out.how != "redundant"))
-            hit, lb = shoot(pb, s0, x, alive, ~decided)
-            if hit.size == 0:  # round-off: the first hit is a kept row; keep row i, checked again at the end
-                hit, lb = np.array([i]), 0.0
-            for j in hit:
-                out.kept[j], decided[j], out.margin[j] = True, True, lb
-                out.how[j] = "lp" if j == i else "ray"
-                lp.keep(int(j))
-            if hit.size > 1 or lb < pb.tol:
-                recheck.update(int(j) for j in hit)
+    wit = Witnesses(model=(pb, lp.A, lp.row_slot))
+    out.info["witnesses"] = wit
+    _implied(out, lp, decided, cand_mask)
+    _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng)
     _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
     out.n_lps = lp.n_solves
     out.lp_seconds = time.perf_counter() - t0
     out.info["lp"] = lp
     return out
+
+
+def _lp_loop(
+    out: Outcome,
+    lp: KeptLP,
+    decided: np.ndarray,
+    cand_mask: np.ndarray,
+    s0: np.ndarray,
+    rho: np.ndarray,
+    recheck: set[int],
+    rng: np.random.Generator,
+) -> None:
+    """One LP per undecided row, nearest x0 first, until every row is decided, in blocks of _PROPAGATE_EVERY
+    LPs. After each block the implied-bound test runs again (the rows kept since may imply more), and vertex
+    LPs run while they certify more rows per CPU second than the block decided (a probe that loses doubles
+    the blocks until the next one)."""
+    import time
+
+    wit = out.info["witnesses"]
+    assert isinstance(wit, Witnesses)
+    block = _PROPAGATE_EVERY
+    while True:
+        n0, c0, start = int(np.sum(decided)), time.process_time(), lp.n_solves
+        while lp.n_solves - start < block:
+            open_ = np.flatnonzero(cand_mask & ~decided)
+            if open_.size == 0:
+                return
+            _decide(out, lp, int(open_[np.argmin(s0[open_])]), decided, cand_mask, s0, rho, recheck)
+        _implied(out, lp, decided, cand_mask)
+        rate = (int(np.sum(decided)) - n0) / max(time.process_time() - c0, 1e-9)
+        if vertex_phase(lp, out, decided, s0, rng, wit, min_rate=rate) < rate:
+            block *= 2  # the vertices lost: probe again later
+
+
+def _decide(
+    out: Outcome,
+    lp: KeptLP,
+    i: int,
+    decided: np.ndarray,
+    cand_mask: np.ndarray,
+    s0: np.ndarray,
+    rho: np.ndarray,
+    recheck: set[int],
+) -> None:
+    """Clarkson's step for row i (ties in s0: the lowest index): one LP over the kept rows; redundant, or
+    the ray from x0 to the LP's point keeps the row it hits first."""
+    pb = lp.pb
+    v, x, sol = lp.test(i)
+    if v - pb.h[i] <= rho[i]:
+        decided[i] = True
+        _redundant(out, lp, i, v, x, sol)
+        return
+    alive = np.flatnonzero(cand_mask & (out.how != "redundant"))
+    hit, lb = shoot(pb, s0, x, alive, ~decided)
+    if hit.size == 0:  # round-off: the first hit is a kept row; keep row i, checked again at the end
+        hit, lb = np.array([i]), 0.0
+    for j in hit:
+        out.kept[j], decided[j], out.margin[j] = True, True, lb
+        out.how[j] = "lp" if j == i else "ray"
+        lp.keep(int(j))
+    if hit.size > 1 or lb < pb.tol:
+        recheck.update(int(j) for j in hit)
+
+
+def _implied(out: Outcome, lp: KeptLP, decided: np.ndarray, cand: np.ndarray) -> None:
+    """Undecided bounds implied by one equation and the kept bounds (no LP): redundant, with multipliers."""
+    rows, values, mult = implied_bounds(lp, np.flatnonzero(cand & ~decided))
+    h = lp.pb.h
+    out.kept[rows], decided[rows], out.how[rows] = False, True, "redundant"
+    out.value[rows], out.margin[rows] = values, values - h[rows]
+    store = out.info.setdefault("_mult", {})
+    assert isinstance(store, dict)
+    for j, ym in zip(rows, mult):
+        store[int(j)] = ym
+    out.info["implied"] = int(out.info.get("implied", 0)) + rows.size  # type: ignore[call-overload]
 
 
 def _ray_phase(

@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from . import _clarkson as ck
 from ._dense_ipm import single_thread_blas
+from ._vertex_certificates import Witnesses
 from .affine import ImplicitEqualities, _check_tol, affine_hull
 from .bodies import Polytope
 
@@ -160,6 +161,16 @@ class Simplified:
             "tol": self.tol,
         }
 
+    def witness(self, k: int) -> np.ndarray | None:
+        """For a facet certified at an LP vertex (index k into L, as ``margin``): a point that satisfies P's
+        equalities (implicit ones included) and every kept row and bound except k, which it violates by
+        ``margin[k]`` (unit rows): removing k would change the polytope. None for rows decided otherwise."""
+        wit, pos = self.info.get("witnesses"), self.info.get("g_rows")
+        if not isinstance(wit, Witnesses) or not isinstance(pos, np.ndarray):
+            return None
+        j = np.flatnonzero(pos == k)
+        return wit.point(int(j[0]), self.interior_point) if j.size else None
+
     @property
     def polytope_rows(self) -> int:
         return int(self.info.get("rows", 0))  # type: ignore[call-overload]
@@ -262,6 +273,8 @@ def simplify(
         implicit_method=ie.method,
         decided_by=dict(zip(how.tolist(), counts.tolist())),
         cold_restarts=lp.n_cold,
+        witnesses=out.info.get("witnesses"),
+        implied=out.info.get("implied", 0),
     )
     return res
 
@@ -356,6 +369,7 @@ def _assemble(
         "equations": P.A_eq.shape[0],
         "n": n,
         "kept_bounds": int(np.sum((pb.kind != 0) & out.kept)),
+        "g_rows": pos,
     }
     return Simplified(
         polytope=Q,

@@ -1,6 +1,7 @@
 """docs/examples/flux_polytope.py on cobra's bundled e_coli_core ("textbook"; the large models are benchmark
 only): the engine's hull, fixed fluxes and flux ranges against cobra's own flux variability analysis (its
 solver, not the engine's) and the dimension by an independent rank."""
+
 from __future__ import annotations
 
 import importlib.util

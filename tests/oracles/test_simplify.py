@@ -311,3 +311,148 @@ def test_facets_found_by_rays_need_no_lp_and_tightened_values_are_exact() -> Non
     for j in t.redundant_lower:
         if j not in t.fixed_variables:
             assert t.polytope.lb[j] == pytest.approx(-_max(P, -np.eye(40)[j]), abs=1e-7)
+
+
+def _unit_row(P: Polytope, k: int) -> tuple[np.ndarray, float]:
+    """Row k of L = [rows of A; x_j <= ub_j; -x_j <= -lb_j] as (g, h), scaled to a unit normal."""
+    m, n = P.A.shape[0], P.dim
+    if k < m:
+        a = np.asarray(P.A[[k]].toarray() if sp.issparse(P.A) else P.A[k]).ravel()
+        return a / np.linalg.norm(a), float(P.b[k]) / float(np.linalg.norm(a))
+    j, up = (k - m, True) if k < m + n else (k - m - n, False)
+    g = np.zeros(n)
+    g[j] = 1.0 if up else -1.0
+    return g, float(P.ub[j] if up else -P.lb[j])
+
+
+def _without(Q: Polytope, k: int) -> Polytope:
+    """Q with its row or bound k of L removed."""
+    m = Q.A.shape[0]
+    lb, ub, keep = Q.lb.copy(), Q.ub.copy(), np.ones(m, dtype=bool)
+    if k < m:
+        keep[k] = False
+    elif k < m + Q.dim:
+        ub[k - m] = np.inf
+    else:
+        lb[k - m - Q.dim] = -np.inf
+    return Polytope(Q.A[np.flatnonzero(keep)], Q.b[keep], Q.A_eq, Q.b_eq, lb=lb, ub=ub, dim=Q.dim)
+
+
+def _vertex_network(seed: int) -> Polytope:
+    """A unit-stoichiometry network mostly of facets (as the benchmark's synthetic ones): the vertex phase runs."""
+    rng = np.random.default_rng(seed)
+    n, m = 160, 90
+    rows, cols, vals = [], [], []
+    for j in range(n):
+        k = int(rng.integers(2, 5))
+        mets = rng.choice(m, size=k, replace=False)
+        rows += mets.tolist()
+        cols += [j] * k
+        vals += np.where(np.arange(k) < k // 2, -1.0, 1.0).tolist()
+    ex = rng.choice(m, size=8, replace=False)
+    rows += ex.tolist()
+    cols += list(range(n, n + ex.size))
+    vals += [-1.0] * ex.size
+    n += ex.size
+    S = sp.csr_matrix((vals, (rows, cols)), shape=(m, n))
+    lb = np.where(rng.uniform(size=n) < 0.2, -1000.0, 0.0)
+    return Polytope(sp.csr_matrix((0, n)), np.zeros(0), S, np.zeros(m), lb=lb, ub=np.full(n, 1000.0))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_facets_certified_at_vertices_have_witnesses_and_implied_bounds_recheck(seed: int) -> None:
+    """Every facet certified at an LP vertex comes with a point that satisfies P's equalities and every other
+    kept row, and violates its own row by its margin; an independent LP over the simplified polytope without
+    that row confirms it reaches beyond. Every redundant bound's multipliers re-check: g = Σ y_k g_k + (a
+    combination of the equalities and fixed coordinates), h >= Σ y_k h_k + that combination's right-hand side."""
+    P = _vertex_network(seed)
+    s = simplify(P)
+    decided_by = s.info["decided_by"]
+    assert isinstance(decided_by, dict) and decided_by.get("vertex", 0) > 0
+    n = P.dim
+    # the minimal representation: equalities, fixed coordinates and the kept bounds only (no tightened ones)
+    fixed = s.fixed_variables
+    lb = np.where(np.isin(np.arange(n), s.kept_lower), P.lb, -np.inf)
+    ub = np.where(np.isin(np.arange(n), s.kept_upper), P.ub, np.inf)
+    lb[fixed] = ub[fixed] = s.interior_point[fixed]
+    K = Polytope(sp.csr_matrix((0, n)), np.zeros(0), P.A_eq, P.b_eq, lb=lb, ub=ub)
+    kept_l = np.concatenate([s.kept_upper, n + s.kept_lower])  # L indices of kept bounds (A is empty)
+    certified = [int(k) for k in kept_l if s.witness(int(k)) is not None]
+    assert len(certified) == decided_by["vertex"]
+    for k in certified:
+        w = s.witness(k)
+        assert w is not None
+        g, h = _unit_row(P, k)
+        others = _without(K, k)
+        assert np.max(np.abs(P.A_eq @ w - P.b_eq)) <= 1e-8
+        assert np.all(w <= others.ub + 1e-9) and np.all(w >= others.lb - 1e-9)
+        assert g @ w - h == pytest.approx(s.margin[k], rel=1e-6, abs=1e-9) and s.margin[k] > s.tol
+        assert _max(others, g) > h + s.tol
+    # multipliers of redundant bounds (from LPs and from the implied-bound test alike)
+    M = sp.vstack([P.A_eq, sp.identity(n, format="csr")[s.fixed_variables]]).toarray()
+    rhs = np.concatenate([P.b_eq, s.interior_point[s.fixed_variables]])
+    L_rows = [_unit_row(P, k) for k in range(2 * n)]
+    red = np.concatenate([s.redundant_upper, n + s.redundant_lower])
+    assert int(s.info["implied"]) > 0  # type: ignore[call-overload]
+    checked = 0
+    for k in red:
+        y = s.multipliers.getrow(int(k))
+        if y.nnz == 0 or s.fixed_variables.size and (k % n) in set(s.fixed_variables.tolist()):
+            continue
+        g, h = L_rows[k]
+        comb = sum(v * L_rows[i][0] for i, v in zip(y.indices, y.data))
+        mu = np.linalg.lstsq(M.T, g - comb, rcond=None)[0]
+        assert np.max(np.abs(M.T @ mu - (g - comb))) <= 1e-8
+        assert h >= sum(v * L_rows[i][1] for i, v in zip(y.indices, y.data)) + mu @ rhs - 1e-7
+        checked += 1
+    assert checked > 0
+
+
+def _pyramid() -> Polytope:
+    """A square pyramid (apex (0, 0, 1)) with two rows through the apex that are not facets: z <= 1 (tight at
+    the apex only) and x + y + 2 z <= 2 (tight on the edge from the apex to (1, 1, 0))."""
+    A = np.array(
+        [[1, 0, 1], [-1, 0, 1], [0, 1, 1], [0, -1, 1], [0, 0, -1], [0, 0, 1], [1, 1, 2]],
+        dtype=float,
+    )
+    return Polytope(A, np.array([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 2.0]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3), apex=st.booleans(), cap=st.sampled_from([None, 1, 2]))
+def test_vertex_certificates_never_certify_a_row_that_is_not_a_facet(
+    c: list[float], apex: bool, cap: int | None
+) -> None:
+    """At any vertex of the pyramid (its apex is degenerate: six rows tight, four of them facets, two not),
+    optimal or where an iteration cap stopped the simplex, only facets are certified, each with a witness
+    point that violates its own row alone."""
+    from oracles import _clarkson as ck
+    from oracles._vertex_certificates import _tight_nonbasic, certify_at_vertex
+    from oracles.affine import ImplicitEqualities, affine_hull
+    from oracles.simplify import _problem
+
+    P = _pyramid()
+    hull = affine_hull(P, method="lp")
+    ie = hull.info["implicit_equalities"]
+    assert isinstance(ie, ImplicitEqualities)
+    pb, _ = _problem(P, ie, hull.basis, 1e-7)
+    lp = ck.KeptLP(pb)
+    for j in pb.candidates:
+        lp.keep(int(j))
+    # cap: the simplex stopped after 1 or 2 iterations, at a vertex that need not be optimal
+    x, hs, optimal = lp.solve_cost(np.array([0.0, 0.0, 1.0]) if apex else np.asarray(c), cap)
+    s0 = pb.h - pb.G @ pb.x0
+    cert = certify_at_vertex(lp, hs, x, pb.candidates, pb.candidates, s0, 1e-7)
+    rows, margin, t, lam = cert.rows, cert.margin, cert.t, cert.lam
+    facets = {0, 1, 2, 3, 4}
+    assert set(rows.tolist()) <= facets
+    for k, j in enumerate(rows):
+        u = (1 - cert.tau[k]) * cert.x + cert.tau[k] * pb.x0 + t[k] * cert.E[:, [k]].toarray().ravel()
+        w = (1 - lam[k]) * u + lam[k] * pb.x0
+        viol = pb.G @ w - pb.h
+        assert viol[j] == pytest.approx(margin[k]) and margin[k] > 1e-7
+        assert np.all(np.delete(viol, j) <= 1e-12)  # every other row holds (to the round-off of forming w)
+    if apex and optimal:  # the degenerate apex: a row that is not a facet sits nonbasic at its bound, and is refused
+        assert np.allclose(x, [0.0, 0.0, 1.0])
+        _, basic = hs.getBasicVariables()
+        assert {5, 6} & set(_tight_nonbasic(lp, hs, x, pb.candidates, np.asarray(basic)).tolist())
