@@ -530,15 +530,13 @@ def _row_constraints(X: np.ndarray, sel: _Selection, s: BodySettings, slabs: boo
 @dataclass
 class _Slabs:
     """The slabs |F θ − g| <= widths (+ η, added when the body is assembled) kept after the robust fit, and
-    that fit's point ``fit`` (None without equality rows); ``factors``: F's rows as rank-one factors when the fit
-    used them (``_factored``)."""
+    that fit's point ``fit`` (None without equality rows)."""
 
     F: Rows
     g: np.ndarray
     w: np.ndarray
     widths: np.ndarray
     fit: np.ndarray | None
-    factors: RankOneRows | None = None
 
     def stack(self, A: Rows, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The half-spaces A θ <= b stacked with both sides of the slabs, whole (for the LPs)."""
@@ -573,8 +571,7 @@ def _fit_slabs(F: Rows, g: np.ndarray, w: np.ndarray, eta0: float) -> _Slabs:
             break
         eq_keep = keep_next
     sigma = float(np.quantile(res[eq_keep], 0.99)) if eq_keep.any() else 0.0
-    kept = None if Ff is None else Ff.take(eq_keep)
-    return _Slabs(_take_rows(F, eq_keep), g[eq_keep], w[eq_keep], 2.0 * sigma / w[eq_keep] + 0.5 * eta0, th, kept)
+    return _Slabs(_take_rows(rows, eq_keep), g[eq_keep], w[eq_keep], 2.0 * sigma / w[eq_keep] + 0.5 * eta0, th)
 
 
 class _SlabSolver:
@@ -707,7 +704,7 @@ def _least_slack(
 def _hinge_rows(A: Rows, b: np.ndarray, slabs: _Slabs) -> tuple[np.ndarray | RankOneRows, np.ndarray]:
     """``slabs.stack(A, b)``: the half-spaces and both sides of the slabs, as rank-one factors when both A and the
     slab rows have them (``_factored``: from ``FACTORED_FROM`` variables on), else whole."""
-    fa, ff = _factored(A), slabs.factors if slabs.factors is not None else _factored(slabs.F)
+    fa, ff = _factored(A), _factored(slabs.F)
     if fa is None or ff is None:
         return slabs.stack(A, b)
     if not ff.shape[0]:
