@@ -34,6 +34,7 @@ from .result import LearnResult
 from .settings import GradientSettings, ProblemSize, Settings
 from .toolkit import single_blas_thread
 from .toolkit.forward_pass import layer_relative_mse
+from .toolkit.train_rows import TrainRows
 
 if TYPE_CHECKING:
     from scipy.optimize import OptimizeResult
@@ -667,8 +668,6 @@ def _checked_or_split(X: ArrayLike, Y: ArrayLike) -> tuple[np.ndarray, np.ndarra
     """``check_data(X, Y)``, or X and Y as they are when both are ``learn``'s training split as ``TrainRows``
     views (checked already): the protocol only slices them by rows, so the split is never gathered whole (at
     (64,8,2), N = 80,000 the copy was 656 MB and 1.0 s of auto's L-BFGS step)."""
-    from .routes.base import TrainRows  # imported here: the routes import this module
-
     if isinstance(X, TrainRows) and isinstance(Y, TrainRows):
         return cast(np.ndarray, X), cast(np.ndarray, Y)
     return check_data(X, Y)

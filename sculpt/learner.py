@@ -26,9 +26,9 @@ from .diagnose import misfit_causes, supported_heads
 from .model import MultiHeadAttention
 from .result import LearnResult, RouteInfo
 from .routes import ROUTES, Route, RouteContext, get_route, route_names, run_route
-from .routes.base import TrainRows
 from .settings import ProblemSize, Settings, settings_from_options
 from .toolkit import Progress
+from .toolkit.train_rows import TrainRows
 
 __all__ = ["learn", "METHODS", "min_examples"]
 
@@ -131,7 +131,7 @@ def _context(
     Xtr, Ytr = TrainRows(X, tr).view(), TrainRows(Y, tr).view()
     Xva, Yva = np.take(X, va, axis=0), np.take(Y, va, axis=0)
     if n_val == 0:  # the exact route at its minimum N: no example to spare, check on the training rows
-        Xva, Yva = X[tr], Y[tr]
+        Xva, Yva = np.take(X, tr, axis=0), np.take(Y, tr, axis=0)
     prog = Progress(progress, route.name, route.steps)
     return RouteContext(Xtr, Ytr, Xva, Yva, size.m, size.N, n_val, gen, solver, truth, prog, cfg)
 
