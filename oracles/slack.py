@@ -215,7 +215,7 @@ def hinge_feasible_point(
     HiGHS's first-order PDLP takes 160–320 ms and its dual simplex 0.57–1.3 s; on an infeasible system of
     2,564 rows × 64 variables it gives up after ``max_iter`` iterations in 45 ms, and ``worst`` at its last
     iterate bounds how far the system is from feasible (η* <= max(0, worst)). With rows given as
-    ``RankOneRows`` the rows are never formed: on 10,771 rows × 4,096 variables (rows x_a ⊗ (x_r − x_j), d = 64)
+    ``RankOneRows`` the rows are never formed: on 10,771 rows × 4,096 variables (rows a ⊗ b, p = q = 64)
     an evaluation takes about 4–5 ms against 52 ms for the dense rows.
 
     Parameters
