@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._bent_rays import bent_rays
+from ._local_redundancy import expand_multipliers, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
@@ -455,13 +457,16 @@ def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batch
     decided[pb.candidates] = False
     cand_mask = ~decided
     flat_duplicates(pb, basis, out, decided, s0)
-    recheck = _ray_phase(pb, basis, rng, max_batches, out, decided, lp, s0)
+    recheck = _ray_phase(pb, basis, rng, max_batches, out, decided, lp, s0, rho)
     t0 = time.perf_counter()
     wit = Witnesses(model=(pb, lp.A, lp.row_slot))
     out.info["witnesses"] = wit
     _implied(out, lp, decided, cand_mask)
     _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng)
     _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
+    store = out.info.get("_mult", {})
+    assert isinstance(store, dict)
+    expand_multipliers(store, out.kept)
     out.n_lps = lp.n_solves
     out.lp_seconds = time.perf_counter() - t0
     out.info["lp"] = lp
@@ -552,9 +557,12 @@ def _ray_phase(
     decided: np.ndarray,
     lp: KeptLP,
     s0: np.ndarray,
+    rho: np.ndarray,
 ) -> set[int]:
     """Facets found without an LP: random rays, then one directed ray per undecided row (and per facet whose
-    margin bound is still below tol, to raise it). Returns the facets whose margin bound stays below tol."""
+    margin bound is still below tol, to raise it); then redundant rows by neighbourhood LPs, and facets by
+    rays bent around the rows that block them (``_local_redundancy``, ``_bent_rays``). Returns the facets
+    whose margin bound stays below tol."""
     found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
     for j, lb in found.items():
         out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "random ray"
@@ -568,6 +576,19 @@ def _ray_phase(
                 out.margin[j] = max(out.margin[j], lb)
             continue
         out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "directed ray"
+        lp.keep(j)
+    import time
+
+    t_local = time.perf_counter()
+    loc = local_redundant(lp, out, decided, np.isin(np.arange(decided.size), pb.candidates), s0, rho)
+    out.info.update(local=len(loc.rows), local_lps=loc.n_lps, local_seconds=time.perf_counter() - t_local)
+    alive = alive[out.how[alive] != "redundant"]
+    for j, lb in bent_rays(pb.G, basis, np.flatnonzero(~decided), alive, s0).items():
+        if decided[j]:
+            if out.kept[j]:
+                out.margin[j] = max(out.margin[j], lb)
+            continue
+        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "bent ray"
         lp.keep(j)
     return set(np.flatnonzero(out.kept & (out.margin < pb.tol)).tolist())
 

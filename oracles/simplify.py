@@ -264,7 +264,7 @@ def simplify(
     if bounds == "tighten":
         ck.tighten(out, lp, red_bounds, pb.h - pb.G @ pb.x0)
     res = _assemble(P, ie, hull.basis, hull.dim, pb, out, tol, bounds)
-    res.n_lps = lp.n_solves + ie.n_solves
+    res.n_lps = lp.n_solves + ie.n_solves + int(out.info.get("local_lps", 0))  # type: ignore[call-overload]
     res.seconds = time.perf_counter() - t0
     how, counts = np.unique(out.how.astype(str), return_counts=True)
     res.info.update(
@@ -275,6 +275,9 @@ def simplify(
         cold_restarts=lp.n_cold,
         witnesses=out.info.get("witnesses"),
         implied=out.info.get("implied", 0),
+        local=out.info.get("local", 0),
+        local_lps=out.info.get("local_lps", 0),
+        local_seconds=out.info.get("local_seconds", 0.0),
     )
     return res
 

@@ -1,0 +1,126 @@
+"""The LP-free stages of ``simplify``: neighbourhood LPs for redundant rows, bent rays for facets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+from test_simplify import _unit_row, _vertex_network
+
+from oracles import simplify
+from oracles._bent_rays import bent_rays
+from oracles._local_redundancy import expand_multipliers
+
+
+def _max_without(G: np.ndarray, h: np.ndarray, basis: np.ndarray, x0: np.ndarray, j: int) -> float:
+    """max g_j x over {G x <= h without row j} on the flat x = x0 + basis z (inf when unbounded)."""
+    keep = np.arange(G.shape[0]) != j
+    r = linprog(
+        -(G[j] @ basis),
+        A_ub=G[keep] @ basis,
+        b_ub=h[keep] - G[keep] @ x0,
+        bounds=[(None, None)] * basis.shape[1],
+        method="highs",
+    )
+    if r.status == 3:
+        return np.inf
+    assert r.status == 0, r.message
+    return float(-r.fun + G[j] @ x0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 6), m=st.integers(3, 40), flat=st.booleans())
+def test_bent_rays_certify_only_facets_with_valid_margins(seed: int, n: int, m: int, flat: bool) -> None:
+    """Every row a bent ray certifies is a facet: without it the polytope reaches past it by at least the
+    reported margin (an LP over the other rows); some row is always certified (x0 is strictly inside)."""
+    rng = np.random.default_rng(seed)
+    N = np.linalg.qr(rng.standard_normal((n + 2, n)))[0] if flat else np.eye(n)
+    G = rng.standard_normal((m, N.shape[0]))
+    G /= np.linalg.norm(G, axis=1, keepdims=True)
+    x0 = N @ rng.uniform(-0.2, 0.2, n)
+    h = G @ x0 + rng.uniform(0.1, 2.0, m)
+    rows = np.arange(m)
+    found = bent_rays(sp.csr_matrix(G), N, rows, rows, h - G @ x0)
+    assert found
+    for j, margin in found.items():
+        assert margin > 0
+        assert _max_without(G, h, N, x0, j) >= h[j] + margin * (1 - 1e-6) - 1e-9
+
+
+def test_a_blocked_directed_ray_is_bent_onto_its_facet() -> None:
+    """The square [-1, 1]^2 cut by x + y <= 1.2, seen from x0 = (0.5, 0): the directed ray of y <= 1 meets the
+    cut first; bent parallel to the cut it reaches y = 1 first and alone."""
+    G = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0], [1.0, 1.0]])
+    h = np.array([1.0, 1.0, 1.0, 1.0, 1.2])
+    G[4] /= np.sqrt(2.0)
+    h[4] /= np.sqrt(2.0)
+    x0 = np.array([0.5, 0.0])
+    s0 = h - G @ x0
+    d = G[2]  # the directed ray of y <= 1 (the flat is the plane)
+    t = np.where(G @ d > 0, s0 / np.where(G @ d > 0, G @ d, 1.0), np.inf)
+    assert np.argmin(t) == 4  # blocked by the cut
+    found = bent_rays(sp.csr_matrix(G), np.eye(2), np.array([2]), np.arange(5), s0)
+    assert 2 in found and 4 in found
+    assert _max_without(G, h, np.eye(2), x0, 2) >= h[2] + found[2] * (1 - 1e-9)
+
+
+def test_expanded_multipliers_name_kept_rows_only() -> None:
+    """Row 5 was implied by rows 6 and 1; row 6, which left later, by rows 1 and 2: 5's certificate is
+    rewritten on the kept rows 1 and 2 with the products of the multipliers (and 6's stays as it was)."""
+    kept = np.zeros(8, dtype=bool)
+    kept[[1, 2]] = True
+    store = {5: (np.array([6, 1]), np.array([2.0, 1.0])), 6: (np.array([1, 2]), np.array([0.5, 3.0]))}
+    expand_multipliers(store, kept)
+    y5 = dict(zip(store[5][0].tolist(), store[5][1].tolist()))
+    assert y5 == pytest.approx({1: 2.0 * 0.5 + 1.0, 2: 2.0 * 3.0})
+    assert dict(zip(store[6][0].tolist(), store[6][1].tolist())) == pytest.approx({1: 0.5, 2: 3.0})
+
+
+def _kept_bounds(s: object) -> set[tuple[str, int]]:
+    return {("upper", int(j)) for j in s.kept_upper} | {("lower", int(j)) for j in s.kept_lower}  # type: ignore[attr-defined]
+
+
+def _ties(s: object) -> set[tuple[str, int]]:
+    return {(t.kind, int(t.index)) for t in s.near_ties}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lp_free_stages_change_no_verdict_and_their_certificates_recheck(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On sparse networks the neighbourhood LPs and the bent rays decide most rows; the kept rows are the
+    ones found with both stages switched off (near ties aside), and every redundant bound's multipliers name
+    kept rows only and re-check: g = Σ y_k g_k + (equalities, fixed coordinates), h >= Σ y_k h_k + ..."""
+    monkeypatch.setattr("oracles._local_redundancy._MAX_SHARE", 0.9)  # small network: neighbourhoods are most of it
+    P = _vertex_network(seed)
+    s = simplify(P)
+    by = s.info["decided_by"]
+    assert isinstance(by, dict) and by.get("bent ray", 0) > 0 and int(s.info["local"]) > 0  # type: ignore[call-overload]
+    with monkeypatch.context() as mp:
+        mp.setattr("oracles._clarkson.bent_rays", lambda *a, **k: {})
+        mp.setattr("oracles._clarkson.local_redundant", lambda *a, **k: type("R", (), {"rows": [], "n_lps": 0})())
+        base = simplify(P)
+    ties = _ties(s) | _ties(base)
+    assert _kept_bounds(s) - ties == _kept_bounds(base) - ties
+    n = P.dim
+    kept_l = set(np.concatenate([s.kept_upper, n + s.kept_lower]).tolist())
+    M = sp.vstack([P.A_eq, sp.identity(n, format="csr")[s.fixed_variables]]).toarray()
+    rhs = np.concatenate([P.b_eq, s.interior_point[s.fixed_variables]])
+    L_rows = [_unit_row(P, k) for k in range(2 * n)]
+    fixed = set(s.fixed_variables.tolist())
+    checked = 0
+    for k in np.concatenate([s.redundant_upper, n + s.redundant_lower]):
+        y = s.multipliers.getrow(int(k))
+        if int(k) % n in fixed:
+            continue
+        assert y.nnz > 0 and set(y.indices.tolist()) <= kept_l
+        g, h = L_rows[k]
+        comb = sum(v * L_rows[i][0] for i, v in zip(y.indices, y.data))
+        mu = np.linalg.lstsq(M.T, g - comb, rcond=None)[0]
+        assert np.max(np.abs(M.T @ mu - (g - comb))) <= 1e-8
+        assert h >= sum(v * L_rows[i][1] for i, v in zip(y.indices, y.data)) + mu @ rhs - 1e-7
+        checked += 1
+    assert checked > 0
