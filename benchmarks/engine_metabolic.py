@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -325,9 +326,9 @@ else:
     return out
 
 
-def simplify_memory(name: str) -> dict:
+def simplify_memory(name: str, bounds: str = "tighten") -> dict:
     """Peak resident-set growth (MB) of simplify + transform in a fresh child process (as hull_memory)."""
-    return _peak_in_child(name, "from oracles import simplify", "s = simplify(P); s.transform()")
+    return _peak_in_child(name, "from oracles import simplify", f"s = simplify(P, bounds={bounds!r}); s.transform()")
 
 
 def synthetic_network(n_rxn: int, n_met: int, seed: int = 0, unit: bool = True):
@@ -374,7 +375,7 @@ def _polyround_from(P) -> object:
     )
 
 
-def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True) -> dict:
+def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True, bounds: str = "tighten") -> dict:
     """simplify + transform against PolyRound's simplify + transform (and cobra's FVA) on one model."""
     import flux_polytope as fp
 
@@ -386,7 +387,11 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True) 
         model = fp.load_model(name)
         P, _ = fp.flux_polytope(model)
     row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "bounds": P.n_bounds}
-    s, row["t_simplify"], row["cpu_simplify"] = timed(simplify, P)
+    row["bounds_mode"] = bounds
+    s, row["t_simplify"], row["cpu_simplify"] = timed(simplify, P, bounds=bounds)
+    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this process so far (KB on Linux)
+    row["stage_seconds"] = {k: s.info.get(k) for k in ("local_seconds", "bent_seconds", "lp_seconds")}
+    row["local"] = s.info.get("local")
     tr, row["t_transform"], _ = timed(s.transform)
     _progress(name, f"simplify ({s.n_lps} LPs)", row["t_simplify"])
     fixed = s.fixed_variables
@@ -430,19 +435,25 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True) 
             if "fixed" in res:
                 row[f"fixed_same_as_fva_{solver}"] = bool(np.array_equal(res["fixed"], fixed))
     if memory and model is not None:
-        row["memory_mb"] = simplify_memory(name).get("peak_growth_mb")
+        row["memory_mb"] = simplify_memory(name, bounds).get("peak_growth_mb")
     return row
 
 
 def run_simplify(
-    models: list[str], *, memory: bool = True, fva: bool = True, polyround: bool = True, out: str | None = None
+    models: list[str],
+    *,
+    memory: bool = True,
+    fva: bool = True,
+    polyround: bool = True,
+    out: str | None = None,
+    bounds: str = "tighten",
 ) -> dict:
     """The simplify table; with ``out``, the JSON is rewritten after every model (long runs keep what they did)."""
     from _report import write_json
 
     rows = []
     for m in models:
-        rows.append(simplify_one(m, memory=memory, fva=fva, polyround=polyround))
+        rows.append(simplify_one(m, memory=memory, fva=fva, polyround=polyround, bounds=bounds))
         print(json.dumps({k: v for k, v in rows[-1].items() if not isinstance(v, list)}, default=str), flush=True)
         if out:
             write_json(out, {"rows": rows})
@@ -480,10 +491,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fva", action="store_true", help="simplify table: skip cobra's FVA")
     parser.add_argument("--no-polyround", action="store_true", help="simplify table: skip PolyRound")
     parser.add_argument("--no-memory", action="store_true", help="simplify table: skip the peak-memory run")
+    parser.add_argument(
+        "--bounds",
+        choices=("tighten", "drop"),
+        default="tighten",
+        help="simplify table: redundant bounds tightened (one more LP where no point of P reaches them) or "
+        "dropped (PolyRound's simplify drops them too)",
+    )
     args = parser.parse_args(argv)
     if args.simplify is not None:
         models = args.simplify or ["textbook"]
         kw = {"fva": not args.no_fva, "polyround": not args.no_polyround, "memory": not args.no_memory}
+        kw["bounds"] = args.bounds
         write_json(args.out, run_simplify(models, out=args.out, **kw))
         return 0
     report = run(args.quick, args.models, directions=not args.no_directions)

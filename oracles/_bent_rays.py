@@ -17,9 +17,10 @@ import numpy as np
 import scipy.sparse as sp
 
 _SLOTS = 48  # rows bent at a time (their rays are one n x _SLOTS block per round); a finished row's slot is refilled
-_ROUNDS = 30  # bends per row at most
+_ROUNDS = 40  # bends per row at most
 _PER_ROUND = 16  # blockers added per bend at most
-_MAX_BLOCKED = 256  # blocking rows per row at most (an orthonormal basis of their images: up to 256 x d floats)
+_MAX_BLOCKED = 512  # blocking rows per row at most (an orthonormal basis of their images, grown as needed)
+_RATE_ROUNDS = 8  # rounds over which the certification rate is judged
 _TIE = 1e-9  # hits within this relative distance along a ray are a tie (as _clarkson._RAY_TIE)
 _VANISH = 1e-9  # a bent direction shorter than this times the first one: the row is left undecided
 
@@ -63,11 +64,19 @@ class _Slots:
 
 
 def bent_rays(
-    G: sp.csr_matrix, basis: np.ndarray, rows: np.ndarray, alive: np.ndarray, s0: np.ndarray
+    G: sp.csr_matrix,
+    basis: np.ndarray,
+    rows: np.ndarray,
+    alive: np.ndarray,
+    s0: np.ndarray,
+    min_rate: float = 0.0,
 ) -> dict[int, float]:
     """Facets among the rows of G hit first and alone by a bent ray (module docstring): {row: a lower bound
     on its margin, (t2 - t1) g·d}. ``rows``: the rows to aim at; ``alive``: every row not found redundant
-    (the rays must clear them all); ``s0``: slacks at x0 (> 0 on ``alive``)."""
+    (the rays must clear them all); ``s0``: slacks at x0 (> 0 on ``alive``). Stops early once the last
+    _RATE_ROUNDS rounds certified rows at fewer than ``min_rate`` rows per CPU second."""
+    import time
+
     from ._clarkson import _first_hits
 
     found: dict[int, float] = {}
@@ -82,6 +91,7 @@ def bent_rays(
     where[alive] = np.arange(alive.size)
     queue = [int(j) for j in rows if where[j] >= 0][::-1]
     sl = _Slots(d)
+    done: list[tuple[float, int]] = []  # per round: CPU time, rows certified so far
 
     def refill(k: int) -> None:
         sl.row[k] = -1
@@ -93,7 +103,12 @@ def bent_rays(
 
     for k in range(_SLOTS):
         refill(k)
+    done.append((time.process_time(), 0))
     while np.any(sl.row >= 0):
+        if len(done) > _RATE_ROUNDS:
+            (t0, f0), (t1, f1) = done[-_RATE_ROUNDS - 1], done[-1]
+            if f1 - f0 < min_rate * (t1 - t0):
+                break
         act = np.flatnonzero(sl.row >= 0)
         D = basis @ sl.u[act].T  # n x a: the rays
         GD = np.asarray(Ga @ D)
@@ -117,4 +132,5 @@ def bent_rays(
                 blk = blk[np.argpartition(T[blk, c], _PER_ROUND - 1)[:_PER_ROUND]]
             if blk.size == 0 or blk.size > _MAX_BLOCKED or not sl.block(k, np.asarray(Ga[blk] @ basis)):
                 refill(k)
+        done.append((time.process_time(), len(found)))
     return found

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._bent_rays import bent_rays
-from ._local_redundancy import expand_multipliers, local_redundant
+from ._local_redundancy import WIDER_HOPS, expand_multipliers, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
@@ -39,6 +39,8 @@ Solution = Any  # highspy's HighsSolution (col_value, row_dual, col_dual as list
 _RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that its LP is bounded
 _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
+_PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
+_BENT_SHARE = 0.5  # bent rays run while they certify at least this share of the rows an LP per row decides
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
 # a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
@@ -462,6 +464,8 @@ def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batch
     wit = Witnesses(model=(pb, lp.A, lp.row_slot))
     out.info["witnesses"] = wit
     _implied(out, lp, decided, cand_mask)
+    _bent_phase(out, lp, basis, decided, cand_mask, s0, rho, recheck)
+    _implied(out, lp, decided, cand_mask)
     _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng)
     _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
     store = out.info.get("_mult", {})
@@ -560,37 +564,71 @@ def _ray_phase(
     rho: np.ndarray,
 ) -> set[int]:
     """Facets found without an LP: random rays, then one directed ray per undecided row (and per facet whose
-    margin bound is still below tol, to raise it); then redundant rows by neighbourhood LPs, and facets by
-    rays bent around the rows that block them (``_local_redundancy``, ``_bent_rays``). Returns the facets
-    whose margin bound stays below tol."""
-    found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
-    for j, lb in found.items():
-        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "random ray"
-        lp.keep(j)
-    alive = np.flatnonzero(np.isin(np.arange(decided.size), pb.candidates) & (out.how != "redundant"))
-    thin = np.flatnonzero(out.kept & (out.margin < pb.tol))
-    rows = np.union1d(np.flatnonzero(~decided), thin)
-    for j, lb in directed_rays(pb, basis, rows, alive, s0).items():
-        if decided[j]:
-            if out.kept[j]:
-                out.margin[j] = max(out.margin[j], lb)
-            continue
-        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "directed ray"
-        lp.keep(j)
+    margin bound is still below tol, to raise it); then redundant rows by neighbourhood LPs
+    (``_local_redundancy``). Returns the facets whose margin bound stays below tol."""
     import time
 
-    t_local = time.perf_counter()
-    loc = local_redundant(lp, out, decided, np.isin(np.arange(decided.size), pb.candidates), s0, rho)
-    out.info.update(local=len(loc.rows), local_lps=loc.n_lps, local_seconds=time.perf_counter() - t_local)
-    alive = alive[out.how[alive] != "redundant"]
-    for j, lb in bent_rays(pb.G, basis, np.flatnonzero(~decided), alive, s0).items():
+    found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
+    _keep_found(out, decided, lp, found, "random ray")
+    cand = np.isin(np.arange(decided.size), pb.candidates)
+    alive = np.flatnonzero(cand & (out.how != "redundant"))
+    thin = np.flatnonzero(out.kept & (out.margin < pb.tol))
+    rows = np.union1d(np.flatnonzero(~decided), thin)
+    _keep_found(out, decided, lp, directed_rays(pb, basis, rows, alive, s0), "directed ray")
+    _implied(out, lp, decided, cand)  # propagation first: it needs no LP at all
+    t = time.perf_counter()
+    loc = local_redundant(lp, out, decided, cand, s0, rho)
+    out.info.update(local=len(loc.rows), local_lps=loc.n_lps, local_seconds=time.perf_counter() - t)
+    return set(np.flatnonzero(out.kept & (out.margin < pb.tol)).tolist())
+
+
+def _bent_phase(
+    out: Outcome,
+    lp: KeptLP,
+    basis: np.ndarray,
+    decided: np.ndarray,
+    cand: np.ndarray,
+    s0: np.ndarray,
+    rho: np.ndarray,
+    recheck: set[int],
+) -> None:
+    """Facets by bent rays while they beat Clarkson's LPs: a probe of _PROBE_LPS Clarkson steps prices an
+    LP, and the rays stop when they certify fewer rows per second than one LP per row would decide; then
+    a second pass of neighbourhood LPs, wider, on the rows left."""
+    import time
+
+    c = time.process_time()
+    for _ in range(_PROBE_LPS):
+        open_ = np.flatnonzero(cand & ~decided)
+        if open_.size == 0:
+            return
+        _decide(out, lp, int(open_[np.argmin(s0[open_])]), decided, cand, s0, rho, recheck)
+    per_lp = (time.process_time() - c) / _PROBE_LPS
+    alive = np.flatnonzero(cand & (out.how != "redundant"))
+    t = time.perf_counter()
+    rate = _BENT_SHARE / per_lp  # an early Clarkson LP is cheaper than a late one: the rays get a head start
+    found = bent_rays(lp.pb.G, basis, np.flatnonzero(cand & ~decided), alive, s0, min_rate=rate)
+    _keep_found(out, decided, lp, found, "bent ray")
+    t_bent, t = time.perf_counter() - t, time.perf_counter()
+    wide = local_redundant(lp, out, decided, cand, s0, rho, hops=WIDER_HOPS)
+    out.info.update(
+        local=int(out.info.get("local", 0)) + len(wide.rows),  # type: ignore[call-overload]
+        local_lps=int(out.info.get("local_lps", 0)) + wide.n_lps,  # type: ignore[call-overload]
+        local_seconds=float(out.info.get("local_seconds", 0.0)) + time.perf_counter() - t,  # type: ignore[arg-type]
+        bent_seconds=t_bent,
+        lp_probe_seconds=per_lp,
+    )
+
+
+def _keep_found(out: Outcome, decided: np.ndarray, lp: KeptLP, found: dict[int, float], how: str) -> None:
+    """Keep the facets rays found ({row: margin lower bound}); a kept row's margin bound is raised."""
+    for j, lb in found.items():
         if decided[j]:
             if out.kept[j]:
                 out.margin[j] = max(out.margin[j], lb)
             continue
-        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "bent ray"
+        out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, how
         lp.keep(j)
-    return set(np.flatnonzero(out.kept & (out.margin < pb.tol)).tolist())
 
 
 def _recheck(out: Outcome, lp: KeptLP, rows: list[int], rho: np.ndarray) -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._clarkson import KeptLP, Outcome
 
 _HOPS = 2  # constraint layers around the row (one hop: the equations on the row's own variables)
+WIDER_HOPS = 3  # a second pass, after the bent rays, on the rows still undecided
 _HUB = 32  # constraints on more variables than this are dropped from neighbourhoods (hub metabolites)
 _MAX_SHARE = 0.25  # a neighbourhood over this share of the free variables is a job for an LP over P
 _PROBE = 16  # rows whose neighbourhoods decide whether the system is sparse enough to try
@@ -71,14 +72,16 @@ def _graph(lp: KeptLP) -> _Graph:
     return _Graph(F, F.tocsc(), Ar, Ar.tocsc(), a_rows, pb.pinned)
 
 
-def _neighbourhood(g: _Graph, i: int, lp: KeptLP, a_alive: np.ndarray, cap: int) -> tuple[np.ndarray, ...] | None:
-    """Variables V, equations E and alive A-rows R within _HOPS constraint layers of G row i (row i itself
-    excluded); None when V grows past ``cap``."""
+def _neighbourhood(
+    g: _Graph, i: int, lp: KeptLP, a_alive: np.ndarray, cap: int, hops: int
+) -> tuple[np.ndarray, ...] | None:
+    """Variables V, equations E and alive A-rows R within ``hops`` constraint layers of G row i (row i
+    itself excluded); None when V grows past ``cap``."""
     pb = lp.pb
     G = pb.G
     V = G.indices[G.indptr[i] : G.indptr[i + 1]]
     E = R = np.zeros(0, dtype=np.int64)
-    for _ in range(_HOPS):
+    for _ in range(hops):
         front = V[~g.pinned[V]]  # a pinned variable is a constant: nothing reaches past it
         E = np.unique(g.Fc.indices[_csc_slices(g.Fc, front)])
         R = np.unique(g.Ac.indices[_csc_slices(g.Ac, front)]) if g.Ar.shape[0] else R
@@ -108,10 +111,10 @@ def _ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + offs
 
 
-def _sparse_enough(g: _Graph, lp: KeptLP, rows: np.ndarray, a_alive: np.ndarray, cap: int) -> bool:
+def _sparse_enough(g: _Graph, lp: KeptLP, rows: np.ndarray, a_alive: np.ndarray, cap: int, hops: int) -> bool:
     """Most of a few rows' neighbourhoods stay under the cap (dense systems: skip the stage at once)."""
     probe = rows[:: max(1, rows.size // _PROBE)][:_PROBE]
-    small = sum(_neighbourhood(g, int(i), lp, a_alive, cap) is not None for i in probe)
+    small = sum(_neighbourhood(g, int(i), lp, a_alive, cap, hops) is not None for i in probe)
     return 2 * small >= probe.size
 
 
@@ -191,10 +194,17 @@ def _solve(
 
 
 def local_redundant(
-    lp: KeptLP, out: Outcome, decided: np.ndarray, cand: np.ndarray, s0: np.ndarray, rho: np.ndarray
+    lp: KeptLP,
+    out: Outcome,
+    decided: np.ndarray,
+    cand: np.ndarray,
+    s0: np.ndarray,
+    rho: np.ndarray,
+    hops: int = _HOPS,
 ) -> LocalResult:
-    """Decide redundant, one neighbourhood LP each (module docstring), the undecided candidate rows that
-    are; the others stay undecided. Marks ``out`` and ``decided`` and stores each row's multipliers."""
+    """Decide redundant, one neighbourhood LP each (``hops`` constraint layers; module docstring), the
+    undecided candidate rows that are; the others stay undecided. Marks ``out`` and ``decided`` and stores
+    each row's multipliers."""
     import highspy as hp
 
     res = LocalResult()
@@ -207,7 +217,7 @@ def local_redundant(
     g = _graph(lp)
     a_alive = alive[g.a_rows]
     cap = int(_MAX_SHARE * np.sum(~pb.pinned))
-    if not _sparse_enough(g, lp, rows, a_alive, cap):
+    if not _sparse_enough(g, lp, rows, a_alive, cap, hops):
         return res
     a_pos = np.full(pb.G.shape[0], -1)
     a_pos[g.a_rows] = np.arange(g.a_rows.size)
@@ -219,7 +229,7 @@ def local_redundant(
     store = out.info.setdefault("_mult", {})
     assert isinstance(store, dict)
     for i in rows.tolist():
-        nb = _neighbourhood(g, i, lp, a_alive, cap)
+        nb = _neighbourhood(g, i, lp, a_alive, cap, hops)
         if nb is None:
             continue
         r = _solve(lp, g, i, nb, bd, highs)
