@@ -71,66 +71,82 @@ def bent_rays(
     s0: np.ndarray,
     min_rate: float = 0.0,
 ) -> dict[int, float]:
-    """Facets among the rows of G hit first and alone by a bent ray (module docstring): {row: a lower bound
-    on its margin, (t2 - t1) g·d}. ``rows``: the rows to aim at; ``alive``: every row not found redundant
-    (the rays must clear them all); ``s0``: slacks at x0 (> 0 on ``alive``). Stops early once the last
-    _RATE_ROUNDS rounds certified rows at fewer than ``min_rate`` rows per CPU second."""
+    """Facets among ``rows`` (rows of G) hit first and alone by a bent ray (module docstring): {row: a lower
+    bound on its margin, (t2 - t1) g·d}. ``alive``: every row not found redundant (the rays must clear them
+    all); ``s0``: slacks at x0 (> 0 on ``alive``). Stops early once the last _RATE_ROUNDS rounds certified
+    rows at fewer than ``min_rate`` rows per CPU second."""
     import time
 
-    from ._clarkson import _first_hits
-
-    found: dict[int, float] = {}
-    d = basis.shape[1]
-    if d == 0 or rows.size == 0 or alive.size == 0:
-        return found
-    s = s0[alive]
-    if np.min(s) <= 0:
-        return found  # x0 is not strictly inside: the rays prove nothing
-    Ga = sp.csr_matrix(G[alive])
-    where = np.full(G.shape[0], -1)
-    where[alive] = np.arange(alive.size)
-    queue = [int(j) for j in rows if where[j] >= 0][::-1]
-    sl = _Slots(d)
-    done: list[tuple[float, int]] = []  # per round: CPU time, rows certified so far
-
-    def refill(k: int) -> None:
-        sl.row[k] = -1
-        while queue:
-            j = queue.pop()
-            if j not in found:
-                sl.fill(k, j, np.asarray(Ga[[where[j]]] @ basis).ravel())
-                return
-
-    for k in range(_SLOTS):
-        refill(k)
-    done.append((time.process_time(), 0))
-    while np.any(sl.row >= 0):
+    if basis.shape[1] == 0 or rows.size == 0 or alive.size == 0 or np.min(s0[alive]) <= 0:
+        return {}  # (x0 not strictly inside: the rays prove nothing)
+    b = _Bender(G, basis, rows, alive, s0)
+    done = [(time.process_time(), 0)]  # per round: CPU time, rows certified so far
+    while np.any(b.sl.row >= 0):
         if len(done) > _RATE_ROUNDS:
             (t0, f0), (t1, f1) = done[-_RATE_ROUNDS - 1], done[-1]
             if f1 - f0 < min_rate * (t1 - t0):
                 break
-        act = np.flatnonzero(sl.row >= 0)
-        D = basis @ sl.u[act].T  # n x a: the rays
-        GD = np.asarray(Ga @ D)
+        b.round()
+        done.append((time.process_time(), len(b.found)))
+    return b.found
+
+
+class _Bender:
+    """The rays of the rows in the slots, shot and bent one round at a time."""
+
+    def __init__(self, G: sp.csr_matrix, basis: np.ndarray, rows: np.ndarray, alive: np.ndarray, s0: np.ndarray):
+        self.basis, self.alive, self.s = basis, alive, s0[alive]
+        self.Ga = sp.csr_matrix(G[alive])
+        self.where = np.full(G.shape[0], -1)
+        self.where[alive] = np.arange(alive.size)
+        self.target = np.zeros(G.shape[0], dtype=bool)
+        self.target[rows] = True
+        self.queue = [int(j) for j in rows if self.where[j] >= 0][::-1]
+        self.found: dict[int, float] = {}
+        self.sl = _Slots(basis.shape[1])
+        for k in range(_SLOTS):
+            self.refill(k)
+
+    def refill(self, k: int) -> None:
+        """Slot k takes the next row not found yet (or empties)."""
+        self.sl.row[k] = -1
+        while self.queue:
+            j = self.queue.pop()
+            if j not in self.found:
+                self.sl.fill(k, j, np.asarray(self.Ga[[self.where[j]]] @ self.basis).ravel())
+                return
+
+    def round(self) -> None:
+        """Shoot every slot's ray, keep the rows hit first and alone, bend the others around their blockers."""
+        from ._clarkson import _first_hits
+
+        act = np.flatnonzero(self.sl.row >= 0)
+        GD = np.asarray(self.Ga @ (self.basis @ self.sl.u[act].T))  # rows x rays
         with np.errstate(divide="ignore", invalid="ignore"):
-            T = np.where(GD > 1e-12, s[:, None] / GD, np.inf)
+            T = np.where(GD > 1e-12, self.s[:, None] / GD, np.inf)
         first, two, ok = _first_hits(T)
         for col in np.flatnonzero(ok):  # every ray hitting one row first and alone certifies that row
-            j = int(alive[first[col]])
-            lb = float((two[1, col] - two[0, col]) * GD[first[col], col]) if np.isfinite(two[1, col]) else np.inf
-            found[j] = max(found.get(j, 0.0), lb)
+            j = int(self.alive[first[col]])
+            if self.target[j]:  # (not a facet decided before this stage, found again)
+                fin = np.isfinite(two[1, col])
+                self.found[j] = max(
+                    self.found.get(j, 0.0), float((two[1, col] - two[0, col]) * GD[first[col], col]) if fin else np.inf
+                )
         for c, k in enumerate(act.tolist()):
-            pj = int(where[sl.row[k]])
-            tj = T[pj, c]
-            sl.rounds[k] += 1
-            if int(sl.row[k]) in found or not np.isfinite(tj) or sl.rounds[k] > _ROUNDS:
-                refill(k)
-                continue
-            blk = np.flatnonzero(T[:, c] <= tj * (1.0 + _TIE) + 1e-15)
-            blk = blk[blk != pj]
-            if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
-                blk = blk[np.argpartition(T[blk, c], _PER_ROUND - 1)[:_PER_ROUND]]
-            if blk.size == 0 or blk.size > _MAX_BLOCKED or not sl.block(k, np.asarray(Ga[blk] @ basis)):
-                refill(k)
-        done.append((time.process_time(), len(found)))
-    return found
+            self._bend(k, T[:, c])
+
+    def _bend(self, k: int, t: np.ndarray) -> None:
+        """Slot k after its ray's hit times t: done (found, moving away, out of bends) or bent."""
+        sl = self.sl
+        pj = int(self.where[sl.row[k]])
+        tj = float(t[pj])
+        sl.rounds[k] += 1
+        if int(sl.row[k]) in self.found or not np.isfinite(tj) or sl.rounds[k] > _ROUNDS:
+            self.refill(k)
+            return
+        blk = np.flatnonzero(t <= tj * (1.0 + _TIE) + 1e-15)
+        blk = blk[blk != pj]
+        if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
+            blk = blk[np.argpartition(t[blk], _PER_ROUND - 1)[:_PER_ROUND]]
+        if blk.size == 0 or not sl.block(k, np.asarray(self.Ga[blk] @ self.basis)):
+            self.refill(k)

@@ -40,6 +40,7 @@ _RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that 
 _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
+_LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
 _BENT_SHARE = 0.5  # bent rays run while they certify at least this share of the rows an LP per row decides
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
@@ -439,8 +440,12 @@ def flat_duplicates(pb: Problem, basis: np.ndarray, out: Outcome, decided: np.nd
         store[j] = (np.array([r]), np.array([f]))
 
 
-def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batches: int) -> Outcome:
-    """Decide every candidate row of ``pb``: kept (a facet) or redundant, with margins (module docstring)."""
+def clarkson(
+    pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batches: int, local_bounds: bool = True
+) -> Outcome:
+    """Decide every candidate row of ``pb``: kept (a facet) or redundant, with margins (module docstring).
+    ``local_bounds``: bounds may be decided by neighbourhood LPs (False when each redundant bound's exact
+    extreme is wanted: it would cost an LP over P again, which a Clarkson LP often gives on the way)."""
     import time
 
     m = pb.G.shape[0]
@@ -464,7 +469,7 @@ def clarkson(pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batch
     wit = Witnesses(model=(pb, lp.A, lp.row_slot))
     out.info["witnesses"] = wit
     _implied(out, lp, decided, cand_mask)
-    _bent_phase(out, lp, basis, decided, cand_mask, s0, rho, recheck)
+    _priced_phase(out, lp, basis, decided, cand_mask, s0, rho, recheck, local_bounds)
     _implied(out, lp, decided, cand_mask)
     _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng)
     _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
@@ -564,9 +569,8 @@ def _ray_phase(
     rho: np.ndarray,
 ) -> set[int]:
     """Facets found without an LP: random rays, then one directed ray per undecided row (and per facet whose
-    margin bound is still below tol, to raise it); then redundant rows by neighbourhood LPs
-    (``_local_redundancy``). Returns the facets whose margin bound stays below tol."""
-    import time
+    margin bound is still below tol, to raise it), and bounds implied by the equations. Returns the facets
+    whose margin bound stays below tol."""
 
     found, out.n_rays = random_rays(pb, basis, rng, max_batches, np.flatnonzero(~decided))
     _keep_found(out, decided, lp, found, "random ray")
@@ -575,14 +579,11 @@ def _ray_phase(
     thin = np.flatnonzero(out.kept & (out.margin < pb.tol))
     rows = np.union1d(np.flatnonzero(~decided), thin)
     _keep_found(out, decided, lp, directed_rays(pb, basis, rows, alive, s0), "directed ray")
-    _implied(out, lp, decided, cand)  # propagation first: it needs no LP at all
-    t = time.perf_counter()
-    loc = local_redundant(lp, out, decided, cand, s0, rho)
-    out.info.update(local=len(loc.rows), local_lps=loc.n_lps, local_seconds=time.perf_counter() - t)
+    _implied(out, lp, decided, cand)  # propagation: it needs no LP at all
     return set(np.flatnonzero(out.kept & (out.margin < pb.tol)).tolist())
 
 
-def _bent_phase(
+def _priced_phase(
     out: Outcome,
     lp: KeptLP,
     basis: np.ndarray,
@@ -591,10 +592,12 @@ def _bent_phase(
     s0: np.ndarray,
     rho: np.ndarray,
     recheck: set[int],
+    local_bounds: bool,
 ) -> None:
-    """Facets by bent rays while they beat Clarkson's LPs: a probe of _PROBE_LPS Clarkson steps prices an
-    LP, and the rays stop when they certify fewer rows per second than one LP per row would decide; then
-    a second pass of neighbourhood LPs, wider, on the rows left."""
+    """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps
+    prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE of it (two hops, then three
+    after the rays); bent rays while they certify at least _BENT_SHARE of the rows per second that one LP
+    per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head start)."""
     import time
 
     c = time.process_time()
@@ -604,17 +607,21 @@ def _bent_phase(
             return
         _decide(out, lp, int(open_[np.argmin(s0[open_])]), decided, cand, s0, rho, recheck)
     per_lp = (time.process_time() - c) / _PROBE_LPS
+    t = time.perf_counter()
+    budget = per_lp / _LOCAL_ADVANTAGE
+    local = cand if local_bounds else cand & (lp.pb.kind == 0)
+    loc = local_redundant(lp, out, decided, local, s0, rho, max_seconds_per_lp=budget)
+    t_local = time.perf_counter() - t
     alive = np.flatnonzero(cand & (out.how != "redundant"))
     t = time.perf_counter()
-    rate = _BENT_SHARE / per_lp  # an early Clarkson LP is cheaper than a late one: the rays get a head start
-    found = bent_rays(lp.pb.G, basis, np.flatnonzero(cand & ~decided), alive, s0, min_rate=rate)
+    found = bent_rays(lp.pb.G, basis, np.flatnonzero(cand & ~decided), alive, s0, min_rate=_BENT_SHARE / per_lp)
     _keep_found(out, decided, lp, found, "bent ray")
     t_bent, t = time.perf_counter() - t, time.perf_counter()
-    wide = local_redundant(lp, out, decided, cand, s0, rho, hops=WIDER_HOPS)
+    wide = local_redundant(lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget)
     out.info.update(
-        local=int(out.info.get("local", 0)) + len(wide.rows),  # type: ignore[call-overload]
-        local_lps=int(out.info.get("local_lps", 0)) + wide.n_lps,  # type: ignore[call-overload]
-        local_seconds=float(out.info.get("local_seconds", 0.0)) + time.perf_counter() - t,  # type: ignore[arg-type]
+        local=len(loc.rows) + len(wide.rows),
+        local_lps=loc.n_lps + wide.n_lps,
+        local_seconds=t_local + time.perf_counter() - t,
         bent_seconds=t_bent,
         lp_probe_seconds=per_lp,
     )

@@ -201,10 +201,13 @@ def local_redundant(
     s0: np.ndarray,
     rho: np.ndarray,
     hops: int = _HOPS,
+    max_seconds_per_lp: float = np.inf,
 ) -> LocalResult:
     """Decide redundant, one neighbourhood LP each (``hops`` constraint layers; module docstring), the
     undecided candidate rows that are; the others stay undecided. Marks ``out`` and ``decided`` and stores
-    each row's multipliers."""
+    each row's multipliers. Stops after _PROBE LPs if they took over ``max_seconds_per_lp`` each (CPU)."""
+    import time
+
     import highspy as hp
 
     res = LocalResult()
@@ -228,7 +231,10 @@ def local_redundant(
     highs.setOptionValue("dual_feasibility_tolerance", 1e-9)
     store = out.info.setdefault("_mult", {})
     assert isinstance(store, dict)
+    c0 = time.process_time()
     for i in rows.tolist():
+        if res.n_lps == _PROBE and time.process_time() - c0 > _PROBE * max_seconds_per_lp:
+            break  # an LP over P costs little more here
         nb = _neighbourhood(g, i, lp, a_alive, cap, hops)
         if nb is None:
             continue

@@ -256,7 +256,7 @@ def simplify(
         ie = hull.info["implicit_equalities"]
         assert isinstance(ie, ImplicitEqualities)
         pb, pinned_rows = _problem(P, ie, hull.basis, tol)
-        out = ck.clarkson(pb, hull.basis, rng, RAY_BATCHES)
+        out = ck.clarkson(pb, hull.basis, rng, RAY_BATCHES, local_bounds=bounds == "drop")
     _pinned_bounds(out, pb, pinned_rows)
     lp = out.info.pop("lp")
     assert isinstance(lp, ck.KeptLP)

@@ -63,7 +63,7 @@ def test_a_blocked_directed_ray_is_bent_onto_its_facet() -> None:
     t = np.where(G @ d > 0, s0 / np.where(G @ d > 0, G @ d, 1.0), np.inf)
     assert np.argmin(t) == 4  # blocked by the cut
     found = bent_rays(sp.csr_matrix(G), np.eye(2), np.array([2]), np.arange(5), s0)
-    assert 2 in found and 4 in found
+    assert set(found) == {2}  # (the cut is hit first, alone, by the directed ray, but was not aimed at)
     assert _max_without(G, h, np.eye(2), x0, 2) >= h[2] + found[2] * (1 - 1e-9)
 
 
@@ -94,15 +94,18 @@ def test_lp_free_stages_change_no_verdict_and_their_certificates_recheck(
     """On sparse networks the neighbourhood LPs and the bent rays decide most rows; the kept rows are the
     ones found with both stages switched off (near ties aside), and every redundant bound's multipliers name
     kept rows only and re-check: g = Σ y_k g_k + (equalities, fixed coordinates), h >= Σ y_k h_k + ..."""
-    monkeypatch.setattr("oracles._local_redundancy._MAX_SHARE", 0.9)  # small network: neighbourhoods are most of it
+    # a small network: neighbourhoods are most of it, and an LP over P is cheap: the stages run regardless
+    monkeypatch.setattr("oracles._local_redundancy._MAX_SHARE", 0.9)
+    monkeypatch.setattr("oracles._clarkson._LOCAL_ADVANTAGE", 1e-9)
+    monkeypatch.setattr("oracles._clarkson._BENT_SHARE", 0.0)
     P = _vertex_network(seed)
-    s = simplify(P)
+    s = simplify(P, bounds="drop")  # (with "tighten" bounds are left to Clarkson's LPs, whose points are exact)
     by = s.info["decided_by"]
     assert isinstance(by, dict) and by.get("bent ray", 0) > 0 and int(s.info["local"]) > 0  # type: ignore[call-overload]
     with monkeypatch.context() as mp:
         mp.setattr("oracles._clarkson.bent_rays", lambda *a, **k: {})
         mp.setattr("oracles._clarkson.local_redundant", lambda *a, **k: type("R", (), {"rows": [], "n_lps": 0})())
-        base = simplify(P)
+        base = simplify(P, bounds="drop")
     ties = _ties(s) | _ties(base)
     assert _kept_bounds(s) - ties == _kept_bounds(base) - ties
     n = P.dim
