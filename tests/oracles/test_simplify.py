@@ -392,23 +392,34 @@ def test_facets_certified_at_vertices_have_witnesses_and_implied_bounds_recheck(
         assert g @ w - h == pytest.approx(s.margin[k], rel=1e-6, abs=1e-9) and s.margin[k] > s.tol
         assert _max(others, g) > h + s.tol
     # multipliers of redundant bounds (from LPs and from the implied-bound test alike)
+    assert int(s.info["implied"]) > 0  # type: ignore[call-overload]
+    assert _recheck_bound_multipliers(P, s, kept_only=False) > 0
+
+
+def _recheck_bound_multipliers(P: Polytope, s: Simplified, *, kept_only: bool) -> int:
+    """Every redundant bound's multipliers re-check (with ``kept_only``, they also name kept rows only, and
+    every such bound has some): g = Σ y_k g_k + (a combination of the equalities and fixed coordinates, by
+    least squares) and h >= Σ y_k h_k + that combination's right-hand side. Returns how many were checked."""
+    n = P.dim
+    kept_l = set(np.concatenate([s.kept_upper, n + s.kept_lower]).tolist())
+    fixed = set(s.fixed_variables.tolist())
     M = sp.vstack([P.A_eq, sp.identity(n, format="csr")[s.fixed_variables]]).toarray()
     rhs = np.concatenate([P.b_eq, s.interior_point[s.fixed_variables]])
     L_rows = [_unit_row(P, k) for k in range(2 * n)]
-    red = np.concatenate([s.redundant_upper, n + s.redundant_lower])
-    assert int(s.info["implied"]) > 0  # type: ignore[call-overload]
     checked = 0
-    for k in red:
+    for k in np.concatenate([s.redundant_upper, n + s.redundant_lower]):
         y = s.multipliers.getrow(int(k))
-        if y.nnz == 0 or s.fixed_variables.size and (k % n) in set(s.fixed_variables.tolist()):
+        if int(k) % n in fixed or (y.nnz == 0 and not kept_only):
             continue
+        if kept_only:
+            assert y.nnz > 0 and set(y.indices.tolist()) <= kept_l
         g, h = L_rows[k]
         comb = sum(v * L_rows[i][0] for i, v in zip(y.indices, y.data))
         mu = np.linalg.lstsq(M.T, g - comb, rcond=None)[0]
         assert np.max(np.abs(M.T @ mu - (g - comb))) <= 1e-8
         assert h >= sum(v * L_rows[i][1] for i, v in zip(y.indices, y.data)) + mu @ rhs - 1e-7
         checked += 1
-    assert checked > 0
+    return checked
 
 
 def _pyramid() -> Polytope:
