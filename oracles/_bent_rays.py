@@ -21,6 +21,7 @@ _ROUNDS = 40  # bends per row at most
 _PER_ROUND = 16  # blockers added per bend at most
 _MAX_BLOCKED = 512  # blocking rows per row at most (an orthonormal basis of their images, grown as needed)
 _RATE_ROUNDS = 8  # rounds over which the certification rate is judged
+_DENSE_IMAGES = 20_000_000  # alive rows x d up to which their images g N are formed once (160 MB)
 _TIE = 1e-9  # hits within this relative distance along a ray are a tie (as _clarkson._RAY_TIE)
 _VANISH = 1e-9  # a bent direction shorter than this times the first one: the row is left undecided
 
@@ -97,6 +98,8 @@ class _Bender:
     def __init__(self, G: sp.csr_matrix, basis: np.ndarray, rows: np.ndarray, alive: np.ndarray, s0: np.ndarray):
         self.basis, self.alive, self.s = basis, alive, s0[alive]
         self.Ga = sp.csr_matrix(G[alive])
+        # the rows' images in the flat's coordinates, formed once when small (else per use, from the sparse rows)
+        self.GaN = np.asarray(self.Ga @ basis) if alive.size * basis.shape[1] <= _DENSE_IMAGES else None
         self.where = np.full(G.shape[0], -1)
         self.where[alive] = np.arange(alive.size)
         self.target = np.zeros(G.shape[0], dtype=bool)
@@ -113,8 +116,12 @@ class _Bender:
         while self.queue:
             j = self.queue.pop()
             if j not in self.found:
-                self.sl.fill(k, j, np.asarray(self.Ga[[self.where[j]]] @ self.basis).ravel())
+                self.sl.fill(k, j, self.images(np.array([self.where[j]]))[0])
                 return
+
+    def images(self, idx: np.ndarray) -> np.ndarray:
+        """g N for the alive rows at positions ``idx``."""
+        return self.GaN[idx] if self.GaN is not None else np.asarray(self.Ga[idx] @ self.basis)
 
     def round(self) -> None:
         """Shoot every slot's ray, keep the rows hit first and alone, bend the others around their blockers."""
@@ -148,5 +155,5 @@ class _Bender:
         blk = blk[blk != pj]
         if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
             blk = blk[np.argpartition(t[blk], _PER_ROUND - 1)[:_PER_ROUND]]
-        if blk.size == 0 or not sl.block(k, np.asarray(self.Ga[blk] @ self.basis)):
+        if blk.size == 0 or not sl.block(k, self.images(blk)):
             self.refill(k)

@@ -41,6 +41,7 @@ _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
+_RAYS_FROM = 0.05  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.5  # bent rays run while they certify at least this share of the rows an LP per row decides
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
@@ -613,9 +614,11 @@ def _priced_phase(
     loc = local_redundant(lp, out, decided, local, s0, rho, max_seconds_per_lp=budget)
     t_local = time.perf_counter() - t
     alive = np.flatnonzero(cand & (out.how != "redundant"))
+    open_ = np.flatnonzero(cand & ~decided)
     t = time.perf_counter()
-    found = bent_rays(lp.pb.G, basis, np.flatnonzero(cand & ~decided), alive, s0, min_rate=_BENT_SHARE / per_lp)
-    _keep_found(out, decided, lp, found, "bent ray")
+    if per_lp * open_.size > _RAYS_FROM:  # else the LPs left cost next to nothing
+        found = bent_rays(lp.pb.G, basis, open_, alive, s0, min_rate=_BENT_SHARE / per_lp)
+        _keep_found(out, decided, lp, found, "bent ray")
     t_bent, t = time.perf_counter() - t, time.perf_counter()
     wide = local_redundant(lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget)
     out.info.update(
