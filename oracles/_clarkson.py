@@ -42,7 +42,7 @@ _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
 _RAYS_FROM = 0.05  # seconds: bent rays are tried when one LP per row left would take longer than this
-_BENT_SHARE = 0.5  # bent rays run while they certify at least this share of the rows an LP per row decides
+_BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
 # a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
