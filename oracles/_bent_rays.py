@@ -22,7 +22,6 @@ _PER_ROUND = 16  # blockers added per bend at most
 _MAX_BLOCKED = 512  # blocking rows per row at most (an orthonormal basis of their images, grown as needed)
 _RATE_ROUNDS = 8  # rounds over which the certification rate is judged
 _DENSE_IMAGES = 20_000_000  # alive rows x d up to which their images g N are formed once (160 MB)
-_TIE = 1e-9  # hits within this relative distance along a ray are a tie (as _clarkson._RAY_TIE)
 _VANISH = 1e-9  # a bent direction shorter than this times the first one: the row is left undecided
 
 
@@ -144,6 +143,8 @@ class _Bender:
 
     def _bend(self, k: int, t: np.ndarray) -> None:
         """Slot k after its ray's hit times t: done (found, moving away, out of bends) or bent."""
+        from ._clarkson import _RAY_TIE
+
         sl = self.sl
         pj = int(self.where[sl.row[k]])
         tj = float(t[pj])
@@ -151,7 +152,7 @@ class _Bender:
         if int(sl.row[k]) in self.found or not np.isfinite(tj) or sl.rounds[k] > _ROUNDS:
             self.refill(k)
             return
-        blk = np.flatnonzero(t <= tj * (1.0 + _TIE) + 1e-15)
+        blk = np.flatnonzero(t <= tj * (1.0 + _RAY_TIE) + 1e-15)
         blk = blk[blk != pj]
         if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
             blk = blk[np.argpartition(t[blk], _PER_ROUND - 1)[:_PER_ROUND]]

@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._bent_rays import bent_rays
-from ._local_redundancy import WIDER_HOPS, expand_multipliers, local_redundant
+from ._local_redundancy import WIDER_HOPS, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
@@ -474,9 +474,6 @@ def clarkson(
     _implied(out, lp, decided, cand_mask)
     _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng)
     _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
-    store = out.info.get("_mult", {})
-    assert isinstance(store, dict)
-    expand_multipliers(store, out.kept)
     out.n_lps = lp.n_solves
     out.lp_seconds = time.perf_counter() - t0
     out.info["lp"] = lp
@@ -692,6 +689,7 @@ def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
     """The multipliers of each redundant row on the kept rows, as an m x m CSR matrix (row j: row j's)."""
     store = out.info.pop("_mult", {})
     assert isinstance(store, dict)
+    expand_multipliers(store, out.kept)
     rows, cols, vals = [], [], []
     for j, (idx, v) in store.items():
         rows.append(np.full(idx.size, j))
@@ -700,3 +698,37 @@ def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
     if not rows:
         return sp.csr_matrix((m, m))
     return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(m, m))
+
+
+def expand_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> None:
+    """Rewrite, in place, each redundant row's multipliers on kept rows only: a multiplier on a row that left
+    after it (itself redundant) is replaced by that row's own multipliers, scaled (y_r g_r <= y_r Σ y'_k g_k
+    keeps the inequality). A certificate names only rows present when it was found, so the rewriting is a
+    walk down a directed acyclic graph (depth-first, without recursion)."""
+    done: dict[int, dict[int, float]] = {}
+
+    def removed(t: int) -> list[int]:
+        """The rows t's certificate names that left the system themselves (each with a certificate)."""
+        return [k for k in store[t][0].tolist() if not kept[k] and k in store and k != t]
+
+    state: dict[int, bool] = {}  # True while a row's own rows are being resolved
+    for j in list(store):
+        if j in done or not removed(j):
+            continue
+        stack = [(j, False)]
+        while stack:
+            t, leaving = stack.pop()
+            if leaving:
+                y: dict[int, float] = {}
+                for k, a in zip(store[t][0].tolist(), store[t][1].tolist()):
+                    for kk, b in done.get(k, {k: 1.0}).items():
+                        y[kk] = y.get(kk, 0.0) + a * b
+                done[t], state[t] = y, False
+                continue
+            if t in done or state.get(t):
+                continue  # resolved already, or on the current path (a cycle cannot arise; if one did: as is)
+            state[t] = True
+            stack.append((t, True))
+            stack.extend((k, False) for k in removed(t) if k not in done and not state.get(k))
+    for j, y in done.items():
+        store[j] = (np.fromiter(y, dtype=int, count=len(y)), np.fromiter(y.values(), dtype=float, count=len(y)))

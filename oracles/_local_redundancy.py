@@ -35,7 +35,6 @@ WIDER_HOPS = 3  # a second pass, after the bent rays, on the rows still undecide
 _HUB = 32  # constraints on more variables than this are dropped from neighbourhoods (hub metabolites)
 _MAX_SHARE = 0.25  # a neighbourhood over this share of the free variables is a job for an LP over P
 _PROBE = 16  # rows whose neighbourhoods decide whether the system is sparse enough to try
-_RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that its LP is bounded
 
 
 @dataclass
@@ -52,12 +51,10 @@ class _Graph:
 
 @dataclass
 class LocalResult:
-    """Rows found redundant (in the order found), their neighbourhood maxima and the LPs solved."""
+    """Rows found redundant (in the order found) and the LPs solved."""
 
     rows: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
     n_lps: int = 0
-    sizes: list[int] = field(default_factory=list)
 
 
 def _graph(lp: KeptLP) -> _Graph:
@@ -145,6 +142,8 @@ def _solve(
     values), or None when HiGHS does not reach an optimum."""
     import highspy as hp
 
+    from ._clarkson import _RELAX
+
     pb = lp.pb
     V, E, R = nb
     lo, hi = bd.lo[V].copy(), bd.hi[V].copy()
@@ -155,14 +154,14 @@ def _solve(
             hi[c] = pb.h[i] + _RELAX
         else:
             lo[c] = -(pb.h[i] + _RELAX)
-        rows_i = sp.csr_matrix((0, V.size))
-        rhs_i = np.zeros(0)
-    else:
-        rows_i = pb.G[[i]][:, V]
+        rows_i, rhs_i = sp.csr_matrix((0, V.size)), np.zeros(0)
+    gi_row = pb.G[[i]][:, V]
+    if k == 0:
+        rows_i = gi_row
         rhs_i = np.array([pb.h[i] + _RELAX])
     A = sp.vstack([g.Fr[E][:, V], g.Ar[R][:, V], rows_i], format="csc")
     ne = E.size
-    gi = np.asarray(pb.G[[i]][:, V].todense()).ravel()
+    gi = gi_row.toarray().ravel()
     m = A.shape[0]
     model = hp.HighsLp()
     model.num_col_, model.num_row_ = V.size, m
@@ -240,7 +239,6 @@ def local_redundant(
             continue
         r = _solve(lp, g, i, nb, bd, highs)
         res.n_lps += 1
-        res.sizes.append(int(nb[0].size))
         if r is None or r[0] - pb.h[i] > rho[i]:
             continue
         v, idx, vals = r
@@ -251,39 +249,4 @@ def local_redundant(
         if a_pos[i] >= 0:
             a_alive[a_pos[i]] = False
         res.rows.append(i)
-        res.values.append(v)
     return res
-
-
-def expand_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> None:
-    """Rewrite, in place, each redundant row's multipliers on kept rows only: a multiplier on a row that left
-    after it (itself redundant) is replaced by that row's own multipliers, scaled (y_r g_r <= y_r Σ y'_k g_k
-    keeps the inequality). A certificate names only rows present when it was found, so the rewriting is a
-    walk down a directed acyclic graph (depth-first, without recursion)."""
-    done: dict[int, dict[int, float]] = {}
-
-    def removed(t: int) -> list[int]:
-        """The rows t's certificate names that left the system themselves (each with a certificate)."""
-        return [k for k in store[t][0].tolist() if not kept[k] and k in store and k != t]
-
-    state: dict[int, bool] = {}  # True while a row's own rows are being resolved
-    for j in list(store):
-        if j in done or not removed(j):
-            continue
-        stack = [(j, False)]
-        while stack:
-            t, leaving = stack.pop()
-            if leaving:
-                y: dict[int, float] = {}
-                for k, a in zip(store[t][0].tolist(), store[t][1].tolist()):
-                    for kk, b in done.get(k, {k: 1.0}).items():
-                        y[kk] = y.get(kk, 0.0) + a * b
-                done[t], state[t] = y, False
-                continue
-            if t in done or state.get(t):
-                continue  # resolved already, or on the current path (a cycle cannot arise; if one did: as is)
-            state[t] = True
-            stack.append((t, True))
-            stack.extend((k, False) for k in removed(t) if k not in done and not state.get(k))
-    for j, y in done.items():
-        store[j] = (np.fromiter(y, dtype=int, count=len(y)), np.fromiter(y.values(), dtype=float, count=len(y)))

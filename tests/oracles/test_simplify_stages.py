@@ -12,7 +12,7 @@ from test_simplify import _recheck_bound_multipliers, _vertex_network
 
 from oracles import simplify
 from oracles._bent_rays import bent_rays
-from oracles._local_redundancy import expand_multipliers
+from oracles._clarkson import expand_multipliers
 
 
 def _max_without(G: np.ndarray, h: np.ndarray, basis: np.ndarray, x0: np.ndarray, j: int) -> float:
