@@ -300,9 +300,11 @@ def cobra_fva_solvers(name: str, timeout: float = FVA_TIMEOUT) -> dict:
         code = f"""
 import sys, json, time
 sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / "docs" / "examples")!r})
+sys.path.insert(0, {str(ROOT / "benchmarks")!r})
 import numpy as np
 import flux_polytope as fp
-model = fp.load_model({name!r})
+from engine_metabolic import cobra_model
+model = cobra_model({name!r})
 model.solver = {interface!r}
 t, c = time.perf_counter(), time.process_time()
 try:
@@ -359,6 +361,30 @@ def synthetic_network(n_rxn: int, n_met: int, seed: int = 0, unit: bool = True):
     lb = np.where(rev, -1000.0, 0.0)
     ub = np.full(n, 1000.0)
     return Polytope(A_eq=S, b_eq=np.zeros(n_met), lb=lb, ub=ub)
+
+
+def cobra_model(name: str):
+    """The cobra model of a bundled name, or of ``synthetic:<reactions>x<metabolites>`` built from its
+    polytope (metabolites m<i>, reactions r<j>, the polytope's bounds), for cobra's FVA on the same network."""
+    import flux_polytope as fp
+
+    if not name.startswith("synthetic"):
+        return fp.load_model(name)
+    import cobra
+
+    n_rxn, n_met = (int(v) for v in name.split(":")[1].split("x"))
+    P = synthetic_network(n_rxn, n_met)
+    model = cobra.Model(name.replace(":", "_"))
+    mets = [cobra.Metabolite(f"m{i}") for i in range(P.A_eq.shape[0])]
+    Sc = sp.csc_matrix(P.A_eq)
+    rxns = []
+    for j in range(P.dim):
+        r = cobra.Reaction(f"r{j}", lower_bound=float(P.lb[j]), upper_bound=float(P.ub[j]))
+        lo, hi = Sc.indptr[j], Sc.indptr[j + 1]
+        r.add_metabolites({mets[i]: float(v) for i, v in zip(Sc.indices[lo:hi], Sc.data[lo:hi])})
+        rxns.append(r)
+    model.add_reactions(rxns)
+    return model
 
 
 def _polyround_from(P) -> object:
@@ -426,7 +452,7 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True, 
             same_kept=bool(pr["kept"] == row["kept"]),
             ratio=(row["t_simplify"] + row["t_transform"]) / t_pr,
         )
-    if fva and model is not None:
+    if fva:
         for solver, res in cobra_fva_solvers(name).items():
             row[f"t_fva_{solver}"] = res.get("seconds")
             row[f"cpu_fva_{solver}"] = res.get("cpu_seconds")

@@ -1,14 +1,18 @@
 """(Private.) Facets found by rays bent around the rows that block them: no LP.
 
-A ray from the relative-interior point x0 whose first hit is one row alone hits a facet (the segment just past
-the hit is a witness: it violates that row and no other). The directed ray of row j runs along g_j's
-projection onto the flat; when other rows block it (they are hit no later than j), the ray is bent: g_j's
-projection onto the flat *and* onto the blocking rows' hyperplanes through x0 (g_k e = 0), so those rows are
-never hit, and shot again. Each round adds the rows that block the new ray, until j is hit first and alone,
-the projection vanishes (j lies in the span of its blockers within the flat: undecided here) or _MAX_BLOCKED
-rows block it. Every certificate is the directed rays' one: a first hit alone among all rows not found
-redundant, checked on the ray actually shot. Work: one n x d x b product per round for a batch of b rows
-(dense, BLAS 3), against one LP over P per row for Clarkson's step.
+A ray from a point y strictly inside every row not found redundant whose first hit is one row alone hits a
+facet (the segment just past the hit is a witness: it violates that row and no other). The directed ray of
+row j starts at x0 and runs along g_j's projection onto the flat; when other rows block it (they are hit no
+later than j), its origin moves _STEP of the way to the first hit (y stays strictly inside: no slack shrinks
+by more than that fraction) and the ray is bent: g_j's projection onto the flat *and* onto the blocking rows'
+hyperplanes (g_k e = 0), so those rows are never hit, and shot again. Each round adds the rows that block the
+new ray, until j is hit first and alone, the projection vanishes (j lies in the span of its blockers within
+the flat: undecided here) or _MAX_BLOCKED rows block it. Moving the origin towards row j is what lets most
+rows through: from x0 alone a quarter of the rows that rays certify needed more than 512 blockers.
+Every certificate is the directed rays' one, a first hit alone among all rows not found redundant, checked on
+the ray actually shot with the slacks at its origin (tracked through the moves, with a bound on their
+round-off). Work: one n x d x b product per round for a batch of b rows (dense, BLAS 3), against one LP over
+P per row for Clarkson's step.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ _PER_ROUND = 16  # blockers added per bend at most
 _MAX_BLOCKED = 512  # blocking rows per row at most (an orthonormal basis of their images, grown as needed)
 _RATE_ROUNDS = 8  # rounds over which the certification rate is judged
 _DENSE_IMAGES = 20_000_000  # alive rows x d up to which their images g N are formed once (160 MB)
+_STEP = 0.9  # a blocked ray's origin moves this fraction of the way to its first hit
+_SLACK_ROUNDOFF = 1e-13  # relative round-off allowed for in slacks tracked through the moves (each ~1e-16)
+_RATE_FLOOR = 1e-12  # rows approached slower than this (|g| = 1, |e| <= 1) count as approached at this rate
 _VANISH = 1e-9  # a bent direction shorter than this times the first one: the row is left undecided
 
 
@@ -106,12 +113,19 @@ class _Bender:
         self.queue = [int(j) for j in rows if self.where[j] >= 0][::-1]
         self.found: dict[int, float] = {}
         self.sl = _Slots(basis.shape[1])
+        # per slot: its ray's origin x0 + basis z, the slacks there, and the magnitudes summed into them (their
+        # round-off scale)
+        self.z = np.zeros((_SLOTS, basis.shape[1]))
+        self.slack = np.tile(self.s, (_SLOTS, 1))
+        self.scale = self.slack.copy()
         for k in range(_SLOTS):
             self.refill(k)
 
     def refill(self, k: int) -> None:
         """Slot k takes the next row not found yet (or empties)."""
         self.sl.row[k] = -1
+        self.slack[k] = self.scale[k] = self.s
+        self.z[k] = 0.0
         while self.queue:
             j = self.queue.pop()
             if j not in self.found:
@@ -124,25 +138,32 @@ class _Bender:
 
     def round(self) -> None:
         """Shoot every slot's ray, keep the rows hit first and alone, bend the others around their blockers."""
-        from ._clarkson import _first_hits
+        from ._clarkson import _RAY_TIE, _first_hits
 
         act = np.flatnonzero(self.sl.row >= 0)
         GD = np.asarray(self.Ga @ (self.basis @ self.sl.u[act].T))  # rows x rays
+        S, E = self.slack[act].T, _SLACK_ROUNDOFF * self.scale[act].T
         with np.errstate(divide="ignore", invalid="ignore"):
-            T = np.where(GD > 1e-12, self.s[:, None] / GD, np.inf)
+            T = np.where(GD > 1e-12, S / GD, np.inf)
         first, two, ok = _first_hits(T)
         for col in np.flatnonzero(ok):  # every ray hitting one row first and alone certifies that row
-            j = int(self.alive[first[col]])
-            if self.target[j]:  # (not a facet decided before this stage, found again)
-                fin = np.isfinite(two[1, col])
-                self.found[j] = max(
-                    self.found.get(j, 0.0), float((two[1, col] - two[0, col]) * GD[first[col], col]) if fin else np.inf
-                )
+            j, f = int(self.alive[first[col]]), int(first[col])
+            if not self.target[j]:  # (not a facet decided before this stage, found again)
+                continue
+            # the hit times allowing for the slacks' round-off (E) and for rates below _RATE_FLOOR: j's latest,
+            # every other row's earliest
+            t1 = (S[f, col] + E[f, col]) / GD[f, col]
+            t_lo = (S[:, col] - E[:, col]) / (np.maximum(GD[:, col], 0.0) + _RATE_FLOOR)
+            t_lo[f] = np.inf
+            t2 = float(np.min(t_lo))
+            if t2 > t1 * (1.0 + _RAY_TIE) + 1e-15:
+                self.found[j] = max(self.found.get(j, 0.0), float((t2 - t1) * GD[f, col]))
         for c, k in enumerate(act.tolist()):
-            self._bend(k, T[:, c])
+            self._bend(k, T[:, c], GD[:, c])
 
-    def _bend(self, k: int, t: np.ndarray) -> None:
-        """Slot k after its ray's hit times t: done (found, moving away, out of bends) or bent."""
+    def _bend(self, k: int, t: np.ndarray, gd: np.ndarray) -> None:
+        """Slot k after its ray's hit times t (rates gd = G e): done (found, moving away, out of bends), or
+        moved towards its blockers and bent."""
         from ._clarkson import _RAY_TIE
 
         sl = self.sl
@@ -156,5 +177,10 @@ class _Bender:
         blk = blk[blk != pj]
         if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
             blk = blk[np.argpartition(t[blk], _PER_ROUND - 1)[:_PER_ROUND]]
+        reach = (self.slack[k] - _SLACK_ROUNDOFF * self.scale[k]) / (np.maximum(gd, 0.0) + _RATE_FLOOR)
+        step = _STEP * float(np.min(reach))  # every slack stays positive, allowing for round-off
+        self.z[k] += step * sl.u[k]
+        self.slack[k] -= step * gd
+        self.scale[k] += step * np.abs(gd)
         if blk.size == 0 or not sl.block(k, self.images(blk)):
             self.refill(k)
