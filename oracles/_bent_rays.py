@@ -28,7 +28,8 @@ _RATE_ROUNDS = 8  # rounds over which the certification rate is judged
 _DENSE_IMAGES = 20_000_000  # alive rows x d up to which their images g N are formed once (160 MB)
 _STEP = 0.9  # a blocked ray's origin moves this fraction of the way to its first hit
 _SLACK_ROUNDOFF = 1e-13  # relative round-off allowed for in slacks tracked through the moves (each ~1e-16)
-_RATE_FLOOR = 1e-12  # rows approached slower than this (|g| = 1, |e| <= 1) count as approached at this rate
+_RATE_FLOOR = 1e-12  # the error allowed for in a computed rate g e (|g| = 1, |e| <= 1): rows approached slower
+# than this count as approached at this rate
 _VANISH = 1e-9  # a bent direction shorter than this times the first one: the row is left undecided
 
 
@@ -118,6 +119,7 @@ class _Bender:
         self.z = np.zeros((_SLOTS, basis.shape[1]))
         self.slack = np.tile(self.s, (_SLOTS, 1))
         self.scale = self.slack.copy()
+        self.travel = np.zeros(_SLOTS)  # sum of the steps: each moved the slacks by a rate known to _RATE_FLOOR
         for k in range(_SLOTS):
             self.refill(k)
 
@@ -125,7 +127,7 @@ class _Bender:
         """Slot k takes the next row not found yet (or empties)."""
         self.sl.row[k] = -1
         self.slack[k] = self.scale[k] = self.s
-        self.z[k] = 0.0
+        self.z[k], self.travel[k] = 0.0, 0.0
         while self.queue:
             j = self.queue.pop()
             if j not in self.found:
@@ -136,13 +138,18 @@ class _Bender:
         """g N for the alive rows at positions ``idx``."""
         return self.GaN[idx] if self.GaN is not None else np.asarray(self.Ga[idx] @ self.basis)
 
+    def roundoff(self, act: np.ndarray) -> np.ndarray:
+        """A bound on the error of the tracked slacks of the slots ``act`` (rows x slots): the arithmetic's
+        round-off on the magnitudes summed into them, and each step's rate error."""
+        return _SLACK_ROUNDOFF * self.scale[act].T + _RATE_FLOOR * self.travel[act]
+
     def round(self) -> None:
         """Shoot every slot's ray, keep the rows hit first and alone, bend the others around their blockers."""
         from ._clarkson import _RAY_TIE, _first_hits
 
         act = np.flatnonzero(self.sl.row >= 0)
         GD = np.asarray(self.Ga @ (self.basis @ self.sl.u[act].T))  # rows x rays
-        S, E = self.slack[act].T, _SLACK_ROUNDOFF * self.scale[act].T
+        S, E = self.slack[act].T, self.roundoff(act)
         with np.errstate(divide="ignore", invalid="ignore"):
             T = np.where(GD > 1e-12, S / GD, np.inf)
         first, two, ok = _first_hits(T)
@@ -152,7 +159,9 @@ class _Bender:
                 continue
             # the hit times allowing for the slacks' round-off (E) and for rates below _RATE_FLOOR: j's latest,
             # every other row's earliest
-            t1 = (S[f, col] + E[f, col]) / GD[f, col]
+            if GD[f, col] <= _RATE_FLOOR:
+                continue
+            t1 = (S[f, col] + E[f, col]) / (GD[f, col] - _RATE_FLOOR)
             t_lo = (S[:, col] - E[:, col]) / (np.maximum(GD[:, col], 0.0) + _RATE_FLOOR)
             t_lo[f] = np.inf
             t2 = float(np.min(t_lo))
@@ -177,10 +186,11 @@ class _Bender:
         blk = blk[blk != pj]
         if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
             blk = blk[np.argpartition(t[blk], _PER_ROUND - 1)[:_PER_ROUND]]
-        reach = (self.slack[k] - _SLACK_ROUNDOFF * self.scale[k]) / (np.maximum(gd, 0.0) + _RATE_FLOOR)
-        step = _STEP * float(np.min(reach))  # every slack stays positive, allowing for round-off
+        reach = (self.slack[k] - self.roundoff(np.array([k]))[:, 0]) / (np.maximum(gd, 0.0) + 2 * _RATE_FLOOR)
+        step = max(0.0, _STEP * float(np.min(reach)))  # every slack stays positive, allowing for the errors
         self.z[k] += step * sl.u[k]
         self.slack[k] -= step * gd
         self.scale[k] += step * np.abs(gd)
+        self.travel[k] += step
         if blk.size == 0 or not sl.block(k, self.images(blk)):
             self.refill(k)
