@@ -277,8 +277,13 @@ def polyround_simplify(model_or_poly) -> dict:
     trans = PolyRoundApi.transform_polytope(simple)
     t_t = time.perf_counter() - t
     T = np.asarray(trans.transformation, dtype=float)
+    A = simple.A.to_numpy(dtype=float)
+    single = np.count_nonzero(A, axis=1) == 1  # bound rows: one flux each, the sign telling upper from lower
+    var, sign = np.argmax(A != 0, axis=1), np.sign(A[np.arange(A.shape[0]), np.argmax(A != 0, axis=1)])
     return {
         "status": "ok",
+        "kept_upper": np.sort(var[single & (sign > 0)]) if single.all() else None,
+        "kept_lower": np.sort(var[single & (sign < 0)]) if single.all() else None,
         "t_simplify": t_s,
         "t_transform": t_t,
         "cpu": time.process_time() - c,
@@ -401,6 +406,25 @@ def _polyround_from(P) -> object:
     )
 
 
+def _implied(P, pins: tuple, up: np.ndarray, lo: np.ndarray, kind: str, j: int, tol: float = 1e-7) -> bool:
+    """Whether bound ``kind`` of flux j holds on {S v = 0, the bounds ``up`` / ``lo`` only, the fixed fluxes
+    pinned (``pins``: their indices and values)}: one LP (scipy's HiGHS) for the extreme of v_j there."""
+    from scipy.optimize import linprog
+
+    lb, ub = np.full(P.dim, -np.inf), np.full(P.dim, np.inf)
+    ub[up], lb[lo] = P.ub[up], P.lb[lo]
+    lb[pins[0]] = ub[pins[0]] = pins[1]
+    bound = P.ub[j] if kind == "upper" else P.lb[j]
+    lb[j], ub[j] = (lb[j], np.inf) if kind == "upper" else (-np.inf, ub[j])
+    c = np.zeros(P.dim)
+    c[j] = -1.0 if kind == "upper" else 1.0
+    r = linprog(c, A_eq=P.A_eq, b_eq=P.b_eq, bounds=np.c_[lb, ub], method="highs")
+    if r.status != 0:
+        return False
+    extreme = -r.fun if kind == "upper" else r.fun
+    return bool((extreme - bound if kind == "upper" else bound - extreme) <= tol * max(1.0, abs(bound)))
+
+
 def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True, bounds: str = "tighten") -> dict:
     """simplify + transform against PolyRound's simplify + transform (and cobra's FVA) on one model."""
     import flux_polytope as fp
@@ -451,6 +475,22 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True, 
             same_fixed=bool(np.array_equal(pr["fixed"], fixed)),
             same_kept=bool(pr["kept"] == row["kept"]),
             ratio=(row["t_simplify"] + row["t_transform"]) / t_pr,
+        )
+    if pr["status"] == "ok" and pr["kept_upper"] is not None and s.kept.size == 0:
+        # the kept bounds as sets (every row a bound); a row where they differ may be a flagged near tie
+        diff = [("upper", int(j)) for j in np.setxor1d(pr["kept_upper"], s.kept_upper)]
+        diff += [("lower", int(j)) for j in np.setxor1d(pr["kept_lower"], s.kept_lower)]
+        ties = {(t.kind, int(t.index)) for t in s.near_ties}
+        ours, theirs = (s.kept_upper, s.kept_lower), (pr["kept_upper"], pr["kept_lower"])
+        row.update(
+            same_kept_set=not diff,
+            kept_set_differences=len(diff),
+            kept_set_differences_near_ties=sum(d in ties for d in diff),
+            # a row one side keeps and the other drops, implied by the other side's kept rows: the two are the
+            # same polytope, differing in which row of a weakly redundant group (rows that imply each other) stays
+            kept_set_differences_implied=sum(
+                _implied(P, (fixed, s.interior_point[fixed]), *(theirs if j in ours[k == "lower"] else ours), k, j) for k, j in diff
+            ),
         )
     if fva:
         for solver, res in cobra_fva_solvers(name).items():
