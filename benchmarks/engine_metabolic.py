@@ -530,7 +530,8 @@ def run_simplify(
         ("simplify s", "t_simplify"), ("transform s", "t_transform"), ("PolyRound s", "t_polyround"),
         ("ratio", "ratio"), ("cpu s", "cpu_simplify"), ("PR cpu s", "cpu_polyround"), ("cpu ratio", "cpu_ratio"),
         ("FVA glpk s", "t_fva_glpk"), ("FVA highs s", "t_fva_highs"), ("peak MB", "memory_mb"),
-        ("=fixed PR", "same_fixed"), ("=fixed FVA", "fixed_same_as_fva_highs"),
+        ("RSS MB", "peak_rss_mb"), ("=fixed PR", "same_fixed"), ("=fixed FVA", "fixed_same_as_fva_highs"),
+        ("kept≠PR", "kept_set_differences"), ("of which implied", "kept_set_differences_implied"),
     ]  # fmt: skip
     print("\nsimplify + transform against PolyRound (simplify_polytope + transform_polytope) and cobra FVA; seconds")
     w = [max([len(h)] + [len(_fmt(r.get(k))) for r in rows]) for h, k in cols]
