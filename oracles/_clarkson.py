@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._bent_rays import bent_rays
-from ._local_redundancy import WIDER_HOPS, local_redundant
+from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
@@ -594,7 +594,7 @@ def _priced_phase(
 ) -> None:
     """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps
     prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE of it (two hops, then three
-    after the rays); bent rays while they certify at least _BENT_SHARE of the rows per second that one LP
+    after the rays, up to WIDER_SHARE of the variables); bent rays while they certify at least _BENT_SHARE of the rows per second that one LP
     per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head start)."""
     import time
 
@@ -617,7 +617,9 @@ def _priced_phase(
         found = bent_rays(lp.pb.G, basis, open_, alive, s0, min_rate=_BENT_SHARE / per_lp)
         _keep_found(out, decided, lp, found, "bent ray")
     t_bent, t = time.perf_counter() - t, time.perf_counter()
-    wide = local_redundant(lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget)
+    wide = local_redundant(
+        lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget, max_share=WIDER_SHARE
+    )
     out.info.update(
         local=len(loc.rows) + len(wide.rows),
         local_lps=loc.n_lps + wide.n_lps,

@@ -34,6 +34,7 @@ _HOPS = 2  # constraint layers around the row (one hop: the equations on the row
 WIDER_HOPS = 3  # a second pass, after the bent rays, on the rows still undecided
 _HUB = 32  # constraints on more variables than this are dropped from neighbourhoods (hub metabolites)
 _MAX_SHARE = 0.25  # a neighbourhood over this share of the free variables is a job for an LP over P
+WIDER_SHARE = 0.6  # the second pass's cap: its rows are the few left, each else an LP over P at full price
 _PROBE = 16  # rows whose neighbourhoods decide whether the system is sparse enough to try
 
 
@@ -201,10 +202,12 @@ def local_redundant(
     rho: np.ndarray,
     hops: int = _HOPS,
     max_seconds_per_lp: float = np.inf,
+    max_share: float | None = None,
 ) -> LocalResult:
     """Decide redundant, one neighbourhood LP each (``hops`` constraint layers; module docstring), the
     undecided candidate rows that are; the others stay undecided. Marks ``out`` and ``decided`` and stores
-    each row's multipliers. Stops after _PROBE LPs if they took over ``max_seconds_per_lp`` each (CPU)."""
+    each row's multipliers. Stops after _PROBE LPs if they took over ``max_seconds_per_lp`` each (CPU).
+    Neighbourhoods over ``max_share`` (default _MAX_SHARE) of the free variables are skipped."""
     import time
 
     import highspy as hp
@@ -218,7 +221,7 @@ def local_redundant(
     alive = cand & (out.how != "redundant")
     g = _graph(lp)
     a_alive = alive[g.a_rows]
-    cap = int(_MAX_SHARE * np.sum(~pb.pinned))
+    cap = int((_MAX_SHARE if max_share is None else max_share) * np.sum(~pb.pinned))
     if not _sparse_enough(g, lp, rows, a_alive, cap, hops):
         return res
     a_pos = np.full(pb.G.shape[0], -1)

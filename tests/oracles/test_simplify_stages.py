@@ -96,6 +96,7 @@ def test_lp_free_stages_change_no_verdict_and_their_certificates_recheck(
     kept rows only and re-check: g = Σ y_k g_k + (equalities, fixed coordinates), h >= Σ y_k h_k + ..."""
     # a small network: neighbourhoods are most of it, and an LP over P is cheap: the stages run regardless
     monkeypatch.setattr("oracles._local_redundancy._MAX_SHARE", 0.9)
+    monkeypatch.setattr("oracles._clarkson.WIDER_SHARE", 0.95)
     monkeypatch.setattr("oracles._clarkson._LOCAL_ADVANTAGE", 1e-9)
     monkeypatch.setattr("oracles._clarkson._BENT_SHARE", 0.0)
     P = _vertex_network(seed)
