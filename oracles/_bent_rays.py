@@ -20,7 +20,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-_SLOTS = 48  # rows bent at a time (their rays are one n x _SLOTS block per round); a finished row's slot is refilled
+_SLOTS = 48  # rows bent at a time (their rays are one n x slots block per round); a finished row's slot is refilled
+_WIDE_SLOTS = 192  # ... on flats with n x d over _WIDE_FROM, where a wider product costs less per ray
+_WIDE_FROM = 10_000_000
 _ROUNDS = 40  # bends per row at most
 _PER_ROUND = 16  # blockers added per bend at most
 _MAX_BLOCKED = 512  # blocking rows per row at most (an orthonormal basis of their images, grown as needed)
@@ -37,16 +39,18 @@ class _Slots:
     """The rows being bent: per slot the row, its normal in the flat's coordinates (p), the current direction
     (u), an orthonormal basis of its blockers' images (W[:r]) and the bends so far."""
 
-    def __init__(self, d: int) -> None:
-        self.row = np.full(_SLOTS, -1)
-        self.p = np.zeros((_SLOTS, d))
-        self.u = np.zeros((_SLOTS, d))
-        self.W = [np.zeros((16, d)) for _ in range(_SLOTS)]  # grown by doubling (most rows need a few)
-        self.r = np.zeros(_SLOTS, dtype=int)
-        self.rounds = np.zeros(_SLOTS, dtype=int)
+    def __init__(self, slots: int, d: int) -> None:
+        self.row = np.full(slots, -1)
+        self.p = np.zeros((slots, d))
+        self.u = np.zeros((slots, d))
+        self.W = [np.zeros((16, d)) for _ in range(slots)]  # grown by doubling (most rows need a few)
+        self.r = np.zeros(slots, dtype=int)
+        self.rounds = np.zeros(slots, dtype=int)
 
     def fill(self, k: int, row: int, p: np.ndarray) -> None:
         self.row[k], self.p[k], self.u[k], self.r[k], self.rounds[k] = row, p, p, 0, 0
+        if self.W[k].shape[0] > 64:  # a row that needed many blockers leaves no big buffer behind
+            self.W[k] = np.zeros((16, p.size))
 
     def block(self, k: int, Q: np.ndarray) -> bool:
         """Bend slot k's ray parallel to the hyperplanes with images Q (rows) too; False when it cannot
@@ -65,9 +69,8 @@ class _Slots:
             grown[:r] = W
             self.W[k] = grown
         self.W[k][r : r + new.shape[0]] = new
-        self.r[k] = r = r + new.shape[0]
-        W = self.W[k][:r]
-        self.u[k] = self.p[k] - (W @ self.p[k]) @ W
+        self.r[k] = r + new.shape[0]
+        self.u[k] -= (new @ self.u[k]) @ new  # u = p minus its projection on W's span; new is orthogonal to W
         return bool(np.linalg.norm(self.u[k]) > _VANISH * np.linalg.norm(self.p[k]))
 
 
@@ -113,14 +116,15 @@ class _Bender:
         self.target[rows] = True
         self.queue = [int(j) for j in rows if self.where[j] >= 0][::-1]
         self.found: dict[int, float] = {}
-        self.sl = _Slots(basis.shape[1])
+        slots = _WIDE_SLOTS if basis.shape[0] * basis.shape[1] > _WIDE_FROM else _SLOTS
+        self.sl = _Slots(slots, basis.shape[1])
         # per slot: its ray's origin x0 + basis z, the slacks there, and the magnitudes summed into them (their
         # round-off scale)
-        self.z = np.zeros((_SLOTS, basis.shape[1]))
-        self.slack = np.tile(self.s, (_SLOTS, 1))
+        self.z = np.zeros((slots, basis.shape[1]))
+        self.slack = np.tile(self.s, (slots, 1))
         self.scale = self.slack.copy()
-        self.travel = np.zeros(_SLOTS)  # sum of the steps: each moved the slacks by a rate known to _RATE_FLOOR
-        for k in range(_SLOTS):
+        self.travel = np.zeros(slots)  # sum of the steps: each moved the slacks by a rate known to _RATE_FLOOR
+        for k in range(slots):
             self.refill(k)
 
     def refill(self, k: int) -> None:

@@ -32,10 +32,13 @@ def _max_without(G: np.ndarray, h: np.ndarray, basis: np.ndarray, x0: np.ndarray
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 6), m=st.integers(3, 120), flat=st.booleans())
-def test_bent_rays_certify_only_facets_with_valid_margins(seed: int, n: int, m: int, flat: bool) -> None:
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 6), m=st.integers(3, 120), flat=st.booleans(), wide=st.booleans())
+def test_bent_rays_certify_only_facets_with_valid_margins(seed: int, n: int, m: int, flat: bool, wide: bool) -> None:
     """Every row a bent ray certifies is a facet: without it the polytope reaches past it by at least the
-    reported margin (an LP over the other rows); some row is always certified (x0 is strictly inside)."""
+    reported margin (an LP over the other rows); some row is always certified (x0 is strictly inside).
+    ``wide``: with the slots of a large flat (more rays per round than rows here)."""
+    import oracles._bent_rays as br
+
     rng = np.random.default_rng(seed)
     N = np.linalg.qr(rng.standard_normal((n + 2, n)))[0] if flat else np.eye(n)
     G = rng.standard_normal((m, N.shape[0]))
@@ -43,7 +46,12 @@ def test_bent_rays_certify_only_facets_with_valid_margins(seed: int, n: int, m: 
     x0 = N @ rng.uniform(-0.2, 0.2, n)
     h = G @ x0 + rng.uniform(0.1, 2.0, m)
     rows = np.arange(m)
-    found = bent_rays(sp.csr_matrix(G), N, rows, rows, h - G @ x0)
+    default = br._WIDE_FROM
+    br._WIDE_FROM = 0 if wide else default
+    try:
+        found = bent_rays(sp.csr_matrix(G), N, rows, rows, h - G @ x0)
+    finally:
+        br._WIDE_FROM = default
     assert found
     for j, margin in found.items():
         assert margin > 0
