@@ -425,7 +425,15 @@ def _implied(P, pins: tuple, up: np.ndarray, lo: np.ndarray, kind: str, j: int, 
     return bool((extreme - bound if kind == "upper" else bound - extreme) <= tol * max(1.0, abs(bound)))
 
 
-def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True, bounds: str = "tighten") -> dict:
+def simplify_one(
+    name: str,
+    *,
+    memory: bool,
+    fva: bool,
+    polyround: bool = True,
+    bounds: str = "tighten",
+    fva_timeout: float = FVA_TIMEOUT,
+) -> dict:
     """simplify + transform against PolyRound's simplify + transform (and cobra's FVA) on one model."""
     import flux_polytope as fp
 
@@ -493,7 +501,7 @@ def simplify_one(name: str, *, memory: bool, fva: bool, polyround: bool = True, 
             ),
         )
     if fva:
-        for solver, res in cobra_fva_solvers(name).items():
+        for solver, res in cobra_fva_solvers(name, fva_timeout).items():
             row[f"t_fva_{solver}"] = res.get("seconds")
             row[f"cpu_fva_{solver}"] = res.get("cpu_seconds")
             if "status" in res:
@@ -513,13 +521,16 @@ def run_simplify(
     polyround: bool = True,
     out: str | None = None,
     bounds: str = "tighten",
+    fva_timeout: float = FVA_TIMEOUT,
 ) -> dict:
     """The simplify table; with ``out``, the JSON is rewritten after every model (long runs keep what they did)."""
     from _report import write_json
 
     rows = []
     for m in models:
-        rows.append(simplify_one(m, memory=memory, fva=fva, polyround=polyround, bounds=bounds))
+        rows.append(
+            simplify_one(m, memory=memory, fva=fva, polyround=polyround, bounds=bounds, fva_timeout=fva_timeout)
+        )
         print(json.dumps({k: v for k, v in rows[-1].items() if not isinstance(v, list)}, default=str), flush=True)
         if out:
             write_json(out, {"rows": rows})
@@ -556,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
         help="only the simplify table, on these models (e.g. textbook iJO1366 salmonella iYS1720 synthetic:10600x5835)",
     )
     parser.add_argument("--no-fva", action="store_true", help="simplify table: skip cobra's FVA")
+    parser.add_argument(
+        "--fva-timeout", type=float, default=FVA_TIMEOUT, help="simplify table: seconds per FVA solver at most"
+    )
     parser.add_argument("--no-polyround", action="store_true", help="simplify table: skip PolyRound")
     parser.add_argument("--no-memory", action="store_true", help="simplify table: skip the peak-memory run")
     parser.add_argument(
@@ -570,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         models = args.simplify or ["textbook"]
         kw = {"fva": not args.no_fva, "polyround": not args.no_polyround, "memory": not args.no_memory}
         kw["bounds"] = args.bounds
+        kw["fva_timeout"] = args.fva_timeout
         write_json(args.out, run_simplify(models, out=args.out, **kw))
         return 0
     report = run(args.quick, args.models, directions=not args.no_directions)
