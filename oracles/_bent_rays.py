@@ -143,36 +143,35 @@ class _Bender:
         return self.GaN[idx] if self.GaN is not None else np.asarray(self.Ga[idx] @ self.basis)
 
     def roundoff(self, act: np.ndarray) -> np.ndarray:
-        """A bound on the error of the tracked slacks of the slots ``act`` (rows x slots): the arithmetic's
+        """A bound on the error of the tracked slacks of the slots ``act`` (slots x rows): the arithmetic's
         round-off on the magnitudes summed into them, and each step's rate error."""
-        return _SLACK_ROUNDOFF * self.scale[act].T + _RATE_FLOOR * self.travel[act]
+        return _SLACK_ROUNDOFF * self.scale[act] + _RATE_FLOOR * self.travel[act][:, None]
 
     def round(self) -> None:
-        """Shoot every slot's ray, keep the rows hit first and alone, bend the others around their blockers."""
+        """Shoot every slot's ray, keep the rows hit first and alone, bend the others around their blockers.
+        Arrays are rays x rows: each ray's row is contiguous."""
         from ._clarkson import _RAY_TIE, _first_hits
 
         act = np.flatnonzero(self.sl.row >= 0)
-        GD = np.asarray(self.Ga @ (self.basis @ self.sl.u[act].T))  # rows x rays
-        S, E = self.slack[act].T, self.roundoff(act)
+        GD = np.ascontiguousarray(np.asarray(self.Ga @ (self.basis @ self.sl.u[act].T)).T)  # rates g e
+        S, E = self.slack[act], self.roundoff(act)
         with np.errstate(divide="ignore", invalid="ignore"):
             T = np.where(GD > 1e-12, S / GD, np.inf)
-        first, two, ok = _first_hits(T)
-        for col in np.flatnonzero(ok):  # every ray hitting one row first and alone certifies that row
-            j, f = int(self.alive[first[col]]), int(first[col])
-            if not self.target[j]:  # (not a facet decided before this stage, found again)
+        first, two, ok = _first_hits(T, by_ray=True)
+        for c in np.flatnonzero(ok):  # every ray hitting one row first and alone certifies that row
+            j, f = int(self.alive[first[c]]), int(first[c])
+            if not self.target[j] or GD[c, f] <= _RATE_FLOOR:  # (not a facet decided before this stage)
                 continue
-            # the hit times allowing for the slacks' round-off (E) and for rates below _RATE_FLOOR: j's latest,
+            # the hit times allowing for the slacks' errors (E) and for the rates' (_RATE_FLOOR): j's latest,
             # every other row's earliest
-            if GD[f, col] <= _RATE_FLOOR:
-                continue
-            t1 = (S[f, col] + E[f, col]) / (GD[f, col] - _RATE_FLOOR)
-            t_lo = (S[:, col] - E[:, col]) / (np.maximum(GD[:, col], 0.0) + _RATE_FLOOR)
+            t1 = (S[c, f] + E[c, f]) / (GD[c, f] - _RATE_FLOOR)
+            t_lo = (S[c] - E[c]) / (np.maximum(GD[c], 0.0) + _RATE_FLOOR)
             t_lo[f] = np.inf
             t2 = float(np.min(t_lo))
             if t2 > t1 * (1.0 + _RAY_TIE) + 1e-15:
-                self.found[j] = max(self.found.get(j, 0.0), float((t2 - t1) * GD[f, col]))
+                self.found[j] = max(self.found.get(j, 0.0), float((t2 - t1) * GD[c, f]))
         for c, k in enumerate(act.tolist()):
-            self._bend(k, T[:, c], GD[:, c])
+            self._bend(k, T[c], GD[c])
 
     def _bend(self, k: int, t: np.ndarray, gd: np.ndarray) -> None:
         """Slot k after its ray's hit times t (rates gd = G e): done (found, moving away, out of bends), or
@@ -190,7 +189,7 @@ class _Bender:
         blk = blk[blk != pj]
         if blk.size > _PER_ROUND:  # the earliest hits: the later ones may clear once the ray bends
             blk = blk[np.argpartition(t[blk], _PER_ROUND - 1)[:_PER_ROUND]]
-        reach = (self.slack[k] - self.roundoff(np.array([k]))[:, 0]) / (np.maximum(gd, 0.0) + 2 * _RATE_FLOOR)
+        reach = (self.slack[k] - self.roundoff(np.array([k]))[0]) / (np.maximum(gd, 0.0) + 2 * _RATE_FLOOR)
         step = max(0.0, _STEP * float(np.min(reach)))  # every slack stays positive, allowing for the errors
         self.z[k] += step * sl.u[k]
         self.slack[k] -= step * gd

@@ -145,6 +145,6 @@ def test_moved_origins_stay_strictly_inside_with_their_tracked_slacks(seed: int,
         act = np.flatnonzero(b.sl.row >= 0)
         exact = h[:, None] - G @ (x0[:, None] + N @ b.z[act].T)  # rows x active slots
         assert np.all(exact > 0)
-        assert np.all(np.abs(b.slack[act].T - exact) <= b.roundoff(act))
+        assert np.all(np.abs(b.slack[act] - exact.T) <= b.roundoff(act))
         moved += int(np.count_nonzero(np.any(b.z[act] != 0, axis=1)))
     assert moved > 0  # some ray was blocked and moved (else the test shows nothing)
