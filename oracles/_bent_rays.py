@@ -170,8 +170,8 @@ class _Bender:
             t2 = float(np.min(t_lo))
             if t2 > t1 * (1.0 + _RAY_TIE) + 1e-15:
                 self.found[j] = max(self.found.get(j, 0.0), float((t2 - t1) * GD[c, f]))
-        for c, k in enumerate(act.tolist()):
-            self._bend(k, T[c], GD[c])
+        for i, k in enumerate(act.tolist()):
+            self._bend(k, T[i], GD[i])
 
     def _bend(self, k: int, t: np.ndarray, gd: np.ndarray) -> None:
         """Slot k after its ray's hit times t (rates gd = G e): done (found, moving away, out of bends), or
