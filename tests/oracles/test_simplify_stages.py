@@ -31,6 +31,16 @@ def _max_without(G: np.ndarray, h: np.ndarray, basis: np.ndarray, x0: np.ndarray
     return float(-r.fun + G[j] @ x0)
 
 
+def _random_polytope(seed: int, n: int, m: int, flat: bool) -> tuple[np.ndarray, ...]:
+    """m random unit rows around x0, slacks in [0.1, 2], on an n-flat of R^(n+2) (basis N) or in R^n."""
+    rng = np.random.default_rng(seed)
+    N = np.linalg.qr(rng.standard_normal((n + 2, n)))[0] if flat else np.eye(n)
+    G = rng.standard_normal((m, N.shape[0]))
+    G /= np.linalg.norm(G, axis=1, keepdims=True)
+    x0 = N @ rng.uniform(-0.2, 0.2, n)
+    return N, G, G @ x0 + rng.uniform(0.1, 2.0, m), x0
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 6), m=st.integers(3, 120), flat=st.booleans(), wide=st.booleans())
 def test_bent_rays_certify_only_facets_with_valid_margins(seed: int, n: int, m: int, flat: bool, wide: bool) -> None:
@@ -39,12 +49,7 @@ def test_bent_rays_certify_only_facets_with_valid_margins(seed: int, n: int, m: 
     ``wide``: with the slots of a large flat (more rays per round than rows here)."""
     import oracles._bent_rays as br
 
-    rng = np.random.default_rng(seed)
-    N = np.linalg.qr(rng.standard_normal((n + 2, n)))[0] if flat else np.eye(n)
-    G = rng.standard_normal((m, N.shape[0]))
-    G /= np.linalg.norm(G, axis=1, keepdims=True)
-    x0 = N @ rng.uniform(-0.2, 0.2, n)
-    h = G @ x0 + rng.uniform(0.1, 2.0, m)
+    N, G, h, x0 = _random_polytope(seed, n, m, flat)
     rows = np.arange(m)
     default = br._WIDE_FROM
     br._WIDE_FROM = 0 if wide else default
@@ -129,12 +134,7 @@ def test_moved_origins_stay_strictly_inside_with_their_tracked_slacks(seed: int,
     blocked.)"""
     from oracles._bent_rays import _Bender
 
-    rng = np.random.default_rng(seed)
-    N = np.linalg.qr(rng.standard_normal((n + 2, n)))[0] if flat else np.eye(n)
-    G = rng.standard_normal((m, N.shape[0]))
-    G /= np.linalg.norm(G, axis=1, keepdims=True)
-    x0 = N @ rng.uniform(-0.2, 0.2, n)
-    h = G @ x0 + rng.uniform(0.1, 2.0, m)
+    N, G, h, x0 = _random_polytope(seed, n, m, flat)
     rows = np.arange(m)
     b = _Bender(sp.csr_matrix(G), N, rows, rows, h - G @ x0)
     moved = 0
