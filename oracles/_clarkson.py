@@ -41,7 +41,7 @@ _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
-_RAYS_FROM = 0.05  # seconds: bent rays are tried when one LP per row left would take longer than this
+_RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
@@ -423,11 +423,16 @@ def flat_duplicates(pb: Problem, basis: np.ndarray, out: Outcome, decided: np.nd
     for k in np.flatnonzero(~const):
         groups.setdefault(int(keys[k]), []).append(int(k))
     dup_i, dup_k, scale = [], [], []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        mem = np.array(members)
-        _, U = _flat_images(pb, basis, cand[mem])  # the group's images again, compared exactly
+    multi = [np.array(g) for g in groups.values() if len(g) > 1]
+    at = np.zeros(cand.size, dtype=int)
+    batch_end = np.cumsum([g.size for g in multi]) // _CHUNK  # groups whose images are formed together
+    U_all = np.zeros((0, basis.shape[1]))
+    for b, mem in enumerate(multi):
+        if b == 0 or batch_end[b] != batch_end[b - 1]:  # the next batch's images, compared exactly
+            rows = np.concatenate(multi[b : np.searchsorted(batch_end, batch_end[b], side="right")])
+            at[rows] = np.arange(rows.size)
+            U_all = _flat_images(pb, basis, cand[rows])[1]
+        U = U_all[at[mem]]
         dist = s0[cand[mem]] / norms[mem]
         order = np.lexsort((cand[mem], dist))
         rep = mem[order[0]]
@@ -605,13 +610,16 @@ def _priced_phase(
     per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head start)."""
     import time
 
-    c = time.process_time()
-    for _ in range(_PROBE_LPS):
+    probe = np.zeros(_PROBE_LPS)
+    for k in range(_PROBE_LPS):
         open_ = np.flatnonzero(cand & ~decided)
         if open_.size == 0:
             return
+        c = time.process_time()
         _decide(out, lp, int(open_[np.argmin(s0[open_])]), decided, cand, s0, rho, recheck)
-    per_lp = (time.process_time() - c) / _PROBE_LPS
+        probe[k] = time.process_time() - c
+    per_lp = float(np.mean(probe))  # the first LP (from no basis) included: later LPs grow towards it
+    warm = float(np.median(probe[1:]))  # a warm-started LP as the loop would run it now
     t = time.perf_counter()
     budget = per_lp / _LOCAL_ADVANTAGE
     local = cand if local_bounds else cand & (lp.pb.kind == 0)
@@ -620,7 +628,7 @@ def _priced_phase(
     alive = np.flatnonzero(cand & (out.how != "redundant"))
     open_ = np.flatnonzero(cand & ~decided)
     t = time.perf_counter()
-    if per_lp * open_.size > _RAYS_FROM:  # else the LPs left cost next to nothing
+    if warm * open_.size > _RAYS_FROM:  # else the LPs left cost next to nothing
         found = bent_rays(lp.pb.G, basis, open_, alive, s0, min_rate=_BENT_SHARE / per_lp)
         _keep_found(out, decided, lp, found, "bent ray")
     t_bent, t = time.perf_counter() - t, time.perf_counter()

@@ -112,6 +112,7 @@ def test_lp_free_stages_change_no_verdict_and_their_certificates_recheck(
     monkeypatch.setattr("oracles._clarkson.WIDER_SHARE", 0.95)
     monkeypatch.setattr("oracles._clarkson._LOCAL_ADVANTAGE", 1e-9)
     monkeypatch.setattr("oracles._clarkson._BENT_SHARE", 0.0)
+    monkeypatch.setattr("oracles._clarkson._RAYS_FROM", 0.0)  # the bent rays run however cheap the LPs are
     P = _vertex_network(seed)
     s = simplify(P, bounds="drop")  # (with "tighten" bounds are left to Clarkson's LPs, whose points are exact)
     by = s.info["decided_by"]

@@ -378,7 +378,8 @@ def test_scan_first_fits_once_on_the_rows_of_its_first_growth(kstar_and_pool) ->
     extra = scan_span_rows(pool.X[pool.order[:4500]], pool.Y[pool.order[:4500]], W, body.span_rule, span)
     direct, _ = extract_span(body, 2, span, extra_rows=extra)
     assert rec.figures["equality_rows_scanned"] == len(extra.g) > 0
-    assert principal_angle_deg(est.span, direct.span) < 1e-6
+    # the same rows fitted twice agree to round-off (1.2e-6° seen); 100 fewer scanned examples move it by 0.5°
+    assert principal_angle_deg(est.span, direct.span) < 1e-4
 
 
 def test_adaptive_span_reads_nothing_for_one_head_or_without_sum_w(kstar_and_pool) -> None:
