@@ -40,6 +40,7 @@ _RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that 
 _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
+_PROBE_SECONDS = 2.0  # ... fewer (two at least) once they took this many CPU seconds: on large P one LP tells
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
 _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
@@ -604,20 +605,20 @@ def _priced_phase(
     recheck: set[int],
     local_bounds: bool,
 ) -> None:
-    """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps
-    prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE of it (two hops, then three
+    """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps (two
+    once they took _PROBE_SECONDS) prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE of it (two hops, then three
     after the rays, up to WIDER_SHARE of the variables); bent rays while they certify at least _BENT_SHARE of the rows per second that one LP
     per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head start)."""
     import time
 
-    probe = np.zeros(_PROBE_LPS)
-    for k in range(_PROBE_LPS):
+    probe: list[float] = []
+    while len(probe) < _PROBE_LPS and (len(probe) < 2 or sum(probe) < _PROBE_SECONDS):
         open_ = np.flatnonzero(cand & ~decided)
         if open_.size == 0:
             return
         c = time.process_time()
         _decide(out, lp, int(open_[np.argmin(s0[open_])]), decided, cand, s0, rho, recheck)
-        probe[k] = time.process_time() - c
+        probe.append(time.process_time() - c)
     per_lp = float(np.mean(probe))  # the first LP (from no basis) included: later LPs grow towards it
     warm = float(np.median(probe[1:]))  # a warm-started LP as the loop would run it now
     t = time.perf_counter()
