@@ -24,6 +24,7 @@ the LP's value within rho; otherwise from one more LP over the final kept rows.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,9 @@ _PROBE_SECONDS = 2.0  # ... fewer (two at least) once they took this many CPU se
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
 _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
+_STALL_FACTOR = 20.0  # a warm LP running this many times the recent median is stopped and solved cold
+_STALL_FLOOR = 10.0  # seconds: a warm LP is never stopped sooner
+_STALL_HISTORY = 16  # warm LPs the median is taken over (at least 4 before any is stopped)
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
 # a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
@@ -144,6 +148,8 @@ class KeptLP:
         self.hi_seen, self.lo_seen = pb.x0.copy(), pb.x0.copy()  # extremes of each variable over points of P
         self.n_solves = 0
         self.n_cold = 0
+        self.n_stalled = 0  # warm solves stopped at the stall limit (each then solved cold)
+        self._warm_seconds: list[float] = []
 
     def _set_row(self, j: int, upper: float | None) -> None:
         """Row j of G in the model with right-hand side ``upper`` (None: free)."""
@@ -203,13 +209,28 @@ class KeptLP:
         return np.array(h.getSolution().col_value), h, True
 
     def _run(self) -> Any:
-        """Solve from the current basis; returns the HiGHS model holding the optimum (typed errors otherwise)."""
-        self.h.run()
+        """Solve from the current basis; returns the HiGHS model holding the optimum (typed errors otherwise).
+        A warm solve that runs over _STALL_FACTOR times the median of the recent ones (and _STALL_FLOOR s) is
+        stopped and the LP solved cold: a warm start can stall in HiGHS's primal simplex where a fresh solve
+        with presolve does not."""
         hp = __import__("highspy")
+        limit = None
+        if len(self._warm_seconds) >= 4:
+            limit = max(_STALL_FLOOR, _STALL_FACTOR * float(np.median(self._warm_seconds)))
+            self.h.setOptionValue("time_limit", self.h.getRunTime() + limit)  # (HiGHS's clock sums all runs)
+        t = time.perf_counter()
+        try:
+            self.h.run()
+        finally:
+            if limit is not None:
+                self.h.setOptionValue("time_limit", hp.kHighsInf)
         st = self.h.getModelStatus()
         h = self.h
-        if st != hp.HighsModelStatus.kOptimal:
-            h = self._cold()  # a warm start can stall ("Unknown") where a fresh solve with presolve works
+        if st == hp.HighsModelStatus.kOptimal:
+            self._warm_seconds = self._warm_seconds[-_STALL_HISTORY + 1 :] + [time.perf_counter() - t]
+        else:
+            self.n_stalled += int(st == hp.HighsModelStatus.kTimeLimit)
+            h = self._cold()  # a warm start can stall ("Unknown", or past the limit) where a fresh solve works
             st = h.getModelStatus()
         self.n_solves += 1
         if st == hp.HighsModelStatus.kInfeasible:
@@ -241,6 +262,9 @@ class KeptLP:
         fresh.passModel(self.h.getLp())
         fresh.run()
         self.h.clearSolver()
+        hp = __import__("highspy")
+        if fresh.getModelStatus() == hp.HighsModelStatus.kOptimal and fresh.getBasis().valid:
+            self.h.setBasis(fresh.getBasis())  # the next warm start begins at this optimum
         self.n_cold += 1
         return fresh
 
@@ -460,7 +484,6 @@ def clarkson(
     """Decide every candidate row of ``pb``: kept (a facet) or redundant, with margins (module docstring).
     ``local_bounds``: bounds may be decided by neighbourhood LPs (False when each redundant bound's exact
     extreme is wanted: it would cost an LP over P again, which a Clarkson LP often gives on the way)."""
-    import time
 
     m = pb.G.shape[0]
     out = Outcome(
@@ -507,7 +530,6 @@ def _lp_loop(
     LPs. After each block the implied-bound test runs again (the rows kept since may imply more), and vertex
     LPs run while they certify more rows per CPU second than the block decided (a probe that loses doubles
     the blocks until the next one)."""
-    import time
 
     wit = out.info["witnesses"]
     assert isinstance(wit, Witnesses)
@@ -609,7 +631,6 @@ def _priced_phase(
     once they took _PROBE_SECONDS) prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE of it (two hops, then three
     after the rays, up to WIDER_SHARE of the variables); bent rays while they certify at least _BENT_SHARE of the rows per second that one LP
     per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head start)."""
-    import time
 
     probe: list[float] = []
     while len(probe) < _PROBE_LPS and (len(probe) < 2 or sum(probe) < _PROBE_SECONDS):

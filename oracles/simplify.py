@@ -273,6 +273,7 @@ def simplify(
         implicit_method=ie.method,
         decided_by=dict(zip(how.tolist(), counts.tolist())),
         cold_restarts=lp.n_cold,
+        stalled=lp.n_stalled,
         witnesses=out.info.get("witnesses"),
         implied=out.info.get("implied", 0),
         local=out.info.get("local", 0),

@@ -149,3 +149,20 @@ def test_moved_origins_stay_strictly_inside_with_their_tracked_slacks(seed: int,
         assert np.all(np.abs(b.slack[act] - exact.T) <= b.roundoff(act))
         moved += int(np.count_nonzero(np.any(b.z[act] != 0, axis=1)))
     assert moved > 0  # some ray was blocked and moved (else the test shows nothing)
+
+
+def test_a_stalled_warm_lp_is_solved_cold_with_the_same_verdicts(monkeypatch) -> None:
+    """A warm LP over its stall limit is stopped and solved cold (presolve on), and the next warm start
+    begins at that optimum: with the limit forced to nothing every warm LP after the first four stalls, and
+    every verdict is the one the plain warm solves give."""
+    P = _vertex_network(3)
+    base = simplify(P, bounds="drop")
+    monkeypatch.setattr("oracles._clarkson._STALL_FLOOR", 0.0)
+    monkeypatch.setattr("oracles._clarkson._STALL_FACTOR", 1e-12)
+    s = simplify(P, bounds="drop")
+    assert int(s.info["stalled"]) > 0 and int(s.info["cold_restarts"]) >= int(s.info["stalled"])  # type: ignore[call-overload]
+    assert int(base.info["stalled"]) == 0  # type: ignore[call-overload]
+    ties = _ties(s) | _ties(base)
+    assert _kept_bounds(s) - ties == _kept_bounds(base) - ties and s.dim == base.dim
+    assert np.array_equal(s.fixed_variables, base.fixed_variables)
+    assert _recheck_bound_multipliers(P, s, kept_only=True) > 0
