@@ -47,6 +47,7 @@ _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _STALL_FACTOR = 20.0  # a warm LP running this many times the recent median is stopped and solved cold
 _STALL_FLOOR = 10.0  # seconds: a warm LP is never stopped sooner
+_REBASE_AFTER = 1000  # rows kept since the last solve past which the next LP is solved cold (not from its basis)
 _STALL_HISTORY = 16  # warm LPs the median is taken over (at least 4 before any is stopped)
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
@@ -150,6 +151,7 @@ class KeptLP:
         self.n_cold = 0
         self.n_stalled = 0  # warm solves stopped at the stall limit (each then solved cold)
         self._warm_seconds: list[float] = []
+        self._kept_since = 0  # rows kept since the last solve
 
     def _set_row(self, j: int, upper: float | None) -> None:
         """Row j of G in the model with right-hand side ``upper`` (None: free)."""
@@ -168,6 +170,7 @@ class KeptLP:
 
     def keep(self, j: int) -> None:
         self._set_row(j, float(self.pb.h[j]))
+        self._kept_since += 1
 
     def release(self, j: int) -> None:
         self._set_row(j, None)
@@ -212,8 +215,16 @@ class KeptLP:
         """Solve from the current basis; returns the HiGHS model holding the optimum (typed errors otherwise).
         A warm solve that runs over _STALL_FACTOR times the median of the recent ones (and _STALL_FLOOR s) is
         stopped and the LP solved cold: a warm start can stall in HiGHS's primal simplex where a fresh solve
-        with presolve does not."""
+        with presolve does not. The first LP, and one after more than _REBASE_AFTER rows were kept (the rays'
+        stages), is solved cold with presolve at once (at 10,600 reactions 0.3 s against 7 s from no basis
+        without presolve, and 11 s against 26 s from the basis the probe left)."""
         hp = __import__("highspy")
+        if (
+            self._kept_since > _REBASE_AFTER or self.n_solves == 0
+        ):  # no basis, or one far from P as it stands  # no basis, or one far from P as it stands
+            self._kept_since = 0
+            return self._checked(self._cold())
+        self._kept_since = 0
         limit = None
         if len(self._warm_seconds) >= 4:
             limit = max(_STALL_FLOOR, _STALL_FACTOR * float(np.median(self._warm_seconds)))
@@ -231,7 +242,12 @@ class KeptLP:
         else:
             self.n_stalled += int(st == hp.HighsModelStatus.kTimeLimit)
             h = self._cold()  # a warm start can stall ("Unknown", or past the limit) where a fresh solve works
-            st = h.getModelStatus()
+        return self._checked(h)
+
+    def _checked(self, h: Any) -> Any:
+        """``h`` if it holds an optimum (counted as a solve); typed errors otherwise."""
+        hp = __import__("highspy")
+        st = h.getModelStatus()
         self.n_solves += 1
         if st == hp.HighsModelStatus.kInfeasible:
             raise EmptyBodyError("simplify: the kept rows became infeasible (the polytope is empty)")

@@ -166,3 +166,17 @@ def test_a_stalled_warm_lp_is_solved_cold_with_the_same_verdicts(monkeypatch) ->
     assert _kept_bounds(s) - ties == _kept_bounds(base) - ties and s.dim == base.dim
     assert np.array_equal(s.fixed_variables, base.fixed_variables)
     assert _recheck_bound_multipliers(P, s, kept_only=True) > 0
+
+
+def test_lps_after_many_kept_rows_start_cold_with_the_same_verdicts(monkeypatch) -> None:
+    """Once more than _REBASE_AFTER rows were kept since the last solve, the next LP is solved cold (presolve
+    on) and its optimum becomes the warm start: forced after every kept row, the verdicts are unchanged."""
+    P = _vertex_network(4)
+    base = simplify(P, bounds="drop")
+    monkeypatch.setattr("oracles._clarkson._REBASE_AFTER", 0)
+    s = simplify(P, bounds="drop")
+    assert int(s.info["cold_restarts"]) > int(base.info["cold_restarts"])  # type: ignore[call-overload]
+    ties = _ties(s) | _ties(base)
+    assert _kept_bounds(s) - ties == _kept_bounds(base) - ties and s.dim == base.dim
+    assert np.array_equal(s.fixed_variables, base.fixed_variables)
+    assert _recheck_bound_multipliers(P, s, kept_only=True) > 0
