@@ -219,9 +219,7 @@ class KeptLP:
         stages), is solved cold with presolve at once (at 10,600 reactions 0.3 s against 7 s from no basis
         without presolve, and 11 s against 26 s from the basis the probe left)."""
         hp = __import__("highspy")
-        if (
-            self._kept_since > _REBASE_AFTER or self.n_solves == 0
-        ):  # no basis, or one far from P as it stands  # no basis, or one far from P as it stands
+        if self._kept_since > _REBASE_AFTER or self.n_solves == 0:  # no basis, or one far from P as it stands
             self._kept_since = 0
             return self._checked(self._cold())
         self._kept_since = 0
