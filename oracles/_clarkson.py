@@ -221,8 +221,10 @@ class KeptLP:
         hp = __import__("highspy")
         if self._kept_since > _REBASE_AFTER or self.n_solves == 0:  # no basis, or one far from P as it stands
             self._kept_since = 0
-            return self._checked(self._cold())
-        self._kept_since = 0
+            fresh = self._cold()
+            if fresh.getModelStatus() == hp.HighsModelStatus.kOptimal:
+                return self._checked(fresh)
+        self._kept_since = 0  # (and when the fresh solve failed: the kept model's own solve, as below)
         limit = None
         if len(self._warm_seconds) >= 4:
             limit = max(_STALL_FLOOR, _STALL_FACTOR * float(np.median(self._warm_seconds)))
