@@ -692,6 +692,9 @@ def _objective_model(P: Polytope, solver: str | None) -> solvers.LPModel:
     return solvers.LPModel(P, solver=solver, options=tight or None)
 
 
+_DIRECTION_TIE = 10.0  # a direction wider than the threshold by less than this factor is listed as a near tie
+
+
 def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.random.Generator) -> AffineSubspace:
     """GLS: grow point differences D and normals N until |D| + |N| = k; <= 2k+1 maximize calls, k the
     dimension of the explicit equalities' flat (n when there are none)."""
@@ -710,6 +713,7 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.r
             ) from e
 
     _, p0 = maximize(W @ rng.standard_normal(k))
+    ties: list[tuple[float, float]] = []  # (width, threshold) of wide verdicts within _DIRECTION_TIE of the line
     D = np.zeros((k, 0))
     N = np.zeros((k, 0))
     while D.shape[1] + N.shape[1] < k:
@@ -722,7 +726,10 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.r
         vmax, xp = maximize(cg)
         vmin_neg, xm = maximize(-cg)
         width = vmax + vmin_neg
-        if width > tol * max(1.0, abs(vmax), abs(vmin_neg)):
+        threshold = tol * max(1.0, abs(vmax), abs(vmin_neg))
+        if threshold < width <= _DIRECTION_TIE * threshold:  # wide, but close to the line: reported
+            ties.append((width, threshold))
+        if width > threshold:
             x = xp if vmax - cg @ p0 >= cg @ p0 + vmin_neg else xm
             d = W.T @ (x - p0)
             for _ in range(2):
@@ -732,6 +739,7 @@ def _hull_directions(body: ConvexBody, tol: float, solver: str | None, rng: np.r
             N = np.hstack([N, c[:, None]])
     hull = AffineSubspace(p0, W @ D, orthonormal=known is not None)
     hull.interior_point = None
+    hull.info["near_ties"] = ties
     return hull
 
 
@@ -854,7 +862,9 @@ def affine_hull(
     -------
     AffineSubspace
         The hull; ``.interior_point`` is a point of K in its relative interior when the method finds one
-        ("lp"), else None. An empty body raises EmptyBodyError.
+        ("lp"), else None; with "directions", ``.info["near_ties"]`` lists (width, threshold) of the
+        directions counted wide by less than _DIRECTION_TIE times their threshold (thin, not flat: a
+        different tol may count them flat). An empty body raises EmptyBodyError.
 
     Examples
     --------

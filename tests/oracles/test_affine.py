@@ -233,3 +233,18 @@ def test_scs_when_the_dense_ipm_fails(flat_case, monkeypatch):
                         lambda *a, **k: CentralPoint(nan, nan, nan, nan, 0, "stalled", np.inf))
     res = implicit_equalities(case.poly, solver="SCS")
     assert res.method == "frt" and np.array_equal(np.sort(res.rows), case.eq_rows)
+
+
+@pytest.mark.parametrize("thin", [3e-7, 5e-6])
+def test_directions_lists_a_thin_direction_near_the_line_as_a_near_tie(thin: float) -> None:
+    """A box [0, 1]^2 x [0, thin], rotated: at tol 1e-7 the thin side is wide (dimension 3); it is listed as a
+    near tie when its width is within 10x the threshold (3e-7), not when it is far above (5e-6)."""
+    Q = np.linalg.qr(np.random.default_rng(0).standard_normal((3, 3)))[0]
+    A = np.vstack([np.eye(3), -np.eye(3)]) @ Q.T
+    b = np.array([1.0, 1.0, thin, 0.0, 0.0, 0.0])
+    hull = affine_hull(Polytope(A, b), method="directions", tol=1e-7, seed=1)
+    ties = hull.info["near_ties"]
+    assert hull.dim == 3 and isinstance(ties, list)
+    assert len(ties) == (1 if thin < 1e-6 else 0)
+    for width, threshold in ties:
+        assert threshold < width <= 10 * threshold
