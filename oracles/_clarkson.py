@@ -41,14 +41,15 @@ _RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that 
 _RAY_BATCH = 128  # random rays per batch of the ray-shooting phase
 _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g (fewer rays when n d is large)
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
-_PROBE_SECONDS = 2.0  # ... fewer (two at least) once they took this many CPU seconds: on large P one LP tells
+_PROBE_SECONDS = 2.0  # ... two only, once they took this many CPU seconds (on a large P the first alone may)
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
 _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _STALL_FACTOR = 20.0  # a warm LP running this many times the recent median is stopped and solved cold
 _STALL_FLOOR = 10.0  # seconds: a warm LP is never stopped sooner
 _REBASE_AFTER = 1000  # rows kept since the last solve past which the next LP is solved cold (not from its basis)
-_STALL_HISTORY = 16  # warm LPs the median is taken over (at least 4 before any is stopped)
+_STALL_HISTORY = 16  # warm LPs the median is taken over
+_STALL_MIN_HISTORY = 4  # warm LPs timed before any is stopped
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
 # a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
@@ -219,14 +220,14 @@ class KeptLP:
         stages), is solved cold with presolve at once (at 10,600 reactions 0.3 s against 7 s from no basis
         without presolve, and 11 s against 26 s from the basis the probe left)."""
         hp = __import__("highspy")
-        if self._kept_since > _REBASE_AFTER or self.n_solves == 0:  # no basis, or one far from P as it stands
-            self._kept_since = 0
+        rebase = self._kept_since > _REBASE_AFTER or self.n_solves == 0  # no basis, or one far from P as it is
+        self._kept_since = 0
+        if rebase:
             fresh = self._cold()
             if fresh.getModelStatus() == hp.HighsModelStatus.kOptimal:
-                return self._checked(fresh)
-        self._kept_since = 0  # (and when the fresh solve failed: the kept model's own solve, as below)
+                return self._checked(fresh)  # (else the kept model's own solve, as below)
         limit = None
-        if len(self._warm_seconds) >= 4:
+        if len(self._warm_seconds) >= _STALL_MIN_HISTORY:
             limit = max(_STALL_FLOOR, _STALL_FACTOR * float(np.median(self._warm_seconds)))
             self.h.setOptionValue("time_limit", self.h.getRunTime() + limit)  # (HiGHS's clock sums all runs)
         t = time.perf_counter()
@@ -273,7 +274,8 @@ class KeptLP:
 
     def _cold(self) -> Any:
         """The current LP solved from scratch in a fresh model (presolve on, default tolerances); the kept
-        model's basis is dropped so that the next warm start does not begin from the stalled one."""
+        model's basis becomes that optimum's (dropped when there is none), so that the next warm start does
+        not begin from a stalled or distant one."""
         fresh = self.backend.new_model({"presolve": "on"}, algorithm="simplex")
         fresh.passModel(self.h.getLp())
         fresh.run()
@@ -500,7 +502,6 @@ def clarkson(
     """Decide every candidate row of ``pb``: kept (a facet) or redundant, with margins (module docstring).
     ``local_bounds``: bounds may be decided by neighbourhood LPs (False when each redundant bound's exact
     extreme is wanted: it would cost an LP over P again, which a Clarkson LP often gives on the way)."""
-
     m = pb.G.shape[0]
     out = Outcome(
         kept=np.zeros(m, dtype=bool),
@@ -546,7 +547,6 @@ def _lp_loop(
     LPs. After each block the implied-bound test runs again (the rows kept since may imply more), and vertex
     LPs run while they certify more rows per CPU second than the block decided (a probe that loses doubles
     the blocks until the next one)."""
-
     wit = out.info["witnesses"]
     assert isinstance(wit, Witnesses)
     block = _PROPAGATE_EVERY
@@ -644,10 +644,11 @@ def _priced_phase(
     local_bounds: bool,
 ) -> None:
     """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps (two
-    once they took _PROBE_SECONDS) prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE of it (two hops, then three
-    after the rays, up to WIDER_SHARE of the variables); bent rays while they certify at least _BENT_SHARE of the rows per second that one LP
-    per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head start)."""
-
+    once they took _PROBE_SECONDS) prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE
+    of it (two hops, then three after the rays, up to WIDER_SHARE of the variables); bent rays, when a warm LP
+    per row left would cost over _RAYS_FROM, while they certify at least _BENT_SHARE of the rows per second
+    that one LP per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head
+    start)."""
     probe: list[float] = []
     while len(probe) < _PROBE_LPS and (len(probe) < 2 or sum(probe) < _PROBE_SECONDS):
         open_ = np.flatnonzero(cand & ~decided)

@@ -151,31 +151,24 @@ def test_moved_origins_stay_strictly_inside_with_their_tracked_slacks(seed: int,
     assert moved > 0  # some ray was blocked and moved (else the test shows nothing)
 
 
-def test_a_stalled_warm_lp_is_solved_cold_with_the_same_verdicts(monkeypatch) -> None:
-    """A warm LP over its stall limit is stopped and solved cold (presolve on), and the next warm start
-    begins at that optimum: with the limit forced to nothing every warm LP after the first four stalls, and
-    every verdict is the one the plain warm solves give."""
+@pytest.mark.parametrize(
+    "forced, counter",
+    [
+        ({"_STALL_FLOOR": 0.0, "_STALL_FACTOR": 1e-12}, "stalled"),  # every warm LP after four is stopped
+        ({"_REBASE_AFTER": 0}, "cold_restarts"),  # every LP after a kept row starts cold
+    ],
+)
+def test_cold_solves_leave_every_verdict_as_the_warm_ones(monkeypatch, forced: dict, counter: str) -> None:
+    """A warm LP over its stall limit is stopped and solved cold (presolve on), as is an LP after more than
+    _REBASE_AFTER rows were kept since the last solve; the cold optimum becomes the next warm start. Forced to
+    happen all the time, the counter shows it did, and every verdict is the one the plain warm solves give."""
     P = _vertex_network(3)
     base = simplify(P, bounds="drop")
-    monkeypatch.setattr("oracles._clarkson._STALL_FLOOR", 0.0)
-    monkeypatch.setattr("oracles._clarkson._STALL_FACTOR", 1e-12)
+    for name, value in forced.items():
+        monkeypatch.setattr(f"oracles._clarkson.{name}", value)
     s = simplify(P, bounds="drop")
-    assert int(s.info["stalled"]) > 0 and int(s.info["cold_restarts"]) >= int(s.info["stalled"])  # type: ignore[call-overload]
-    assert int(base.info["stalled"]) == 0  # type: ignore[call-overload]
-    ties = _ties(s) | _ties(base)
-    assert _kept_bounds(s) - ties == _kept_bounds(base) - ties and s.dim == base.dim
-    assert np.array_equal(s.fixed_variables, base.fixed_variables)
-    assert _recheck_bound_multipliers(P, s, kept_only=True) > 0
-
-
-def test_lps_after_many_kept_rows_start_cold_with_the_same_verdicts(monkeypatch) -> None:
-    """Once more than _REBASE_AFTER rows were kept since the last solve, the next LP is solved cold (presolve
-    on) and its optimum becomes the warm start: forced after every kept row, the verdicts are unchanged."""
-    P = _vertex_network(4)
-    base = simplify(P, bounds="drop")
-    monkeypatch.setattr("oracles._clarkson._REBASE_AFTER", 0)
-    s = simplify(P, bounds="drop")
-    assert int(s.info["cold_restarts"]) > int(base.info["cold_restarts"])  # type: ignore[call-overload]
+    assert int(s.info[counter]) > int(base.info[counter])  # type: ignore[call-overload]
+    assert int(base.info["stalled"]) == 0 and int(s.info["cold_restarts"]) >= int(s.info["stalled"])  # type: ignore[call-overload]
     ties = _ties(s) | _ties(base)
     assert _kept_bounds(s) - ties == _kept_bounds(base) - ties and s.dim == base.dim
     assert np.array_equal(s.fixed_variables, base.fixed_variables)
