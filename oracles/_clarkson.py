@@ -32,7 +32,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._bent_rays import bent_rays
-from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, local_redundant
+from ._group_redundancy import BoundGroups
+from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, LocalResult, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
@@ -43,6 +44,7 @@ _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
 _PROBE_SECONDS = 2.0  # ... two only, once they took this many CPU seconds (on a large P the first alone may)
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
+_LOCAL_FLOOR = 5e-4  # seconds: HiGHS's fixed cost per solve; neighbourhood LPs are not tried on a lower budget
 _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _STALL_FACTOR = 20.0  # a warm LP running this many times the recent median is stopped and solved cold
@@ -181,13 +183,24 @@ class KeptLP:
         G = self.pb.G
         idx = G.indices[G.indptr[j] : G.indptr[j + 1]].astype(np.int32)
         gv = G.data[G.indptr[j] : G.indptr[j + 1]]
+        x, sol = self._maximize(idx, gv)
+        return float(gv @ x[idx]), x, sol
+
+    def maximize_rows(self, rows: np.ndarray) -> tuple[np.ndarray, Solution]:
+        """max Σ_{k in rows} g_k x over the model as it stands: (x, HiGHS's solution with the duals)."""
+        G = self.pb.G
+        idx = np.concatenate([G.indices[G.indptr[k] : G.indptr[k + 1]] for k in rows])
+        val = np.concatenate([G.data[G.indptr[k] : G.indptr[k + 1]] for k in rows])
+        cols, at = np.unique(idx, return_inverse=True)
+        return self._maximize(cols.astype(np.int32), np.bincount(at, weights=val, minlength=cols.size))
+
+    def _maximize(self, idx: np.ndarray, gv: np.ndarray) -> tuple[np.ndarray, Solution]:
         if self._cost_idx.size:
             self.h.changeColsCost(self._cost_idx.size, self._cost_idx, np.zeros(self._cost_idx.size))
         self.h.changeColsCost(idx.size, idx, -gv)
         self._cost_idx = idx
         sol = self._run().getSolution()
-        x = np.array(sol.col_value)
-        return float(gv @ x[idx]), x, sol
+        return np.array(sol.col_value), sol
 
     def solve_cost(self, c: np.ndarray, max_iterations: int | None = None) -> tuple[np.ndarray, Any, bool]:
         """max c x over the model as it stands: (x, the HiGHS model that solved it, with its basis, and
@@ -405,7 +418,7 @@ def shoot(pb: Problem, s0: np.ndarray, x: np.ndarray, alive: np.ndarray, open_: 
     redundant (``alive``; several when they tie), and a lower bound on the margin of the first one: how far
     past its hyperplane the ray goes before the next hit (0 when they tie)."""
     d = x - pb.x0
-    gd = pb.G[alive] @ d
+    gd = (pb.G @ d)[alive]  # (the whole product: cheaper than slicing the rows out first)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(gd > 0, np.maximum(s0[alive], 0.0) / np.where(gd > 0, gd, 1.0), np.inf)
     k = int(np.argmin(t))
@@ -500,8 +513,9 @@ def clarkson(
     pb: Problem, basis: np.ndarray, rng: np.random.Generator, max_batches: int, local_bounds: bool = True
 ) -> Outcome:
     """Decide every candidate row of ``pb``: kept (a facet) or redundant, with margins (module docstring).
-    ``local_bounds``: bounds may be decided by neighbourhood LPs (False when each redundant bound's exact
-    extreme is wanted: it would cost an LP over P again, which a Clarkson LP often gives on the way)."""
+    ``local_bounds``: bounds may be decided by neighbourhood LPs and in groups (``oracles._group_redundancy``);
+    False when each redundant bound's exact extreme is wanted: it would cost an LP over P again, which a
+    Clarkson LP often gives on the way."""
     m = pb.G.shape[0]
     out = Outcome(
         kept=np.zeros(m, dtype=bool),
@@ -525,7 +539,10 @@ def clarkson(
     _implied(out, lp, decided, cand_mask)
     _priced_phase(out, lp, basis, decided, cand_mask, s0, rho, recheck, local_bounds)
     _implied(out, lp, decided, cand_mask)
-    _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng)
+    groups = BoundGroups(lp, _RELAX) if local_bounds else None
+    _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng, groups)
+    if groups is not None:
+        out.info.update(group_lps=groups.n_lps, group_rows=groups.n_rows)
     _recheck(out, lp, sorted(recheck, reverse=True), rho)  # of tied duplicates the lowest index stays
     out.n_lps = lp.n_solves
     out.lp_seconds = time.perf_counter() - t0
@@ -542,9 +559,11 @@ def _lp_loop(
     rho: np.ndarray,
     recheck: set[int],
     rng: np.random.Generator,
+    groups: BoundGroups | None = None,
 ) -> None:
     """One LP per undecided row, nearest x0 first, until every row is decided, in blocks of _PROPAGATE_EVERY
-    LPs. After each block the implied-bound test runs again (the rows kept since may imply more), and vertex
+    LPs; with ``groups``, a bound whose opposite bound is decided is tested with others in one LP
+    (``oracles._group_redundancy``). After each block the implied-bound test runs again (the rows kept since may imply more), and vertex
     LPs run while they certify more rows per CPU second than the block decided (a probe that loses doubles
     the blocks until the next one)."""
     wit = out.info["witnesses"]
@@ -556,7 +575,9 @@ def _lp_loop(
             open_ = np.flatnonzero(cand_mask & ~decided)
             if open_.size == 0:
                 return
-            _decide(out, lp, int(open_[np.argmin(s0[open_])]), decided, cand_mask, s0, rho, recheck)
+            i = int(open_[np.argmin(s0[open_])])
+            if groups is None or not groups.step(out, i, open_, decided, cand_mask, s0, rho, recheck):
+                _decide(out, lp, i, decided, cand_mask, s0, rho, recheck)
         _implied(out, lp, decided, cand_mask)
         rate = (int(np.sum(decided)) - n0) / max(time.process_time() - c0, 1e-9)
         if vertex_phase(lp, out, decided, s0, rng, wit, min_rate=rate) < rate:
@@ -645,7 +666,8 @@ def _priced_phase(
 ) -> None:
     """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps (two
     once they took _PROBE_SECONDS) prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE
-    of it (two hops, then three after the rays, up to WIDER_SHARE of the variables); bent rays, when a warm LP
+    of it and that is over _LOCAL_FLOOR (two hops, then three after the rays, up to WIDER_SHARE of the
+    variables); bent rays, when a warm LP
     per row left would cost over _RAYS_FROM, while they certify at least _BENT_SHARE of the rows per second
     that one LP per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head
     start)."""
@@ -662,7 +684,8 @@ def _priced_phase(
     t = time.perf_counter()
     budget = per_lp / _LOCAL_ADVANTAGE
     local = cand if local_bounds else cand & (lp.pb.kind == 0)
-    loc = local_redundant(lp, out, decided, local, s0, rho, max_seconds_per_lp=budget)
+    skip = budget < _LOCAL_FLOOR  # an LP over P costs next to HiGHS's fixed cost: nothing to save
+    loc = LocalResult() if skip else local_redundant(lp, out, decided, local, s0, rho, max_seconds_per_lp=budget)
     t_local = time.perf_counter() - t
     alive = np.flatnonzero(cand & (out.how != "redundant"))
     open_ = np.flatnonzero(cand & ~decided)
@@ -671,8 +694,12 @@ def _priced_phase(
         found = bent_rays(lp.pb.G, basis, open_, alive, s0, min_rate=_BENT_SHARE / per_lp)
         _keep_found(out, decided, lp, found, "bent ray")
     t_bent, t = time.perf_counter() - t, time.perf_counter()
-    wide = local_redundant(
-        lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget, max_share=WIDER_SHARE
+    wide = (
+        LocalResult()
+        if skip
+        else local_redundant(
+            lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget, max_share=WIDER_SHARE
+        )
     )
     out.info.update(
         local=len(loc.rows) + len(wide.rows),

@@ -279,6 +279,8 @@ def simplify(
         local=out.info.get("local", 0),
         local_lps=out.info.get("local_lps", 0),
         local_seconds=out.info.get("local_seconds", 0.0),
+        group_lps=out.info.get("group_lps", 0),
+        group_rows=out.info.get("group_rows", 0),
         bent_seconds=out.info.get("bent_seconds", 0.0),
         lp_probe_seconds=out.info.get("lp_probe_seconds"),
     )

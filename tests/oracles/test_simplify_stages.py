@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 from test_simplify import _recheck_bound_multipliers, _vertex_network
 
-from oracles import simplify
+from oracles import Polytope, simplify
 from oracles._bent_rays import bent_rays
 from oracles._clarkson import expand_multipliers
 
@@ -173,3 +173,48 @@ def test_cold_solves_leave_every_verdict_as_the_warm_ones(monkeypatch, forced: d
     assert _kept_bounds(s) - ties == _kept_bounds(base) - ties and s.dim == base.dim
     assert np.array_equal(s.fixed_variables, base.fixed_variables)
     assert _recheck_bound_multipliers(P, s, kept_only=True) > 0
+
+
+def _capped_network(seed: int) -> Polytope:
+    """A network whose exchanges carry at most 10 units each way: its ±1000 bounds are redundant by far."""
+    P = _vertex_network(seed)
+    lb, ub = P.lb.copy(), P.ub.copy()
+    lb[-8:], ub[-8:] = -10.0, 10.0
+    return Polytope(P.A, P.b, P.A_eq, P.b_eq, lb=lb, ub=ub)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bounds_certified_in_groups_recheck_and_change_no_verdict(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With bounds dropped, one LP over the kept rows certifies many bounds (a group's summed width fits in
+    each member's range): fewer LPs, the same kept rows as one LP per bound (near ties aside), the same body,
+    and each grouped bound's multipliers name kept rows only and re-check."""
+    P = _capped_network(seed)
+    s = simplify(P, bounds="drop")
+    assert int(s.info["group_rows"]) > 2 * int(s.info["group_lps"]) > 0  # type: ignore[call-overload]
+    with monkeypatch.context() as mp:
+        mp.setattr("oracles._group_redundancy.BoundGroups.step", lambda *a, **k: False)
+        alone = simplify(P, bounds="drop")
+    assert int(alone.info["group_rows"]) == 0 and alone.n_lps > s.n_lps  # type: ignore[call-overload]
+    ties = _ties(s) | _ties(alone)
+    assert _kept_bounds(s) - ties == _kept_bounds(alone) - ties
+    assert _recheck_bound_multipliers(P, s, kept_only=True) >= int(s.info["group_rows"])  # type: ignore[call-overload]
+    rng = np.random.default_rng(seed)
+    Q = s.polytope
+    for _ in range(6):
+        c = rng.standard_normal(P.dim)
+        r0 = linprog(-c, A_eq=P.A_eq, b_eq=P.b_eq, bounds=np.c_[P.lb, P.ub], method="highs")
+        r1 = linprog(-c, A_eq=Q.A_eq, b_eq=Q.b_eq, bounds=np.c_[Q.lb, Q.ub], method="highs")
+        assert r0.status == r1.status == 0 and r0.fun == pytest.approx(r1.fun, rel=1e-9, abs=1e-7)
+
+
+def test_a_group_whose_widths_overflow_certifies_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0 <= x_k <= 1 with Σ x_k = 3 (k = 0..7): every bound is a facet. With the rays off, LPs keep the lower
+    bounds first (nearer the interior point); a group of upper bounds then has width 3, over each range of
+    1, and the group LPs that run certify none of them."""
+    monkeypatch.setattr("oracles._clarkson.random_rays", lambda *a, **k: ({}, 0))
+    monkeypatch.setattr("oracles._clarkson.directed_rays", lambda *a, **k: {})
+    n = 8
+    P = Polytope(np.zeros((0, n)), np.zeros(0), np.ones((1, n)), np.array([3.0]), lb=np.zeros(n), ub=np.ones(n))
+    s = simplify(P, bounds="drop")
+    assert s.kept_upper.tolist() == list(range(n)) and s.kept_lower.tolist() == list(range(n))
+    assert int(s.info["group_lps"]) > 0 and int(s.info["group_rows"]) == 0  # type: ignore[call-overload]
