@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 GROUP_SIZE = 16  # rows per group LP (T grows with the group; 8-16 certify e_coli_core's bounds in fewest LPs)
 _FILL = 0.9  # a group's widths seen so far sum to at most this share of its smallest range
 _TRIES = 2  # a row that was a failed group's widest member this many times is tested alone
-_FAILS = 4  # groups stop once this many certified nothing and these outnumber twice the ones that did
+_FAILS = 8  # groups stop once this many certified nothing and these outnumber twice the ones that did
 
 
 class BoundGroups:
