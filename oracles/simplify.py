@@ -452,6 +452,34 @@ def _near_ties(
 
 
 _SLIVER_ROUNDS = 4  # LPs spent looking for implicit equalities whose width is above round-off
+_ROUND_OFF = 64 * np.finfo(float).eps  # a slack below this times the row's scale is round-off
+
+
+def _scale(G: sp.csr_matrix, h: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per row, the size of the numbers in h_i - g_i x: max(1, |h_i|, Σ_k |g_ik x_k|)."""
+    return np.maximum(1.0, np.maximum(np.abs(h), abs(G) @ np.abs(x)))
+
+
+def _certified_width(ie: ImplicitEqualities, S: object, E: np.ndarray) -> np.ndarray:
+    """Per row of E (implicit equalities of the unit system ``S``), the width its certificate bounds (inf when
+    there is none): an equality certified within round-off needs no sliver LP."""
+    w = np.full(E.size, np.inf)
+    side, row, var = S.side[E], S.row[E], S.var[E]  # type: ignore[attr-defined]
+    for sd, idx, widths in (
+        (0, ie.rows, ie.row_widths),
+        (1, ie.upper, ie.upper_widths),
+        (-1, ie.lower, ie.lower_widths),
+    ):
+        if widths.size != idx.size or idx.size == 0:
+            continue
+        at = (side == sd) if sd == 0 else (side * sd > 0)
+        key = row[at] if sd == 0 else var[at]
+        pos = np.searchsorted(idx, key)
+        hit = (pos < idx.size) & (idx[np.minimum(pos, idx.size - 1)] == key)
+        sub = np.full(key.size, np.inf)
+        sub[hit] = widths[pos[hit]]
+        w[at] = sub
+    return w
 
 
 def _equality_slivers(ie: ImplicitEqualities) -> dict[int, float]:
@@ -469,6 +497,7 @@ def _equality_slivers(ie: ImplicitEqualities) -> dict[int, float]:
     )
     found: dict[int, float] = {}
     G = sp.csr_matrix(S.G)
+    E = E[_certified_width(ie, S, E) > _ROUND_OFF * _scale(G, S.h, ie.interior_point)[E]]  # the others: exact
     eq = (S.Ae, S.be) if S.be.shape[0] else (None, None)
     for _ in range(_SLIVER_ROUNDS):
         live = np.setdiff1d(E, np.fromiter(found, dtype=int, count=len(found)))
@@ -481,9 +510,8 @@ def _equality_slivers(ie: ImplicitEqualities) -> dict[int, float]:
             break
         gx = G @ x
         viol = max(float(np.max(gx - S.h, initial=0.0)), 0.0)
-        scale = np.maximum(1.0, np.maximum(np.abs(S.h), abs(G).multiply(np.abs(x)).sum(axis=1).A1))
         s = S.h - gx
-        new = live[s[live] > 64 * np.finfo(float).eps * scale[live] + 10 * viol]
+        new = live[s[live] > _ROUND_OFF * _scale(G, S.h, x)[live] + 10 * viol]
         if new.size == 0:
             break
         for j in new:
