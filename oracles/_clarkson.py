@@ -24,6 +24,7 @@ the LP's value within rho; otherwise from one more LP over the final kept rows.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _STALL_FACTOR = 20.0  # a warm LP running this many times the recent median is stopped and solved cold
 _STALL_FLOOR = 10.0  # seconds: a warm LP is never stopped sooner
+_COLD_FIRST_FROM = 500  # variables: above, the first LP is solved cold with presolve (below, either way < 1 ms)
 _REBASE_AFTER = 1000  # rows kept since the last solve past which the next LP is solved cold (not from its basis)
 _STALL_HISTORY = 16  # warm LPs the median is taken over
 _STALL_MIN_HISTORY = 4  # warm LPs timed before any is stopped
@@ -155,6 +157,8 @@ class KeptLP:
         self.n_stalled = 0  # warm solves stopped at the stall limit (each then solved cold)
         self._warm_seconds: list[float] = []
         self._kept_since = 0  # rows kept since the last solve
+        self.n_keeps = 0  # rows kept so far (``_implied`` has nothing new to find while this stays put)
+        self.implied_at = -1  # n_keeps at the last implied-bound pass
 
     def _set_row(self, j: int, upper: float | None) -> None:
         """Row j of G in the model with right-hand side ``upper`` (None: free)."""
@@ -174,6 +178,7 @@ class KeptLP:
     def keep(self, j: int) -> None:
         self._set_row(j, float(self.pb.h[j]))
         self._kept_since += 1
+        self.n_keeps += 1
 
     def release(self, j: int) -> None:
         self._set_row(j, None)
@@ -229,11 +234,12 @@ class KeptLP:
         """Solve from the current basis; returns the HiGHS model holding the optimum (typed errors otherwise).
         A warm solve that runs over _STALL_FACTOR times the median of the recent ones (and _STALL_FLOOR s) is
         stopped and the LP solved cold: a warm start can stall in HiGHS's primal simplex where a fresh solve
-        with presolve does not. The first LP, and one after more than _REBASE_AFTER rows were kept (the rays'
-        stages), is solved cold with presolve at once (at 10,600 reactions 0.3 s against 7 s from no basis
+        with presolve does not. The first LP (on over _COLD_FIRST_FROM variables), and one after more than
+        _REBASE_AFTER rows were kept (the rays' stages), is solved cold with presolve at once (at 10,600 reactions 0.3 s against 7 s from no basis
         without presolve, and 11 s against 26 s from the basis the probe left)."""
         hp = __import__("highspy")
-        rebase = self._kept_since > _REBASE_AFTER or self.n_solves == 0  # no basis, or one far from P as it is
+        first = self.n_solves == 0 and self.pb.n > _COLD_FIRST_FROM  # no basis yet, on a P large enough to matter
+        rebase = self._kept_since > _REBASE_AFTER or first  # (or a basis far from P as it now is)
         self._kept_since = 0
         if rebase:
             fresh = self._cold()
@@ -241,7 +247,7 @@ class KeptLP:
                 return self._checked(fresh)  # (else the kept model's own solve, as below)
         limit = None
         if len(self._warm_seconds) >= _STALL_MIN_HISTORY:
-            limit = max(_STALL_FLOOR, _STALL_FACTOR * float(np.median(self._warm_seconds)))
+            limit = max(_STALL_FLOOR, _STALL_FACTOR * statistics.median(self._warm_seconds))
             self.h.setOptionValue("time_limit", self.h.getRunTime() + limit)  # (HiGHS's clock sums all runs)
         t = time.perf_counter()
         try:
@@ -615,7 +621,11 @@ def _decide(
 
 
 def _implied(out: Outcome, lp: KeptLP, decided: np.ndarray, cand: np.ndarray) -> None:
-    """Undecided bounds implied by one equation and the kept bounds (no LP): redundant, with multipliers."""
+    """Undecided bounds implied by one equation and the kept bounds (no LP): redundant, with multipliers.
+    Skipped when no row was kept since the last pass (it would find nothing more)."""
+    if lp.implied_at == lp.n_keeps:
+        return
+    lp.implied_at = lp.n_keeps
     rows, values, mult = implied_bounds(lp, np.flatnonzero(cand & ~decided))
     h = lp.pb.h
     out.kept[rows], decided[rows], out.how[rows] = False, True, "redundant"

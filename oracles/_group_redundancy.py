@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 if TYPE_CHECKING:
     from ._clarkson import KeptLP, Outcome
@@ -93,16 +92,6 @@ class BoundGroups:
         v = out.value[o]
         return np.where(out.kept[o] | ~np.isfinite(v), self.lp.pb.h[o], v)
 
-    def _opposite_multipliers(self, terms: list[dict[int, float]]) -> sp.csr_matrix:
-        """Row a: the opposite row of the group's member a on rows present (``terms``, from ``_on_present``)."""
-        rows = [np.full(len(y), a) for a, y in enumerate(terms)]
-        cols = [np.fromiter(y, dtype=int, count=len(y)) for y in terms]
-        vals = [np.fromiter(y.values(), dtype=float, count=len(y)) for y in terms]
-        m = self.lp.pb.G.shape[0]
-        return sp.csr_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(terms), m)
-        )
-
     def _select(
         self, out: Outcome, open_: np.ndarray, decided: np.ndarray
     ) -> tuple[np.ndarray, list[dict[int, float]]]:
@@ -141,12 +130,13 @@ class BoundGroups:
         ``value``; multipliers: the LP's (``lp_mult``) and the opposite rows of the other members."""
         pb = self.lp.pb
         idx, vals = lp_mult
-        Mo = self._opposite_multipliers(terms)
-        cols = np.unique(np.concatenate([idx, Mo.indices]))
-        D = Mo[:, cols].toarray()
-        y = np.zeros(cols.size)
-        y[np.searchsorted(cols, idx)] = vals
-        Y = (y + D.sum(axis=0) - D)[ok]  # row a: the LP's multipliers and the opposite rows of the others
+        cols = np.unique(np.concatenate([idx, np.fromiter((k for y in terms for k in y), dtype=int)]))
+        D = np.zeros((len(terms), cols.size))  # row a: member a's opposite row on rows present
+        for a, y in enumerate(terms):
+            D[a, np.searchsorted(cols, np.fromiter(y, dtype=int, count=len(y)))] = list(y.values())
+        base = D.sum(axis=0)
+        base[np.searchsorted(cols, idx)] += vals
+        Y = base - D[ok]  # row a: the LP's multipliers and the opposite rows of the other members
         Y[Y <= 1e-12 * max(1.0, float(np.max(np.abs(Y))))] = 0.0  # (exact cancellations, up to round-off)
         store = out.info.setdefault("_mult", {})
         assert isinstance(store, dict)

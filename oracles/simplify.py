@@ -31,6 +31,9 @@ from .affine import ImplicitEqualities, _check_tol, affine_hull
 from .bodies import Polytope
 
 BOUNDS = ("tighten", "drop")
+_SMALL = 500  # variables: up to this, the relative-interior point comes from the FRT LP alone (affine_hull's
+# fast="off"): one LP whose point has every slack >= 1/s, where the interior-point shortcut's point (averaged
+# with the FRT point when its certificate fails) can sit near some rows; the rays then find fewer facets
 RAY_BATCHES = 40  # at most 40 x 128 random rays before the LPs (they stop at a batch that finds nothing new)
 
 
@@ -252,7 +255,8 @@ def simplify(
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     t0 = time.perf_counter()
     with single_thread_blas():
-        hull = affine_hull(P, tol=tol, solver=solver, method="lp")
+        fast = "off" if P.dim <= _SMALL else "auto"  # (a small P: the FRT LP alone centres x0 best, in one LP)
+        hull = affine_hull(P, tol=tol, solver=solver, method="lp", fast=fast)
         ie = hull.info["implicit_equalities"]
         assert isinstance(ie, ImplicitEqualities)
         pb, pinned_rows = _problem(P, ie, hull.basis, tol)
