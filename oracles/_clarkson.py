@@ -358,15 +358,16 @@ def random_rays(
             T = np.vstack([T, np.full((1, T.shape[1]), np.inf)])
         two = np.partition(T, 1, axis=0)[:2]
         first = np.argmin(T, axis=0)
-        ok = np.isfinite(two[0]) & (two[1] > two[0] * (1.0 + _RAY_TIE) + 1e-15)
-        new = 0
-        for k in np.flatnonzero(ok):
-            j = int(cand[first[k]])
-            lb = float((two[1, k] - two[0, k]) * GD[first[k], k]) if np.isfinite(two[1, k]) else np.inf
-            if j not in found:
-                new += 1
-            found[j] = max(found.get(j, 0.0), lb)
-        if new == 0:
+        ok = np.flatnonzero(np.isfinite(two[0]) & (two[1] > two[0] * (1.0 + _RAY_TIE) + 1e-15))
+        with np.errstate(invalid="ignore"):
+            lb = np.where(np.isfinite(two[1, ok]), (two[1, ok] - two[0, ok]) * GD[first[ok], ok], np.inf)
+        rows, at = np.unique(cand[first[ok]], return_inverse=True)
+        best = np.full(rows.size, -np.inf)
+        np.maximum.at(best, at, lb)
+        n0 = len(found)
+        for j, v in zip(rows.tolist(), best.tolist()):
+            found[j] = max(found.get(j, 0.0), v)
+        if len(found) == n0:
             break
     return found, rays
 

@@ -44,6 +44,7 @@ class BoundGroups:
         b = np.flatnonzero(pb.kind != 0)
         self.opposite[b] = lp.bound_row[(pb.kind[b] > 0).astype(int), pb.var[b]]
         self._memo: dict[int, tuple[dict[int, float] | None, np.ndarray]] = {}
+        self._on_kept: dict[int, dict[int, float]] = {}  # rows written on kept rows alone
         self.n_lps = 0
         self.n_rows = 0
         self.n_failed = 0  # group LPs inside P that certified nothing
@@ -66,6 +67,8 @@ class BoundGroups:
         every row a combination names is still present."""
         if out.kept[k] or not decided[k]:
             return {k: 1.0}
+        if k in self._on_kept:
+            return self._on_kept[k]
         hit = self._memo.get(k)
         if hit is not None:
             y, names = hit
@@ -83,7 +86,11 @@ class BoundGroups:
                 return None
             for t, b in sub.items():
                 acc[t] = acc.get(t, 0.0) + a * b
-        self._memo[k] = (acc, np.fromiter(acc, dtype=int, count=len(acc)))
+        names = np.fromiter(acc, dtype=int, count=len(acc))
+        if np.all(out.kept[names]):
+            self._on_kept[k] = acc  # (kept rows stay kept while the groups run: final)
+        else:
+            self._memo[k] = (acc, names)
         return acc
 
     def _u(self, out: Outcome, rows: np.ndarray) -> np.ndarray:
