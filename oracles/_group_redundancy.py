@@ -11,8 +11,9 @@ multipliers are the LP's on the kept rows plus each opposite row of S \\ j, writ
 opposite row counts only when its certificate rewrites on rows still kept or undecided: no cycle can arise).
 The group's rows are relaxed by _RELAX in the LP (so that it is bounded); when its point leaves one of them,
 the LP is a Clarkson step instead: the ray from x0 to the point keeps the row it hits first. Groups are
-filled with the rows of smallest width seen at earlier group LPs' points; a group that certifies nothing
-marks its widest member, tested alone after _TRIES marks. The values are upper bounds, not the maxima: the
+filled with the rows of smallest width seen (at earlier group LPs' points, and at every point of P the run
+met, x0 included: a lower bound on each member's width, free); a group that certifies nothing marks its
+widest member, tested alone after _TRIES marks. The values are upper bounds, not the maxima: the
 groups run where redundant bounds are dropped, not tightened.
 """
 
@@ -108,7 +109,9 @@ class BoundGroups:
         pb = self.lp.pb
         E = self._eligible(out, open_, decided)
         rng_ = pb.h[E] + self._u(out, E)
-        w = self.seen[E]
+        pb_ = self.lp.pb
+        at_points = np.where(pb_.kind[E] > 0, self.lp.hi_seen[pb_.var[E]], -self.lp.lo_seen[pb_.var[E]])
+        w = np.maximum(self.seen[E], at_points + self._u(out, E))  # widths reached at points of P seen (x0 too)
         S_list: list[int] = []
         total, low = 0.0, np.inf
         for a in np.lexsort((-rng_, w)):
@@ -164,8 +167,8 @@ class BoundGroups:
         rho: np.ndarray,
         recheck: set[int],
     ) -> bool:
-        """One group LP, when row i is eligible, over the eligible open rows: those of smallest width seen in
-        earlier group LPs first, while the widths seen sum to under _FILL of the smallest range in the group.
+        """One group LP, when row i is eligible, over the eligible open rows: those of smallest width seen first
+        (``_select``), while the widths seen sum to under _FILL of the smallest range in the group.
         False (nothing done) when i is not eligible or no group of two forms: the caller runs i's own step."""
         from ._clarkson import multipliers, shoot
 
