@@ -19,6 +19,7 @@ Both need a ball B(center, radius) that contains the body (or at least its min-n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -88,6 +89,22 @@ def _min_norm_by_cuts(
     return _solved(res, "min_norm_point")[:-1]
 
 
+_RESTARTS = 2  # fresh ellipsoids started, after one lost float64 resolution, from a ball around the last one
+
+
+def _restarting(run: Callable[[np.ndarray, float], EllipsoidResult], c: np.ndarray, r: float) -> EllipsoidResult:
+    """``run(center, radius)``, started again when it lost float64 resolution (a semi-axis ratio below
+    ~6e-14) before certifying its answer: from the ball B(x̂, 2r) around its best point x̂, which holds the
+    body (x̂ lies in B(c, r), which holds the body) and starts round, with the resolution back. The final
+    ellipsoid itself is no guide: it can be a needle (semi-axes 6e8 and 1e-13 on a random 4-d polytope)."""
+    res = run(c, r)
+    for _ in range(_RESTARTS):
+        if res.status != "max_iter" or "lost float64 resolution" not in res.message or res.x is None:
+            break
+        res = run(res.x.copy(), 2.0 * r)
+    return res
+
+
 def _width_by_cuts(
     body: ConvexBody,
     u: np.ndarray,
@@ -104,16 +121,20 @@ def _width_by_cuts(
     c, r = _start(body, "width", center, radius)
     ends = []
     for sign in (1.0, -1.0):
-        res = ellipsoid(
-            body,
+        res = _restarting(
+            lambda c0, r0, sign=sign: ellipsoid(
+                body,
+                c0,
+                r0,
+                objective=sign * u,
+                tol=tol,
+                max_iter=max_iter,
+                flat_tol=0.0,
+                oracle_tol=oracle_tol,
+                solver=solver,
+            ),
             c,
             r,
-            objective=sign * u,
-            tol=tol,
-            max_iter=max_iter,
-            flat_tol=0.0,
-            oracle_tol=oracle_tol,
-            solver=solver,
         )
         ends.append(float(u @ _solved(res, "width")))
     return max(ends[1] - ends[0], 0.0)
