@@ -121,8 +121,9 @@ def _width_by_cuts(
     c, r = _start(body, "width", center, radius)
     ends = []
     for sign in (1.0, -1.0):
-        res = _restarting(
-            lambda c0, r0, sign=sign: ellipsoid(
+
+        def run(c0: np.ndarray, r0: float, sign: float = sign) -> EllipsoidResult:
+            return ellipsoid(
                 body,
                 c0,
                 r0,
@@ -132,9 +133,7 @@ def _width_by_cuts(
                 flat_tol=0.0,
                 oracle_tol=oracle_tol,
                 solver=solver,
-            ),
-            c,
-            r,
-        )
-        ends.append(float(u @ _solved(res, "width")))
+            )
+
+        ends.append(float(u @ _solved(_restarting(run, c, r), "width")))
     return max(ends[1] - ends[0], 0.0)
