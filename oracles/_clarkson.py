@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from ._bent_rays import bent_rays
 from ._group_redundancy import BoundGroups
-from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, LocalResult, local_redundant
+from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 
@@ -45,7 +45,6 @@ _RAY_FLOPS = 200_000_000  # a batch of rays costs at most this many flops in N g
 _PROBE_LPS = 8  # Clarkson steps that price an LP before the bent rays (which run while they are cheaper)
 _PROBE_SECONDS = 2.0  # ... two only, once they took this many CPU seconds (on a large P the first alone may)
 _LOCAL_ADVANTAGE = 10.0  # neighbourhood LPs run where one costs under a tenth of an LP over P
-_LOCAL_FLOOR = 5e-4  # seconds: HiGHS's fixed cost per solve; neighbourhood LPs are not tried on a lower budget
 _RAYS_FROM = 0.25  # seconds: bent rays are tried when one LP per row left would take longer than this
 _BENT_SHARE = 0.25  # bent rays run while they certify at least this share of the rows an LP per row decides
 _STALL_FACTOR = 20.0  # a warm LP running this many times the recent median is stopped and solved cold
@@ -235,8 +234,9 @@ class KeptLP:
         A warm solve that runs over _STALL_FACTOR times the median of the recent ones (and _STALL_FLOOR s) is
         stopped and the LP solved cold: a warm start can stall in HiGHS's primal simplex where a fresh solve
         with presolve does not. The first LP (on over _COLD_FIRST_FROM variables), and one after more than
-        _REBASE_AFTER rows were kept (the rays' stages), is solved cold with presolve at once (at 10,600 reactions 0.3 s against 7 s from no basis
-        without presolve, and 11 s against 26 s from the basis the probe left)."""
+        _REBASE_AFTER rows were kept (the rays' stages), is solved cold with presolve at once (at 10,600
+        reactions 0.3 s against 7 s from no basis without presolve, and 11 s against 26 s from the basis the
+        probe left)."""
         hp = __import__("highspy")
         first = self.n_solves == 0 and self.pb.n > _COLD_FIRST_FROM  # no basis yet, on a P large enough to matter
         rebase = self._kept_since > _REBASE_AFTER or first  # (or a basis far from P as it now is)
@@ -570,9 +570,9 @@ def _lp_loop(
 ) -> None:
     """One LP per undecided row, nearest x0 first, until every row is decided, in blocks of _PROPAGATE_EVERY
     LPs; with ``groups``, a bound whose opposite bound is decided is tested with others in one LP
-    (``oracles._group_redundancy``). After each block the implied-bound test runs again (the rows kept since may imply more), and vertex
-    LPs run while they certify more rows per CPU second than the block decided (a probe that loses doubles
-    the blocks until the next one)."""
+    (``oracles._group_redundancy``). After each block the implied-bound test runs again (the rows kept since
+    may imply more), and vertex LPs run while they certify more rows per CPU second than the block decided
+    (a probe that loses doubles the blocks until the next one)."""
     wit = out.info["witnesses"]
     assert isinstance(wit, Witnesses)
     block = _PROPAGATE_EVERY
@@ -609,16 +609,35 @@ def _decide(
         decided[i] = True
         _redundant(out, lp, i, v, x, sol)
         return
+    if not keep_hits(out, lp, x, decided, cand_mask, s0, recheck, tested=i):
+        # round-off: the first hit is a kept row; keep row i, checked again at the end
+        out.kept[i], decided[i], out.margin[i], out.how[i] = True, True, 0.0, "lp"
+        lp.keep(i)
+        recheck.add(i)
+
+
+def keep_hits(
+    out: Outcome,
+    lp: KeptLP,
+    x: np.ndarray,
+    decided: np.ndarray,
+    cand_mask: np.ndarray,
+    s0: np.ndarray,
+    recheck: set[int],
+    tested: int = -1,
+) -> bool:
+    """Keep the undecided rows the ray x0 -> x (x outside P) hits first (``shoot``): "lp" for the row
+    ``tested``, "ray" for the others; a tie or a margin bound below tol sends them to the recheck. False when
+    the first hit is no undecided row (round-off)."""
     alive = np.flatnonzero(cand_mask & (out.how != "redundant"))
-    hit, lb = shoot(pb, s0, x, alive, ~decided)
-    if hit.size == 0:  # round-off: the first hit is a kept row; keep row i, checked again at the end
-        hit, lb = np.array([i]), 0.0
+    hit, lb = shoot(lp.pb, s0, x, alive, ~decided)
     for j in hit:
         out.kept[j], decided[j], out.margin[j] = True, True, lb
-        out.how[j] = "lp" if j == i else "ray"
+        out.how[j] = "lp" if j == tested else "ray"
         lp.keep(int(j))
-    if hit.size > 1 or lb < pb.tol:
+    if hit.size > 1 or lb < lp.pb.tol:
         recheck.update(int(j) for j in hit)
+    return hit.size > 0
 
 
 def _implied(out: Outcome, lp: KeptLP, decided: np.ndarray, cand: np.ndarray) -> None:
@@ -677,11 +696,10 @@ def _priced_phase(
 ) -> None:
     """The LP-free stages that pay only where an LP over P is dear: a probe of _PROBE_LPS Clarkson steps (two
     once they took _PROBE_SECONDS) prices one; neighbourhood LPs run while one costs under 1/_LOCAL_ADVANTAGE
-    of it and that is over _LOCAL_FLOOR (two hops, then three after the rays, up to WIDER_SHARE of the
-    variables); bent rays, when a warm LP
-    per row left would cost over _RAYS_FROM, while they certify at least _BENT_SHARE of the rows per second
-    that one LP per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a head
-    start)."""
+    of it (two hops, then three after the rays, up to WIDER_SHARE of the variables); bent rays, when a warm
+    LP per row left would cost over _RAYS_FROM, while they certify at least _BENT_SHARE of the rows per
+    second that one LP per row would decide (an early Clarkson LP is cheaper than a late one: the rays get a
+    head start)."""
     probe: list[float] = []
     while len(probe) < _PROBE_LPS and (len(probe) < 2 or sum(probe) < _PROBE_SECONDS):
         open_ = np.flatnonzero(cand & ~decided)
@@ -695,8 +713,7 @@ def _priced_phase(
     t = time.perf_counter()
     budget = per_lp / _LOCAL_ADVANTAGE
     local = cand if local_bounds else cand & (lp.pb.kind == 0)
-    skip = budget < _LOCAL_FLOOR  # an LP over P costs next to HiGHS's fixed cost: nothing to save
-    loc = LocalResult() if skip else local_redundant(lp, out, decided, local, s0, rho, max_seconds_per_lp=budget)
+    loc = local_redundant(lp, out, decided, local, s0, rho, max_seconds_per_lp=budget)
     t_local = time.perf_counter() - t
     alive = np.flatnonzero(cand & (out.how != "redundant"))
     open_ = np.flatnonzero(cand & ~decided)
@@ -705,12 +722,8 @@ def _priced_phase(
         found = bent_rays(lp.pb.G, basis, open_, alive, s0, min_rate=_BENT_SHARE / per_lp)
         _keep_found(out, decided, lp, found, "bent ray")
     t_bent, t = time.perf_counter() - t, time.perf_counter()
-    wide = (
-        LocalResult()
-        if skip
-        else local_redundant(
-            lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget, max_share=WIDER_SHARE
-        )
+    wide = local_redundant(
+        lp, out, decided, local, s0, rho, hops=WIDER_HOPS, max_seconds_per_lp=budget, max_share=WIDER_SHARE
     )
     out.info.update(
         local=len(loc.rows) + len(wide.rows),

@@ -45,7 +45,6 @@ class BoundGroups:
         b = np.flatnonzero(pb.kind != 0)
         self.opposite[b] = lp.bound_row[(pb.kind[b] > 0).astype(int), pb.var[b]]
         self._memo: dict[int, tuple[dict[int, float] | None, np.ndarray]] = {}
-        self._on_kept: dict[int, dict[int, float]] = {}  # rows written on kept rows alone
         self.n_lps = 0
         self.n_rows = 0
         self.n_failed = 0  # group LPs inside P that certified nothing
@@ -68,8 +67,6 @@ class BoundGroups:
         every row a combination names is still present."""
         if out.kept[k] or not decided[k]:
             return {k: 1.0}
-        if k in self._on_kept:
-            return self._on_kept[k]
         hit = self._memo.get(k)
         if hit is not None:
             y, names = hit
@@ -87,11 +84,7 @@ class BoundGroups:
                 return None
             for t, b in sub.items():
                 acc[t] = acc.get(t, 0.0) + a * b
-        names = np.fromiter(acc, dtype=int, count=len(acc))
-        if np.all(out.kept[names]):
-            self._on_kept[k] = acc  # (kept rows stay kept while the groups run: final)
-        else:
-            self._memo[k] = (acc, names)
+        self._memo[k] = (acc, np.fromiter(acc, dtype=int, count=len(acc)))
         return acc
 
     def _u(self, out: Outcome, rows: np.ndarray) -> np.ndarray:
@@ -108,10 +101,10 @@ class BoundGroups:
         Also each member's opposite row on rows present."""
         pb = self.lp.pb
         E = self._eligible(out, open_, decided)
-        rng_ = pb.h[E] + self._u(out, E)
-        pb_ = self.lp.pb
-        at_points = np.where(pb_.kind[E] > 0, self.lp.hi_seen[pb_.var[E]], -self.lp.lo_seen[pb_.var[E]])
-        w = np.maximum(self.seen[E], at_points + self._u(out, E))  # widths reached at points of P seen (x0 too)
+        u = self._u(out, E)
+        rng_ = pb.h[E] + u
+        at_points = np.where(pb.kind[E] > 0, self.lp.hi_seen[pb.var[E]], -self.lp.lo_seen[pb.var[E]])
+        w = np.maximum(self.seen[E], at_points + u)  # widths reached at points of P seen (x0 too)
         S_list: list[int] = []
         total, low = 0.0, np.inf
         for a in np.lexsort((-rng_, w)):
@@ -170,7 +163,7 @@ class BoundGroups:
         """One group LP, when row i is eligible, over the eligible open rows: those of smallest width seen first
         (``_select``), while the widths seen sum to under _FILL of the smallest range in the group.
         False (nothing done) when i is not eligible or no group of two forms: the caller runs i's own step."""
-        from ._clarkson import multipliers, shoot
+        from ._clarkson import keep_hits, multipliers
 
         lp, pb = self.lp, self.lp.pb
         if self.n_failed >= _FAILS and self.n_failed > 2 * self.n_certifying:
@@ -190,16 +183,7 @@ class BoundGroups:
         self.n_lps += 1
         gx = pb.kind[S] * x[pb.var[S]]
         if np.any(gx > pb.h[S] + rho[S]):  # outside P: a Clarkson step
-            alive = np.flatnonzero(cand_mask & (out.how != "redundant"))
-            hit, lb = shoot(pb, s0, x, alive, ~decided)
-            if hit.size == 0:
-                return False
-            for j in hit:
-                out.kept[j], decided[j], out.margin[j], out.how[j] = True, True, lb, "ray"
-                lp.keep(int(j))
-            if hit.size > 1 or lb < pb.tol:
-                recheck.update(int(j) for j in hit)
-            return True
+            return keep_hits(out, lp, x, decided, cand_mask, s0, recheck)
         u = self._u(out, S)
         share = gx + u  # each member's width at the LP's point (>= 0 up to round-off)
         value = float(np.sum(share)) - u

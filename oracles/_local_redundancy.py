@@ -36,6 +36,7 @@ _HUB = 32  # constraints on more variables than this are dropped from neighbourh
 _MAX_SHARE = 0.25  # a neighbourhood over this share of the free variables is a job for an LP over P
 WIDER_SHARE = 0.6  # the second pass's cap: its rows are the few left, each else an LP over P at full price
 _PROBE = 16  # rows whose neighbourhoods decide whether the system is sparse enough to try
+_MIN_BUDGET = 5e-4  # seconds: HiGHS's fixed cost per solve; a lower budget per LP cannot be met, so no LP runs
 
 
 @dataclass
@@ -206,7 +207,8 @@ def local_redundant(
 ) -> LocalResult:
     """Decide redundant, one neighbourhood LP each (``hops`` constraint layers; module docstring), the
     undecided candidate rows that are; the others stay undecided. Marks ``out`` and ``decided`` and stores
-    each row's multipliers. Stops after _PROBE LPs if they took over ``max_seconds_per_lp`` each (CPU).
+    each row's multipliers. Stops after _PROBE LPs if they took over ``max_seconds_per_lp`` each (CPU), and
+    runs none when that is under _MIN_BUDGET.
     Neighbourhoods over ``max_share`` (default _MAX_SHARE) of the free variables are skipped."""
     import time
 
@@ -215,7 +217,7 @@ def local_redundant(
     res = LocalResult()
     pb = lp.pb
     rows = np.flatnonzero(cand & ~decided)
-    if rows.size == 0:
+    if rows.size == 0 or max_seconds_per_lp < _MIN_BUDGET:
         return res
     rows = rows[np.argsort(-s0[rows], kind="stable")]  # widest slack first: the nearer of two rows stays
     alive = cand & (out.how != "redundant")

@@ -304,19 +304,18 @@ def test_qp_polish_takes_a_row_the_backend_left_2e_5_away(flat_case):
 
 def test_separation_only_width_restarts_when_the_ellipsoid_loses_resolution(monkeypatch):
     """A width whose ellipsoid run lost float64 resolution (semi-axes 6e8 and 1e-13) before certifying its
-    answer is started again from a ball around its best point, and agrees with the LP width."""
-    import json
-    from pathlib import Path
-
+    answer is started again from a ball around its best point, and agrees with the LP width. The case is one
+    hypothesis found: the box [-2, 0.3]^4 with its upper rows thrice, and this u (its floats as drawn)."""
     import oracles._separation_only as so
 
-    case = json.loads((Path(__file__).parent / "fixtures" / "separation_width_case.json").read_text())
-    P = Polytope(np.array(case["A"]), np.array(case["b"]))
-    u = np.array(case["u"])
+    n = 4
+    A = np.vstack([np.eye(n)] * 4 + [-np.eye(n)])
+    P = Polytope(A, np.concatenate([np.full(3 * n, 0.3), np.full(2 * n, 2.0)]))
+    u = np.array([0.0, 0.246, 0.3959999999999999, 1.2779999999999996])
     runs = []
     real = so.ellipsoid
     monkeypatch.setattr(so, "ellipsoid", lambda *a, **k: runs.append(1) or real(*a, **k))
-    R = 2.0 * np.sqrt(P.dim) + 1.0
-    w = width(OracleBody(P.dim, separate=P.separate), u, radius=R, tol=1e-8)
+    R = 2.0 * np.sqrt(n) + 1.0
+    w = width(OracleBody(n, separate=P.separate), u, radius=R, tol=1e-8)
     assert len(runs) > 2  # two ends, and at least one restart
     assert abs(w - width(P, u)) <= 2e-8 + 1e-7
