@@ -55,6 +55,7 @@ _STALL_HISTORY = 16  # warm LPs the median is taken over
 _STALL_MIN_HISTORY = 4  # warm LPs timed before any is stopped
 _PROPAGATE_EVERY = 64  # Clarkson LPs between two passes of the implied-bound test (cheap: one sparse sweep)
 _RAY_TIE = 1e-9  # two hits within this relative distance along a ray are a tie (the ray is not used)
+_DENSE_PRODUCT = 250_000  # entries: a G this small is also kept dense, for its products with single vectors
 # a simplex vertex is exact to round-off, but HiGHS accepts a basis up to its feasibility tolerance: held to 1e-9
 LP_OPTIONS: dict[str, bool | int | float | str] = {
     "presolve": "off",
@@ -80,10 +81,25 @@ class Problem:
     x0: np.ndarray
     candidates: np.ndarray  # rows of G to decide (the others are implicit equalities)
     tol: float
+    rho: np.ndarray = field(init=False, repr=False)  # round_off(h, tol)
+    _dense: np.ndarray | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.rho = round_off(self.h, self.tol)
+        if self.G.shape[0] * self.G.shape[1] <= _DENSE_PRODUCT:
+            self._dense = self.G.toarray()
 
     @property
     def n(self) -> int:
         return self.G.shape[1]
+
+    def rows(self, idx: np.ndarray) -> np.ndarray | sp.csr_matrix:
+        """G[idx]: dense rows of a small G (its dense copy), else CSR."""
+        return self._dense[idx] if self._dense is not None else self.G[idx]
+
+    def Gx(self, x: np.ndarray) -> np.ndarray:
+        """G @ x (through a dense copy of a small G: scipy's sparse product costs ~20 us of dispatch)."""
+        return self._dense @ x if self._dense is not None else self.G @ x
 
 
 @dataclass
@@ -174,6 +190,25 @@ class KeptLP:
             self.lo[v] = -np.inf if upper is None else -float(upper)
         self.h.changeColBounds(v, float(self.lo[v]), float(self.hi[v]))
 
+    def set_rows(self, rows: np.ndarray, upper: np.ndarray | None) -> None:
+        """Rows of G in the model with right-hand sides ``upper`` (None: free): ``_set_row`` for many rows, in
+        one HiGHS call per kind (rows of A, bounds)."""
+        pb = self.pb
+        rows = np.asarray(rows, dtype=int)
+        up = np.full(rows.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
+        r = self.is_row[rows]
+        if r.any():
+            slots = self.row_slot[rows[r]].astype(np.int32)
+            self.h.changeRowsBounds(slots.size, slots, np.full(slots.size, -np.inf), up[r])
+        b = np.flatnonzero(~r)
+        b = b[~pb.pinned[pb.var[rows[b]]]]
+        if b.size:
+            v, hi = pb.var[rows[b]], pb.kind[rows[b]] > 0
+            self.hi[v[hi]] = up[b[hi]]
+            self.lo[v[~hi]] = -up[b[~hi]]
+            cols = np.unique(v).astype(np.int32)
+            self.h.changeColsBounds(cols.size, cols, self.lo[cols], self.hi[cols])
+
     def keep(self, j: int) -> None:
         self._set_row(j, float(self.pb.h[j]))
         self._kept_since += 1
@@ -192,9 +227,13 @@ class KeptLP:
 
     def maximize_rows(self, rows: np.ndarray) -> tuple[np.ndarray, Solution]:
         """max Σ_{k in rows} g_k x over the model as it stands: (x, HiGHS's solution with the duals)."""
-        G = self.pb.G
-        idx = np.concatenate([G.indices[G.indptr[k] : G.indptr[k + 1]] for k in rows])
-        val = np.concatenate([G.data[G.indptr[k] : G.indptr[k + 1]] for k in rows])
+        pb = self.pb
+        if np.all(pb.kind[rows] != 0):  # bounds only (the groups' case): g_k = kind_k e_var_k
+            idx, val = pb.var[rows], pb.kind[rows].astype(float)
+        else:
+            G = pb.G
+            idx = np.concatenate([G.indices[G.indptr[k] : G.indptr[k + 1]] for k in rows])
+            val = np.concatenate([G.data[G.indptr[k] : G.indptr[k + 1]] for k in rows])
         cols, at = np.unique(idx, return_inverse=True)
         return self._maximize(cols.astype(np.int32), np.bincount(at, weights=val, minlength=cols.size))
 
@@ -340,7 +379,7 @@ def random_rays(
     cand = rows  # the undecided rows: a copy decided redundant would tie with its original
     if d == 0 or cand.size == 0:
         return {}, 0
-    Gc = pb.G[cand]
+    Gc = pb.rows(cand)
     s = pb.h[cand] - Gc @ pb.x0
     if np.min(s) <= 0:
         return {}, 0  # x0 is not strictly inside: the rays prove nothing
@@ -405,10 +444,10 @@ def directed_rays(
     s = s0[alive]
     if np.min(s) <= 0:
         return found  # x0 is not strictly inside: the rays prove nothing
-    Ga = pb.G[alive]
+    Ga = pb.rows(alive)
     for a in range(0, rows.size, _DIRECTED_BATCH):
         J = rows[a : a + _DIRECTED_BATCH]
-        D = basis @ np.asarray(pb.G[J] @ basis).T  # n x |J|: each row's normal projected onto the flat
+        D = basis @ np.asarray(pb.rows(J) @ basis).T  # n x |J|: each row's normal projected onto the flat
         GD = np.asarray(Ga @ D)
         with np.errstate(divide="ignore", invalid="ignore"):
             T = np.where(GD > 1e-12, s[:, None] / GD, np.inf)
@@ -425,7 +464,7 @@ def shoot(pb: Problem, s0: np.ndarray, x: np.ndarray, alive: np.ndarray, open_: 
     redundant (``alive``; several when they tie), and a lower bound on the margin of the first one: how far
     past its hyperplane the ray goes before the next hit (0 when they tie)."""
     d = x - pb.x0
-    gd = (pb.G @ d)[alive]  # (the whole product: cheaper than slicing the rows out first)
+    gd = pb.Gx(d)[alive]  # (the whole product: cheaper than slicing the rows out first)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(gd > 0, np.maximum(s0[alive], 0.0) / np.where(gd > 0, gd, 1.0), np.inf)
     k = int(np.argmin(t))
@@ -445,7 +484,7 @@ def _redundant(out: Outcome, lp: KeptLP, j: int, v: float, x: np.ndarray, sol: S
     out.margin[j] = v - pb.h[j]
     out.value[j] = v
     out.how[j] = "redundant"
-    out.exact_value[j] = bool(np.max(pb.G @ x - pb.h - round_off(pb.h, pb.tol), initial=0.0) <= 0.0)
+    out.exact_value[j] = bool(np.max(pb.Gx(x) - pb.h - pb.rho, initial=0.0) <= 0.0)
     if out.exact_value[j]:
         lp.seen(x)
     idx, vals = multipliers(lp, sol, out.kept)
@@ -458,7 +497,7 @@ _CHUNK = 2048  # rows of G N formed at a time (G N is dense: rows x dim)
 
 def _flat_images(pb: Problem, basis: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Norms and unit directions of the rows' images in the flat (g N)."""
-    GN = np.asarray(pb.G[rows] @ basis)
+    GN = np.asarray(pb.rows(rows) @ basis)
     nr = np.linalg.norm(GN, axis=1)
     return nr, GN / np.where(nr > 0, nr, 1.0)[:, None]
 
@@ -478,42 +517,32 @@ def flat_duplicates(pb: Problem, basis: np.ndarray, out: Outcome, decided: np.nd
         R = np.round(U, 9) + 0.0  # (+ 0.0 turns -0.0 into 0.0: the same key)
         keys[a : a + _CHUNK] = [hash(R[k].tobytes()) for k in range(R.shape[0])]
     const = norms <= 1e-9
-    for k in np.flatnonzero(const):
-        j = int(cand[k])
-        decided[j], out.kept[j], out.how[j] = True, False, "redundant"
-        out.value[j], out.margin[j], out.exact_value[j] = pb.h[j] - s0[j], -s0[j], True
-    groups: dict[int, list[int]] = {}
-    for k in np.flatnonzero(~const):
-        groups.setdefault(int(keys[k]), []).append(int(k))
-    dup_i, dup_k, scale = [], [], []
-    multi = [np.array(g) for g in groups.values() if len(g) > 1]
-    at = np.zeros(cand.size, dtype=int)
-    batch_end = np.cumsum([g.size for g in multi]) // _CHUNK  # groups whose images are formed together
-    U_all = np.zeros((0, basis.shape[1]))
-    for b, mem in enumerate(multi):
-        if b == 0 or batch_end[b] != batch_end[b - 1]:  # the next batch's images, compared exactly
-            rows = np.concatenate(multi[b : np.searchsorted(batch_end, batch_end[b], side="right")])
-            at[rows] = np.arange(rows.size)
-            U_all = _flat_images(pb, basis, cand[rows])[1]
-        U = U_all[at[mem]]
-        dist = s0[cand[mem]] / norms[mem]
-        order = np.lexsort((cand[mem], dist))
-        rep = mem[order[0]]
-        for o in order[1:]:
-            k = mem[o]
-            if np.max(np.abs(U[o] - U[order[0]])) > _PARALLEL:
-                continue  # parallel to 9 digits only (or a hash collision): left to the LPs
-            j, r = int(cand[k]), int(cand[rep])
-            decided[j], out.kept[j], out.how[j] = True, False, "redundant"
-            out.margin[j] = (dist[order[0]] - s0[j] / norms[k]) * norms[k]
-            dup_i.append(j)
-            dup_k.append(r)
-            scale.append(norms[k] / norms[rep])
-    out.info["dup"] = (np.array(dup_i, dtype=int), np.array(dup_k, dtype=int), np.array(scale))
+    c = cand[const]
+    decided[c], out.kept[c], out.how[c] = True, False, "redundant"
+    out.value[c], out.margin[c], out.exact_value[c] = pb.h[c] - s0[c], -s0[c], True
+    live = np.flatnonzero(~const)
+    _, grp, count = np.unique(keys[live], return_inverse=True, return_counts=True)
+    mem, gid = live[count[grp] > 1], grp[count[grp] > 1]
+    dist = s0[cand[mem]] / norms[mem]
+    order = np.lexsort((cand[mem], dist, gid))  # per group: the row closest to x0 first (ties: lowest index)
+    mem, gid, dist = mem[order], gid[order], dist[order]
+    first = np.r_[True, gid[1:] != gid[:-1]] if mem.size else np.zeros(0, dtype=bool)
+    rep = np.flatnonzero(first)[np.cumsum(first) - 1]  # each member's representative (a position in mem)
+    dup = np.zeros(mem.size, dtype=bool)
+    for a in range(0, mem.size, _CHUNK):  # unit images compared exactly, _CHUNK members at a time
+        sl = slice(a, a + _CHUNK)
+        U, Ur = _flat_images(pb, basis, cand[mem[sl]])[1], _flat_images(pb, basis, cand[mem[rep[sl]]])[1]
+        dup[sl] = ~first[sl] & (np.max(np.abs(U - Ur), axis=1) <= _PARALLEL)  # (else 9 digits only: the LPs')
+    k, r = mem[dup], mem[rep[dup]]
+    j, jr = cand[k], cand[r]
+    decided[j], out.kept[j], out.how[j] = True, False, "redundant"
+    out.margin[j] = (dist[rep[dup]] - s0[j] / norms[k]) * norms[k]
+    scale = norms[k] / norms[r]
+    out.info["dup"] = (j, jr, scale)
     store = out.info.setdefault("_mult", {})
     assert isinstance(store, dict)
-    for j, r, f in zip(dup_i, dup_k, scale):
-        store[j] = (np.array([r]), np.array([f]))
+    for i, ir, f in zip(j.tolist(), jr.tolist(), scale.tolist()):
+        store[i] = (np.array([ir]), np.array([f]))
 
 
 def clarkson(
@@ -533,8 +562,8 @@ def clarkson(
         mult=sp.csr_matrix((m, m)),
     )
     lp = KeptLP(pb)
-    rho = round_off(pb.h, pb.tol)
-    s0 = pb.h - pb.G @ pb.x0
+    rho = pb.rho
+    s0 = pb.h - pb.Gx(pb.x0)
     decided = np.ones(m, dtype=bool)
     decided[pb.candidates] = False
     cand_mask = ~decided

@@ -41,10 +41,14 @@ class BoundGroups:
         self.relax = relax
         self.peeled = np.zeros(pb.G.shape[0], dtype=int)  # times a row was a failed group's widest member
         self.seen = np.zeros(pb.G.shape[0])  # each row's largest width (g_k x + u_k) seen at a group LP's point
+        self.s0 = pb.h - pb.Gx(pb.x0)  # slacks at x0
         self.opposite = np.full(pb.G.shape[0], -1)
         b = np.flatnonzero(pb.kind != 0)
         self.opposite[b] = lp.bound_row[(pb.kind[b] > 0).astype(int), pb.var[b]]
         self._memo: dict[int, tuple[dict[int, float] | None, np.ndarray]] = {}
+        # rows whose certificate was seen to rewrite on rows present (a member whose opposite row no longer
+        # does is dropped when its group is formed, where each rewriting is checked again)
+        self.rewrites = np.zeros(pb.G.shape[0], dtype=bool)
         self.n_lps = 0
         self.n_rows = 0
         self.n_failed = 0  # group LPs inside P that certified nothing
@@ -57,8 +61,8 @@ class BoundGroups:
         o = self.opposite[rows]
         ok = (o >= 0) & (self.peeled[rows] < _TRIES)
         ok[ok] = decided[o[ok]]
-        for a in np.flatnonzero(ok & ~out.kept[np.maximum(o, 0)]):
-            ok[a] = self._on_present(out, int(o[a]), decided) is not None
+        for a in np.flatnonzero(ok & ~out.kept[np.maximum(o, 0)] & ~self.rewrites[np.maximum(o, 0)]):
+            ok[a] = self.rewrites[o[a]] = self._on_present(out, int(o[a]), decided) is not None
         return rows[ok]
 
     def _on_present(self, out: Outcome, k: int, decided: np.ndarray) -> dict[int, float] | None:
@@ -87,11 +91,21 @@ class BoundGroups:
         self._memo[k] = (acc, np.fromiter(acc, dtype=int, count=len(acc)))
         return acc
 
-    def _u(self, out: Outcome, rows: np.ndarray) -> np.ndarray:
-        """u_k: the bound -g_k x <= u_k its decided opposite row gives (its value when redundant)."""
+    def _u(self, out: Outcome, rows: np.ndarray, decided: np.ndarray) -> np.ndarray:
+        """u_k: the bound -g_k x <= u_k its decided opposite row o gives: h_o when kept, its value when
+        redundant, or, without a value (a copy of a row parallel on the flat), its certificate y on rows
+        present evaluated at x0: g_o x0 + Σ y_r s0_r (g_o x - Σ y_r g_r x is constant on the flat)."""
+        pb = self.lp.pb
         o = self.opposite[rows]
         v = out.value[o]
-        return np.where(out.kept[o] | ~np.isfinite(v), self.lp.pb.h[o], v)
+        u = np.where(out.kept[o] | ~np.isfinite(v), pb.h[o], v)
+        for a in np.flatnonzero(~out.kept[o] & ~np.isfinite(v) & decided[o]):
+            y = self._on_present(out, int(o[a]), decided)
+            if y:
+                k = np.fromiter(y, dtype=int, count=len(y))
+                w = np.fromiter(y.values(), dtype=float, count=len(y))
+                u[a] = min(u[a], pb.h[o[a]] - self.s0[o[a]] + float(w @ self.s0[k]))
+        return u
 
     def _select(
         self, out: Outcome, open_: np.ndarray, decided: np.ndarray
@@ -101,7 +115,7 @@ class BoundGroups:
         Also each member's opposite row on rows present."""
         pb = self.lp.pb
         E = self._eligible(out, open_, decided)
-        u = self._u(out, E)
+        u = self._u(out, E, decided)
         rng_ = pb.h[E] + u
         at_points = np.where(pb.kind[E] > 0, self.lp.hi_seen[pb.var[E]], -self.lp.lo_seen[pb.var[E]])
         w = np.maximum(self.seen[E], at_points + u)  # widths reached at points of P seen (x0 too)
@@ -115,9 +129,9 @@ class BoundGroups:
             S_list.append(int(E[a]))
             total, low = total + w[a], min(low, rng_[a])
         S = np.array(S_list, dtype=int)
-        terms = [self._on_present(out, int(o), decided) or {} for o in self.opposite[S]]
-        clear = np.array([not (set(y) & set(S_list)) for y in terms], dtype=bool)
-        return S[clear], [y for y, c in zip(terms, clear) if c]
+        found = [self._on_present(out, int(o), decided) for o in self.opposite[S]]
+        clear = np.array([y is not None and not (set(y) & set(S_list)) for y in found], dtype=bool)
+        return S[clear], [y for y, c in zip(found, clear) if y is not None and c]
 
     def _certify(
         self,
@@ -133,12 +147,15 @@ class BoundGroups:
         ``value``; multipliers: the LP's (``lp_mult``) and the opposite rows of the other members."""
         pb = self.lp.pb
         idx, vals = lp_mult
-        cols = np.unique(np.concatenate([idx, np.fromiter((k for y in terms for k in y), dtype=int)]))
+        sizes = [len(y) for y in terms]
+        names = np.fromiter((k for y in terms for k in y), dtype=int, count=sum(sizes))
+        cols, at = np.unique(np.concatenate([idx, names]), return_inverse=True)
         D = np.zeros((len(terms), cols.size))  # row a: member a's opposite row on rows present
-        for a, y in enumerate(terms):
-            D[a, np.searchsorted(cols, np.fromiter(y, dtype=int, count=len(y)))] = list(y.values())
+        D[np.repeat(np.arange(len(terms)), sizes), at[idx.size :]] = np.fromiter(
+            (a for y in terms for a in y.values()), dtype=float, count=names.size
+        )
         base = D.sum(axis=0)
-        base[np.searchsorted(cols, idx)] += vals
+        base[at[: idx.size]] += vals
         Y = base - D[ok]  # row a: the LP's multipliers and the opposite rows of the other members
         Y[Y <= 1e-12 * max(1.0, float(np.max(np.abs(Y))))] = 0.0  # (exact cancellations, up to round-off)
         store = out.info.setdefault("_mult", {})
@@ -173,18 +190,16 @@ class BoundGroups:
         S, terms = self._select(out, open_, decided)
         if S.size < 2:
             return False
-        for k in S:
-            lp._set_row(int(k), float(pb.h[k]) + self.relax)
+        lp.set_rows(S, pb.h[S] + self.relax)
         try:
             x, sol = lp.maximize_rows(S)
         finally:
-            for k in S:
-                lp.release(int(k))
+            lp.set_rows(S, None)
         self.n_lps += 1
         gx = pb.kind[S] * x[pb.var[S]]
         if np.any(gx > pb.h[S] + rho[S]):  # outside P: a Clarkson step
             return keep_hits(out, lp, x, decided, cand_mask, s0, recheck)
-        u = self._u(out, S)
+        u = self._u(out, S, decided)
         share = gx + u  # each member's width at the LP's point (>= 0 up to round-off)
         value = float(np.sum(share)) - u
         ok = value <= pb.h[S] - pb.tol  # clear of a tie: a borderline row is left to its own LP

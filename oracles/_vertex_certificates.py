@@ -426,8 +426,6 @@ def vertex_phase(
     afterwards. Returns the rate of the last rounds (0 when none ran)."""
     import time
 
-    from ._clarkson import round_off
-
     pb = lp.pb
     cand = np.zeros(decided.size, dtype=bool)
     cand[pb.candidates] = True
@@ -450,7 +448,7 @@ def vertex_phase(
             x, hs, _ = lp.solve_cost(_objective(pb.G, und, rng), cap)
             wit.n_lps += 1
             iters.append(int(hs.getInfo().simplex_iteration_count))
-            if np.max(pb.G @ x - pb.h - round_off(pb.h, pb.tol), initial=0.0) <= 0.0:
+            if np.max(pb.Gx(x) - pb.h - pb.rho, initial=0.0) <= 0.0:
                 lp.seen(x)  # a point of P: its coordinates may settle a redundant bound's tightened value
             c = certify_at_vertex(lp, hs, x, np.flatnonzero(cand & ~decided), alive, s0, pb.tol)
             _record(wit, c)
