@@ -191,15 +191,14 @@ class KeptLP:
         self.h.changeColBounds(v, float(self.lo[v]), float(self.hi[v]))
 
     def set_rows(self, rows: np.ndarray, upper: np.ndarray | None) -> None:
-        """Rows of G in the model with right-hand sides ``upper`` (None: free): ``_set_row`` for many rows, in
-        one HiGHS call per kind (rows of A, bounds)."""
+        """Rows of G in the model with right-hand sides ``upper`` (None: free): ``_set_row`` for many rows, the
+        bounds in one HiGHS call."""
         pb = self.pb
         rows = np.asarray(rows, dtype=int)
         up = np.full(rows.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
         r = self.is_row[rows]
-        if r.any():
-            slots = self.row_slot[rows[r]].astype(np.int32)
-            self.h.changeRowsBounds(slots.size, slots, np.full(slots.size, -np.inf), up[r])
+        for slot, u in zip(self.row_slot[rows[r]].tolist(), up[r].tolist()):  # (rows of A: rare here)
+            self.h.changeRowBounds(int(slot), -np.inf, u)
         b = np.flatnonzero(~r)
         b = b[~pb.pinned[pb.var[rows[b]]]]
         if b.size:
