@@ -392,11 +392,8 @@ def random_rays(
         rays += batch
         with np.errstate(divide="ignore", invalid="ignore"):
             T = np.where(GD > 1e-12, s[:, None] / GD, np.inf)
-        if T.shape[0] < 2:
-            T = np.vstack([T, np.full((1, T.shape[1]), np.inf)])
-        two = np.partition(T, 1, axis=0)[:2]
-        first = np.argmin(T, axis=0)
-        ok = np.flatnonzero(np.isfinite(two[0]) & (two[1] > two[0] * (1.0 + _RAY_TIE) + 1e-15))
+        first, two, alone = _first_hits(T)
+        ok = np.flatnonzero(alone)
         with np.errstate(invalid="ignore"):
             lb = np.where(np.isfinite(two[1, ok]), (two[1, ok] - two[0, ok]) * GD[first[ok], ok], np.inf)
         rows, at = np.unique(cand[first[ok]], return_inverse=True)
@@ -825,14 +822,13 @@ def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
     store = out.info.pop("_mult", {})
     assert isinstance(store, dict)
     expand_multipliers(store, out.kept)
-    rows, cols, vals = [], [], []
-    for j, (idx, v) in store.items():
-        rows.append(np.full(idx.size, j))
-        cols.append(idx)
-        vals.append(v)
-    if not rows:
+    if not store:
         return sp.csr_matrix((m, m))
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(m, m))
+    sizes = [idx.size for idx, _ in store.values()]
+    rows = np.repeat(np.fromiter(store, dtype=int, count=len(store)), sizes)
+    cols = np.concatenate([idx for idx, _ in store.values()])
+    vals = np.concatenate([v for _, v in store.values()])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(m, m))
 
 
 def expand_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> None:

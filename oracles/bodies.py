@@ -194,6 +194,15 @@ class Polytope(ConvexBody):
                 raise ValueError("A_eq and b_eq must be given together")
             self._add_equalities(A_eq, b_eq, "A_eq", "b_eq")
 
+    @classmethod
+    def _adopting(cls, A: np.ndarray, b: np.ndarray, *, dim: int) -> Polytope:
+        """(Private.) {x : A x <= b} holding the checked A itself, not a copy: for a fresh dense A that no one
+        else holds (``add_halfspaces`` copies the rows into its growth buffer)."""
+        P = cls(dim=dim)
+        A, b = P._checked_rows(A, b, "A", "b")
+        P._A, P._b, P._m = A, b, A.shape[0]
+        return P
+
     # -- growth -----------------------------------------------------------------------------------
     @staticmethod
     def _append(

@@ -136,12 +136,21 @@ class Simplified:
         N, x0 = self.basis, self.interior_point
         if N.shape[1] == 0:
             raise ValueError("P is one point (dimension 0, see interior_point): there is no polytope in z to return")
-        up, lo = self.kept_upper, self.kept_lower
         AN = np.asarray(Q.A @ N) if Q.A.shape[0] else np.zeros((0, N.shape[1]))
-        rows = np.vstack([AN, N[up], -N[lo]])
-        rhs = np.concatenate([Q.b - Q.A @ x0, Q.ub[up] - x0[up], x0[lo] - Q.lb[lo]])
-        live = np.any(rows != 0, axis=1)  # a row on pinned coordinates only is constant on the flat
-        return Transformed(Polytope(rows[live], rhs[live], dim=N.shape[1]), x0.copy(), N)
+        # a row on pinned coordinates only is constant on the flat: left out
+        live_a, nz = np.any(AN != 0, axis=1), np.any(N != 0, axis=1)
+        up, lo = self.kept_upper[nz[self.kept_upper]], self.kept_lower[nz[self.kept_lower]]
+        rhs = np.concatenate([(Q.b - Q.A @ x0)[live_a], Q.ub[up] - x0[up], x0[lo] - Q.lb[lo]])
+        # the rows gathered once into the result's own array (at 20,000 reactions the stacked pieces, a
+        # filtered copy and the polytope's copy took three times the result: 4.8 GB for 1.6 GB)
+        rows = np.empty((rhs.size, N.shape[1]))
+        a, u = int(np.sum(live_a)), up.size
+        rows[:a] = AN[live_a]
+        del AN
+        np.take(N, up, axis=0, out=rows[a : a + u], mode="clip")  # (indices valid; "raise" would buffer out)
+        np.take(N, lo, axis=0, out=rows[a + u :], mode="clip")
+        np.negative(rows[a + u :], out=rows[a + u :])
+        return Transformed(Polytope._adopting(rows, rhs, dim=N.shape[1]), x0.copy(), N)
 
     def certificate(self, i: int) -> dict[str, object]:
         """Row i of P.A: its verdict, margin, LP value, multipliers on the kept rows (indices into L) and tol."""
