@@ -45,7 +45,9 @@ class BoundGroups:
         self.opposite = np.full(pb.G.shape[0], -1)
         b = np.flatnonzero(pb.kind != 0)
         self.opposite[b] = lp.bound_row[(pb.kind[b] > 0).astype(int), pb.var[b]]
-        self._memo: dict[int, tuple[dict[int, float] | None, np.ndarray]] = {}
+        # per removed row: its combination on rows present, their indices, and g_k x0 + Σ y_r s0_r (the bound
+        # on g_k x that the combination gives: g_k x - Σ y_r g_r x is constant on the flat)
+        self._memo: dict[int, tuple[dict[int, float] | None, np.ndarray, float]] = {}
         # rows whose certificate was seen to rewrite on rows present (a member whose opposite row no longer
         # does is dropped when its group is formed, where each rewriting is checked again)
         self.rewrites = np.zeros(pb.G.shape[0], dtype=bool)
@@ -73,12 +75,12 @@ class BoundGroups:
             return {k: 1.0}
         hit = self._memo.get(k)
         if hit is not None:
-            y, names = hit
+            y, names, _ = hit
             if y is None or np.all(out.kept[names] | ~decided[names]):
                 return y
         store = out.info.get("_mult", {})
         assert isinstance(store, dict)
-        self._memo[k] = (None, np.zeros(0, dtype=int))  # (a cycle, were there one, ends here)
+        self._memo[k] = (None, np.zeros(0, dtype=int), np.inf)  # (a cycle, were there one, ends here)
         if k not in store:
             return None
         acc: dict[int, float] = {}
@@ -88,7 +90,13 @@ class BoundGroups:
                 return None
             for t, b in sub.items():
                 acc[t] = acc.get(t, 0.0) + a * b
-        self._memo[k] = (acc, np.fromiter(acc, dtype=int, count=len(acc)))
+        names = np.fromiter(acc, dtype=int, count=len(acc))
+        at_x0 = (
+            self.lp.pb.h[k]
+            - self.s0[k]
+            + float(np.fromiter(acc.values(), dtype=float, count=len(acc)) @ self.s0[names])
+        )
+        self._memo[k] = (acc, names, at_x0)
         return acc
 
     def _u(self, out: Outcome, rows: np.ndarray, decided: np.ndarray) -> np.ndarray:
@@ -100,38 +108,36 @@ class BoundGroups:
         v = out.value[o]
         u = np.where(out.kept[o] | ~np.isfinite(v), pb.h[o], v)
         for a in np.flatnonzero(~out.kept[o] & ~np.isfinite(v) & decided[o]):
-            y = self._on_present(out, int(o[a]), decided)
-            if y:
-                k = np.fromiter(y, dtype=int, count=len(y))
-                w = np.fromiter(y.values(), dtype=float, count=len(y))
-                u[a] = min(u[a], pb.h[o[a]] - self.s0[o[a]] + float(w @ self.s0[k]))
+            if self._on_present(out, int(o[a]), decided) is not None:
+                u[a] = min(u[a], self._memo[int(o[a])][2])
         return u
 
     def _select(
         self, out: Outcome, open_: np.ndarray, decided: np.ndarray
-    ) -> tuple[np.ndarray, list[dict[int, float]]]:
+    ) -> tuple[np.ndarray, list[dict[int, float]], np.ndarray]:
         """The group: eligible open rows, smallest width seen first, while the widths seen sum to under _FILL
         of the smallest range in it; members whose opposite row's certificate names another member left out.
-        Also each member's opposite row on rows present."""
+        Also each member's opposite row on rows present, and its u."""
         pb = self.lp.pb
         E = self._eligible(out, open_, decided)
         u = self._u(out, E, decided)
         rng_ = pb.h[E] + u
         at_points = np.where(pb.kind[E] > 0, self.lp.hi_seen[pb.var[E]], -self.lp.lo_seen[pb.var[E]])
         w = np.maximum(self.seen[E], at_points + u)  # widths reached at points of P seen (x0 too)
-        S_list: list[int] = []
+        pick: list[int] = []  # positions in E
         total, low = 0.0, np.inf
-        for a in np.lexsort((-rng_, w)):
-            if len(S_list) == GROUP_SIZE:
+        for a in np.lexsort((-rng_, w)).tolist():
+            if len(pick) == GROUP_SIZE:
                 break
-            if S_list and total + w[a] > _FILL * min(low, rng_[a]):
+            if pick and total + w[a] > _FILL * min(low, rng_[a]):
                 continue
-            S_list.append(int(E[a]))
+            pick.append(a)
             total, low = total + w[a], min(low, rng_[a])
-        S = np.array(S_list, dtype=int)
+        S = E[pick]
+        members = set(S.tolist())
         found = [self._on_present(out, int(o), decided) for o in self.opposite[S]]
-        clear = np.array([y is not None and not (set(y) & set(S_list)) for y in found], dtype=bool)
-        return S[clear], [y for y, c in zip(found, clear) if y is not None and c]
+        clear = np.array([y is not None and not (set(y) & members) for y in found], dtype=bool)
+        return S[clear], [y for y, c in zip(found, clear) if y is not None and c], u[pick][clear]
 
     def _certify(
         self,
@@ -187,7 +193,7 @@ class BoundGroups:
             return False  # the bounds are as wide as the fluxes go: groups certify nothing here
         if self._eligible(out, np.array([i]), decided).size == 0:
             return False
-        S, terms = self._select(out, open_, decided)
+        S, terms, u = self._select(out, open_, decided)
         if S.size < 2:
             return False
         lp.set_rows(S, pb.h[S] + self.relax)
@@ -199,7 +205,6 @@ class BoundGroups:
         gx = pb.kind[S] * x[pb.var[S]]
         if np.any(gx > pb.h[S] + rho[S]):  # outside P: a Clarkson step
             return keep_hits(out, lp, x, decided, cand_mask, s0, recheck)
-        u = self._u(out, S, decided)
         share = gx + u  # each member's width at the LP's point (>= 0 up to round-off)
         value = float(np.sum(share)) - u
         ok = value <= pb.h[S] - pb.tol  # clear of a tie: a borderline row is left to its own LP

@@ -321,10 +321,11 @@ def _problem(P: Polytope, ie: ImplicitEqualities, basis: np.ndarray, tol: float)
     pinned = np.isfinite(pin)
     F = sp.vstack([sp.csr_matrix(S.Ae), G[np.flatnonzero(eq & (kind == 0))]], format="csr")
     f = np.concatenate([S.be, S.h[eq & (kind == 0)]])
-    Fl = sp.csr_matrix(F[:, np.flatnonzero(~pinned)])
-    Fl.eliminate_zeros()
-    live = np.diff(Fl.indptr) > 0  # rows on pinned columns only hold at x0 already
-    F, f = F[np.flatnonzero(live)], f[live]
+    entry_row = np.repeat(np.arange(F.shape[0]), np.diff(F.indptr))
+    on_free = ~pinned[F.indices] & (F.data != 0)
+    live = np.bincount(entry_row[on_free], minlength=F.shape[0]) > 0  # rows on pinned columns only hold at x0
+    if not live.all():
+        F, f = F[np.flatnonzero(live)], f[live]
     x0[pinned] = pin[pinned]
     on_pinned = (kind != 0) & ~eq & pinned[np.maximum(S.var, 0)]
     cand = np.flatnonzero(~eq & ~on_pinned)
