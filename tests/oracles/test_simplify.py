@@ -400,16 +400,16 @@ def _recheck_bound_multipliers(P: Polytope, s: Simplified, *, kept_only: bool) -
     """Every redundant bound's multipliers re-check (with ``kept_only``, they also name kept rows only, and
     every such bound has some): g = Σ y_k g_k + (a combination of the equalities and fixed coordinates, by
     least squares) and h >= Σ y_k h_k + that combination's right-hand side. Returns how many were checked."""
-    n = P.dim
-    kept_l = set(np.concatenate([s.kept_upper, n + s.kept_lower]).tolist())
+    m, n = P.A.shape[0], P.dim
+    kept_l = set(np.concatenate([s.kept, m + s.kept_upper, m + n + s.kept_lower]).tolist())
     fixed = set(s.fixed_variables.tolist())
     M = sp.vstack([P.A_eq, sp.identity(n, format="csr")[s.fixed_variables]]).toarray()
     rhs = np.concatenate([P.b_eq, s.interior_point[s.fixed_variables]])
-    L_rows = [_unit_row(P, k) for k in range(2 * n)]
+    L_rows = [_unit_row(P, k) for k in range(m + 2 * n)]
     checked = 0
-    for k in np.concatenate([s.redundant_upper, n + s.redundant_lower]):
+    for k in np.concatenate([m + s.redundant_upper, m + n + s.redundant_lower]):
         y = s.multipliers.getrow(int(k))
-        if int(k) % n in fixed or (y.nnz == 0 and not kept_only):
+        if (int(k) - m) % n in fixed or (y.nnz == 0 and not kept_only):
             continue
         if kept_only:
             assert y.nnz > 0 and set(y.indices.tolist()) <= kept_l

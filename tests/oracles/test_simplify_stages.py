@@ -218,3 +218,32 @@ def test_a_group_whose_widths_overflow_certifies_nothing(monkeypatch: pytest.Mon
     s = simplify(P, bounds="drop")
     assert s.kept_upper.tolist() == list(range(n)) and s.kept_lower.tolist() == list(range(n))
     assert int(s.info["group_lps"]) > 0 and int(s.info["group_rows"]) == 0  # type: ignore[call-overload]
+
+
+def _paired_network(p: int) -> Polytope:
+    """p pairs x_v = x_w with 0 <= x_w <= 1000, -1000 <= x_v <= 1000 and the row Σ x_w <= 20: on the flat the
+    lower bound of x_v is a copy of x_w >= 0 (parallel, farther from x0), so it is decided without a value."""
+    n = 2 * p
+    E = np.zeros((p, n))
+    E[np.arange(p), 2 * np.arange(p)], E[np.arange(p), 2 * np.arange(p) + 1] = 1.0, -1.0
+    A = np.zeros((1, n))
+    A[0, 1::2] = 1.0
+    lb = np.tile([-1000.0, 0.0], p)
+    return Polytope(A, np.array([20.0]), E, np.zeros(p), lb=lb, ub=np.full(n, 1000.0))
+
+
+def test_a_copy_opposite_bound_gives_the_group_its_certificate_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x_v <= 1000 is grouped when its opposite row x_v >= -1000 was decided as a copy of x_w >= 0: the
+    copy's certificate at x0 bounds -x_v by 0, not by 1000 (with 1000 no two members fit in a range of 2000).
+    Far fewer LPs than one per bound, the same kept rows, multipliers that re-check."""
+    p = 24
+    P = _paired_network(p)
+    s = simplify(P, bounds="drop")
+    with monkeypatch.context() as mp:
+        mp.setattr("oracles._group_redundancy.BoundGroups.step", lambda *a, **k: False)
+        alone = simplify(P, bounds="drop")
+    assert int(s.info["group_rows"]) >= p // 2  # type: ignore[call-overload]
+    assert alone.n_lps - s.n_lps >= p // 2
+    assert _kept_bounds(s) == _kept_bounds(alone) == {("lower", 2 * k + 1) for k in range(p)}
+    assert s.kept.tolist() == [0]
+    assert _recheck_bound_multipliers(P, s, kept_only=True) >= int(s.info["group_rows"])  # type: ignore[call-overload]
