@@ -95,7 +95,7 @@ class HighsBackend(Backend):
     @staticmethod
     def pass_data(h: Highs, data: ProblemData) -> None:
         hp = _highspy()
-        A = sp.vstack([data.csc("ub"), data.csc("eq")], format="csc")
+        A = data.stacked_csc()
         lp = hp.HighsLp()
         lp.num_col_ = data.n
         lp.num_row_ = A.shape[0]
