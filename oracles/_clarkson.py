@@ -27,6 +27,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,11 @@ class Problem:
     @property
     def n(self) -> int:
         return self.G.shape[1]
+
+    @cached_property
+    def F_coo(self) -> sp.coo_matrix:
+        """F as COO (the implied-bound propagation's entry lists), formed once."""
+        return sp.coo_matrix(self.F)
 
     def rows(self, idx: np.ndarray) -> np.ndarray | sp.csr_matrix:
         """G[idx]: dense rows of a small G (its dense copy), else CSR."""

@@ -523,7 +523,7 @@ def implied_bounds(lp: KeptLP, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
     b = rows[pb.kind[rows] != 0]
     if b.size == 0 or pb.F.shape[0] == 0:
         return b[:0], np.zeros(0), []
-    C = sp.coo_matrix(pb.F)
+    C = pb.F_coo
     lo, hi = lp.lo.copy(), lp.hi.copy()
     der = _propagate(C, pb.f, lo, hi)
     kind, var = pb.kind[b], pb.var[b]
