@@ -577,7 +577,7 @@ def clarkson(
     _implied(out, lp, decided, cand_mask)
     _priced_phase(out, lp, basis, decided, cand_mask, s0, rho, recheck, local_bounds)
     _implied(out, lp, decided, cand_mask)
-    groups = BoundGroups(lp, _RELAX) if local_bounds else None
+    groups = BoundGroups(lp, _RELAX, s0) if local_bounds else None
     _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng, groups)
     if groups is not None:
         out.info.update(group_lps=groups.n_lps, group_rows=groups.n_rows)

@@ -35,13 +35,13 @@ _FAILS = 8  # groups stop once this many certified nothing and these outnumber t
 class BoundGroups:
     """The group tests of one Clarkson run: what each row's width was seen to be, which rows go alone."""
 
-    def __init__(self, lp: KeptLP, relax: float) -> None:
+    def __init__(self, lp: KeptLP, relax: float, s0: np.ndarray) -> None:
         pb = lp.pb
         self.lp = lp
         self.relax = relax
         self.peeled = np.zeros(pb.G.shape[0], dtype=int)  # times a row was a failed group's widest member
         self.seen = np.zeros(pb.G.shape[0])  # each row's largest width (g_k x + u_k) seen at a group LP's point
-        self.s0 = pb.h - pb.Gx(pb.x0)  # slacks at x0
+        self.s0 = s0  # slacks at x0, h - G x0
         self.opposite = np.full(pb.G.shape[0], -1)
         b = np.flatnonzero(pb.kind != 0)
         self.opposite[b] = lp.bound_row[(pb.kind[b] > 0).astype(int), pb.var[b]]
