@@ -56,6 +56,11 @@ def _highspy() -> types.ModuleType:
     return highspy
 
 
+# IPX takes tens to a few hundred iterations; on some small LPs with free variables it never stops (3 free
+# variables, 4 rows: 938,000 iterations in 20 s, where the simplex takes 1 ms): past this, the simplex solves
+IPM_ITERATION_LIMIT = 2_000
+
+
 class HighsBackend(Backend):
     name = "HIGHS"
     cvxpy_name = "HIGHS"
@@ -86,6 +91,7 @@ class HighsBackend(Backend):
         h = hp.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("solver", algorithm)
+        h.setOptionValue("ipm_iteration_limit", IPM_ITERATION_LIMIT)
         if interior:
             h.setOptionValue("run_crossover", "off")
         for k, v in (options or {}).items():
@@ -161,9 +167,25 @@ class HighsBackend(Backend):
         quadratic = data.P is not None
         h = self.new_model(options, interior=interior, algorithm="choose" if quadratic else "ipm")
         self.pass_data(h, data)
-        h.run()
+        run_ipm_guarded(h)
         confirm_infeasible(h)
         return self.read(h, data, quadratic=quadratic)
+
+
+def run_ipm_guarded(h: Highs) -> None:
+    """``h.run()``; a run that stops at IPX's iteration limit (IPM_ITERATION_LIMIT, set by ``new_model``) is run
+    again with the simplex (and the model's solver option restored afterwards)."""
+    hp = _highspy()
+    h.run()
+    if h.getModelStatus() != hp.HighsModelStatus.kIterationLimit or h.getInfo().ipm_iteration_count == 0:
+        return
+    solver = h.getOptions().solver
+    h.setOptionValue("solver", "simplex")
+    h.clearSolver()
+    try:
+        h.run()
+    finally:
+        h.setOptionValue("solver", solver)
 
 
 def confirm_infeasible(h: Highs) -> None:
@@ -178,7 +200,7 @@ def confirm_infeasible(h: Highs) -> None:
         return
     h.setOptionValue("presolve", "off")
     h.clearSolver()
-    h.run()
+    run_ipm_guarded(h)
 
 
 class HighsModel:
@@ -198,12 +220,12 @@ class HighsModel:
     def minimize(self, c: np.ndarray) -> LPSolution:
         self.h.changeColsCost(self.data.n, self._idx, np.asarray(c, dtype=float))
         self.data = self.data.with_cost(np.asarray(c, dtype=float))
-        self.h.run()
+        run_ipm_guarded(self.h)
         if self.h.getModelStatus() == _highspy().HighsModelStatus.kUnknown:
             # a warm-started re-solve can end in status "Unknown" (a 15-flux network with bounds from 1 to 1000
             # does this) where the same LP from a cold start solves: drop the basis and run once more
             self.h.clearSolver()
-            self.h.run()
+            run_ipm_guarded(self.h)
         confirm_infeasible(self.h)
         return self.backend.read(self.h, self.data)
 

@@ -1,4 +1,5 @@
 """The solver registry: availability, MOSEK licence handling, input checks, LP/QP agreement, LPModel."""
+
 from __future__ import annotations
 
 import sys
@@ -67,16 +68,19 @@ def test_licence_probe_catches_a_failing_checkout(monkeypatch):
         backend_mosek.licence_status.cache_clear()
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(c=[1.0, np.nan], A_ub=np.eye(2), b_ub=np.ones(2)), "c"),
-    (dict(c=[1.0, 1.0], A_ub=np.eye(3), b_ub=np.ones(3)), "A_ub"),
-    (dict(c=[1.0, 1.0], A_ub=np.eye(2), b_ub=np.ones(3)), "b_ub"),
-    (dict(c=[1.0, 1.0], A_ub=np.eye(2), b_ub=[1.0, np.inf]), "b_ub"),
-    (dict(c=[1.0, 1.0], A_eq=np.ones((1, 2)), b_eq=None), "b_eq"),
-    (dict(c=[1.0, 1.0], bounds=[(0, 1)]), "bounds"),
-    (dict(c=[1.0, 1.0], bounds=(2.0, 1.0)), "bounds"),
-    (dict(c=np.ones((2, 2))), "c"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(c=[1.0, np.nan], A_ub=np.eye(2), b_ub=np.ones(2)), "c"),
+        (dict(c=[1.0, 1.0], A_ub=np.eye(3), b_ub=np.ones(3)), "A_ub"),
+        (dict(c=[1.0, 1.0], A_ub=np.eye(2), b_ub=np.ones(3)), "b_ub"),
+        (dict(c=[1.0, 1.0], A_ub=np.eye(2), b_ub=[1.0, np.inf]), "b_ub"),
+        (dict(c=[1.0, 1.0], A_eq=np.ones((1, 2)), b_eq=None), "b_eq"),
+        (dict(c=[1.0, 1.0], bounds=[(0, 1)]), "bounds"),
+        (dict(c=[1.0, 1.0], bounds=(2.0, 1.0)), "bounds"),
+        (dict(c=np.ones((2, 2))), "c"),
+    ],
+)
 def test_bad_lp_input_names_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
         solvers.solve_lp(**kwargs)
@@ -213,11 +217,13 @@ def test_backends_declare_their_capabilities(name):
     """kinds follow the SUPPORTS_* attributes; WARM_START / FIRST_ORDER_LP promise working methods."""
     be = solvers._REGISTRY[name]
     assert isinstance(be, solvers.Backend)
-    assert be.kinds == {k for k, ok in (("lp", be.SUPPORTS_LP), ("qp", be.SUPPORTS_QP),
-                                        ("conic", be.SUPPORTS_CONIC)) if ok}
+    assert be.kinds == {
+        k for k, ok in (("lp", be.SUPPORTS_LP), ("qp", be.SUPPORTS_QP), ("conic", be.SUPPORTS_CONIC)) if ok
+    }
     assert solvers.capabilities(name) == be.kinds
-    lp = solvers.ProblemData(np.ones(2), np.eye(2), np.ones(2), np.zeros((0, 2)), np.zeros(0),
-                             np.zeros(2), np.full(2, np.inf))
+    lp = solvers.ProblemData(
+        np.ones(2), np.eye(2), np.ones(2), np.zeros((0, 2)), np.zeros(0), np.zeros(2), np.full(2, np.inf)
+    )
     assert be.supports(lp) == be.SUPPORTS_LP and be.supports("qp") == be.SUPPORTS_QP
     assert isinstance(be.SMALL_LP_OPTIONS, dict)
     if not be.WARM_START:
@@ -235,6 +241,41 @@ def test_warm_start_and_first_order_backends_work():
     model = solvers.LPModel(np.vstack([np.eye(2), -np.eye(2)]), np.ones(4), solver="HIGHS")
     assert model._kept is not None
     assert model.maximize(np.array([1.0, 2.0]))[0] == pytest.approx(3.0)
-    sol = solvers.solve_lp(np.array([1.0, 1.0]), -np.eye(2), -np.ones(2), bounds=(-5.0, 5.0), solver="HIGHS",
-                           options=be.first_order_options(max_iter=5000))
+    sol = solvers.solve_lp(
+        np.array([1.0, 1.0]),
+        -np.eye(2),
+        -np.ones(2),
+        bounds=(-5.0, 5.0),
+        solver="HIGHS",
+        options=be.first_order_options(max_iter=5000),
+    )
     assert sol.value == pytest.approx(2.0, abs=1e-3)
+
+
+# max a x over 4 rows in 3 free variables: HiGHS 1.16's IPX never stops on it (938,000 iterations in 20 s)
+_IPX_CYCLES = (
+    np.array(
+        [[-0.258, -2.7298, 0.2652], [1.06, -0.1343, 1.9851], [0.3473, 1.2107, -0.4645], [-0.7081, 0.7223, -1.2665]]
+    ),
+    np.array([0.428, -2.2754, 0.205, 1.8769]),
+    np.array([-0.9217, 0.1506, -0.3575]),
+)
+
+
+def test_an_lp_ipx_cycles_on_is_solved_by_the_simplex_instead():
+    """The HiGHS backend caps IPX's iterations (IPM_ITERATION_LIMIT) and solves again with the simplex: the
+    optimum the simplex alone finds, for one solve and for a kept model."""
+    from oracles.solvers._base import prepare
+    from oracles.solvers.backend_highs import IPM_ITERATION_LIMIT, HighsModel
+
+    A, b, a = _IPX_CYCLES
+    free = (np.full(3, -np.inf), np.full(3, np.inf))
+    ref = solvers.solve_lp(-a, A, b, bounds=free, options={"solver": "simplex"})
+    sol = solvers.solve_lp(-a, A, b, bounds=free)
+    assert sol.value == pytest.approx(ref.value, abs=1e-9) and np.all(A @ sol.x <= b + 1e-9)
+    assert IPM_ITERATION_LIMIT <= 10_000
+    model = HighsModel(prepare(-a, A, b, None, None, free), algorithm="ipm")
+    for c in (-a, a):  # the kept model goes on with the IPM for the next objective
+        assert model.minimize(c).value == pytest.approx(
+            solvers.solve_lp(c, A, b, bounds=free, options={"solver": "simplex"}).value, abs=1e-9
+        )
