@@ -316,7 +316,8 @@ class _CutStore:
         if idx.size == 0:
             return None
         taus = np.linalg.norm(A[idx] @ E._J, axis=1)
-        alphas = viol[idx] / np.maximum(taus, 1e-300)
+        with np.errstate(over="ignore"):  # (a cut across which the ellipsoid is flat is infinitely deep: α = inf)
+            alphas = viol[idx] / np.maximum(taus, 1e-300)
         i = idx[int(np.argmax(alphas))]
         return A[i].copy(), float(b[i])
 
