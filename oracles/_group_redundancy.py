@@ -191,7 +191,10 @@ class BoundGroups:
         lp, pb = self.lp, self.lp.pb
         if self.n_failed >= _FAILS and self.n_failed > 2 * self.n_certifying:
             return False  # the bounds are as wide as the fluxes go: groups certify nothing here
-        if self._eligible(out, np.array([i]), decided).size == 0:
+        o = int(self.opposite[i])  # (i alone: _eligible's test without its arrays)
+        if o < 0 or self.peeled[i] >= _TRIES or not decided[o]:
+            return False
+        if not (out.kept[o] or self.rewrites[o]) and self._eligible(out, np.array([i]), decided).size == 0:
             return False
         S, terms, u = self._select(out, open_, decided)
         if S.size < 2:
