@@ -83,12 +83,14 @@ class Problem:
     candidates: np.ndarray  # rows of G to decide (the others are implicit equalities)
     tol: float
     rho: np.ndarray = field(init=False, repr=False)  # round_off(h, tol)
+    s0: np.ndarray = field(init=False, repr=False)  # slacks at x0, h - G x0
     _dense: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.rho = round_off(self.h, self.tol)
         if self.G.shape[0] * self.G.shape[1] <= _DENSE_PRODUCT:
             self._dense = self.G.toarray()
+        self.s0 = self.h - self.Gx(self.x0)
 
     @property
     def n(self) -> int:
@@ -232,13 +234,10 @@ class KeptLP:
 
     def maximize_rows(self, rows: np.ndarray) -> tuple[np.ndarray, Solution]:
         """max Σ_{k in rows} g_k x over the model as it stands: (x, HiGHS's solution with the duals)."""
-        pb = self.pb
-        if np.all(pb.kind[rows] != 0):  # bounds only (the groups' case): g_k = kind_k e_var_k
-            idx, val = pb.var[rows], pb.kind[rows].astype(float)
-        else:
-            G = pb.G
-            idx = np.concatenate([G.indices[G.indptr[k] : G.indptr[k + 1]] for k in rows])
-            val = np.concatenate([G.data[G.indptr[k] : G.indptr[k + 1]] for k in rows])
+        G = self.pb.G
+        lens = G.indptr[rows + 1] - G.indptr[rows]
+        pos = np.repeat(G.indptr[rows] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))  # rows' entries
+        idx, val = G.indices[pos], G.data[pos]
         cols, at = np.unique(idx, return_inverse=True)
         return self._maximize(cols.astype(np.int32), np.bincount(at, weights=val, minlength=cols.size))
 
@@ -564,8 +563,7 @@ def clarkson(
         mult=sp.csr_matrix((m, m)),
     )
     lp = KeptLP(pb)
-    rho = pb.rho
-    s0 = pb.h - pb.Gx(pb.x0)
+    rho, s0 = pb.rho, pb.s0
     decided = np.ones(m, dtype=bool)
     decided[pb.candidates] = False
     cand_mask = ~decided
@@ -577,7 +575,7 @@ def clarkson(
     _implied(out, lp, decided, cand_mask)
     _priced_phase(out, lp, basis, decided, cand_mask, s0, rho, recheck, local_bounds)
     _implied(out, lp, decided, cand_mask)
-    groups = BoundGroups(lp, _RELAX, s0) if local_bounds else None
+    groups = BoundGroups(lp, _RELAX) if local_bounds else None
     _lp_loop(out, lp, decided, cand_mask, s0, rho, recheck, rng, groups)
     if groups is not None:
         out.info.update(group_lps=groups.n_lps, group_rows=groups.n_rows)
@@ -803,8 +801,7 @@ def tighten(out: Outcome, lp: KeptLP, rows: np.ndarray, s0: np.ndarray) -> None:
     scale: np.ndarray = dup[2]
     is_dup = np.zeros(out.kept.size, dtype=bool)
     is_dup[dup_i] = True
-    h = lp.pb.h
-    rho = round_off(h, lp.pb.tol)
+    h, rho = lp.pb.h, lp.pb.rho
     for j in rows:
         if out.exact_value[j] or is_dup[j]:
             continue

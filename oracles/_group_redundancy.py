@@ -35,13 +35,12 @@ _FAILS = 8  # groups stop once this many certified nothing and these outnumber t
 class BoundGroups:
     """The group tests of one Clarkson run: what each row's width was seen to be, which rows go alone."""
 
-    def __init__(self, lp: KeptLP, relax: float, s0: np.ndarray) -> None:
+    def __init__(self, lp: KeptLP, relax: float) -> None:
         pb = lp.pb
         self.lp = lp
         self.relax = relax
         self.peeled = np.zeros(pb.G.shape[0], dtype=int)  # times a row was a failed group's widest member
         self.seen = np.zeros(pb.G.shape[0])  # each row's largest width (g_k x + u_k) seen at a group LP's point
-        self.s0 = s0  # slacks at x0, h - G x0
         self.opposite = np.full(pb.G.shape[0], -1)
         b = np.flatnonzero(pb.kind != 0)
         self.opposite[b] = lp.bound_row[(pb.kind[b] > 0).astype(int), pb.var[b]]
@@ -64,8 +63,20 @@ class BoundGroups:
         ok = (o >= 0) & (self.peeled[rows] < _TRIES)
         ok[ok] = decided[o[ok]]
         for a in np.flatnonzero(ok & ~out.kept[np.maximum(o, 0)] & ~self.rewrites[np.maximum(o, 0)]):
-            ok[a] = self.rewrites[o[a]] = self._on_present(out, int(o[a]), decided) is not None
+            ok[a] = self._rewrite(out, int(o[a]), decided)
         return rows[ok]
+
+    def _eligible_row(self, out: Outcome, i: int, decided: np.ndarray) -> bool:
+        """``_eligible`` for one row, on scalars (it runs once per Clarkson step)."""
+        o = int(self.opposite[i])
+        if o < 0 or self.peeled[i] >= _TRIES or not decided[o]:
+            return False
+        return bool(out.kept[o] or self.rewrites[o] or self._rewrite(out, o, decided))
+
+    def _rewrite(self, out: Outcome, o: int, decided: np.ndarray) -> bool:
+        """Whether removed row o's certificate rewrites on rows present (remembered in ``rewrites``)."""
+        self.rewrites[o] = self._on_present(out, o, decided) is not None
+        return bool(self.rewrites[o])
 
     def _on_present(self, out: Outcome, k: int, decided: np.ndarray) -> dict[int, float] | None:
         """Row k as a combination of rows present (kept or undecided; {row: multiplier}, itself when present),
@@ -90,13 +101,9 @@ class BoundGroups:
                 return None
             for t, b in sub.items():
                 acc[t] = acc.get(t, 0.0) + a * b
-        names = np.fromiter(acc, dtype=int, count=len(acc))
-        at_x0 = (
-            self.lp.pb.h[k]
-            - self.s0[k]
-            + float(np.fromiter(acc.values(), dtype=float, count=len(acc)) @ self.s0[names])
-        )
-        self._memo[k] = (acc, names, at_x0)
+        names, pb = np.fromiter(acc, dtype=int, count=len(acc)), self.lp.pb
+        w = np.fromiter(acc.values(), dtype=float, count=len(acc))
+        self._memo[k] = (acc, names, pb.h[k] - pb.s0[k] + float(w @ pb.s0[names]))
         return acc
 
     def _u(self, out: Outcome, rows: np.ndarray, decided: np.ndarray) -> np.ndarray:
@@ -191,10 +198,7 @@ class BoundGroups:
         lp, pb = self.lp, self.lp.pb
         if self.n_failed >= _FAILS and self.n_failed > 2 * self.n_certifying:
             return False  # the bounds are as wide as the fluxes go: groups certify nothing here
-        o = int(self.opposite[i])  # (i alone: _eligible's test without its arrays)
-        if o < 0 or self.peeled[i] >= _TRIES or not decided[o]:
-            return False
-        if not (out.kept[o] or self.rewrites[o]) and self._eligible(out, np.array([i]), decided).size == 0:
+        if not self._eligible_row(out, i, decided):
             return False
         S, terms, u = self._select(out, open_, decided)
         if S.size < 2:

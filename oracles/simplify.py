@@ -275,7 +275,7 @@ def simplify(
     assert isinstance(lp, ck.KeptLP)
     red_bounds = np.flatnonzero((pb.kind != 0) & ~out.kept & (out.how == "redundant"))
     if bounds == "tighten":
-        ck.tighten(out, lp, red_bounds, pb.h - pb.G @ pb.x0)
+        ck.tighten(out, lp, red_bounds, pb.s0)
     res = _assemble(P, ie, hull.basis, hull.dim, pb, out, tol, bounds)
     res.n_lps = lp.n_solves + ie.n_solves + int(out.info.get("local_lps", 0))  # type: ignore[call-overload]
     res.seconds = time.perf_counter() - t0
