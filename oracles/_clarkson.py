@@ -38,6 +38,7 @@ from ._group_redundancy import BoundGroups
 from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, local_redundant
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
+from .solvers.backend_highs import run
 
 Solution = Any  # highspy's HighsSolution (col_value, row_dual, col_dual as lists)
 _RELAX = 1.0  # the tested row is relaxed by this much (distance units) so that its LP is bounded
@@ -262,7 +263,7 @@ class KeptLP:
             return np.array(h.getSolution().col_value), h, True
         self.h.setOptionValue("simplex_iteration_limit", int(max_iterations))
         try:
-            self.h.run()
+            run(self.h)
         finally:
             self.h.setOptionValue("simplex_iteration_limit", hp.kHighsIInf)
         st = self.h.getModelStatus()
@@ -294,7 +295,7 @@ class KeptLP:
             self.h.setOptionValue("time_limit", self.h.getRunTime() + limit)  # (HiGHS's clock sums all runs)
         t = time.perf_counter()
         try:
-            self.h.run()
+            run(self.h)
         finally:
             if limit is not None:
                 self.h.setOptionValue("time_limit", hp.kHighsInf)
@@ -340,7 +341,7 @@ class KeptLP:
         not begin from a stalled or distant one."""
         fresh = self.backend.new_model({"presolve": "on"}, algorithm="simplex")
         fresh.passModel(self.h.getLp())
-        fresh.run()
+        run(fresh)
         self.h.clearSolver()
         hp = __import__("highspy")
         if fresh.getModelStatus() == hp.HighsModelStatus.kOptimal and fresh.getBasis().valid:
@@ -824,7 +825,10 @@ def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
     """The multipliers of each redundant row on the kept rows, as an m x m CSR matrix (row j: row j's)."""
     store = out.info.pop("_mult", {})
     assert isinstance(store, dict)
-    expand_multipliers(store, out.kept)
+    return _expanded(_store_matrix(store, m), store, out.kept)
+
+
+def _store_matrix(store: dict[int, tuple[np.ndarray, np.ndarray]], m: int) -> sp.csr_matrix:
     if not store:
         return sp.csr_matrix((m, m))
     sizes = [idx.size for idx, _ in store.values()]
@@ -834,35 +838,34 @@ def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(m, m))
 
 
+def _expanded(Y: sp.csr_matrix, store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> sp.csr_matrix:
+    """Y with every multiplier on a row that left (redundant itself, with a certificate) replaced by that row's
+    own multipliers, scaled: Y <- Y_K + Y_L Y (columns kept / left), until no column that left remains. A
+    certificate names only rows present when it was found, so the rows form a DAG and each product at least
+    halves the longest chain left (a self-reference, which that rules out, would stay as it is)."""
+    left = np.zeros(kept.size, dtype=bool)
+    left[np.fromiter(store, dtype=int, count=len(store))] = True
+    left &= ~kept
+    for _ in range(64):
+        C = Y.tocoo()
+        sub = left[C.col] & (C.col != C.row)
+        if not sub.any():
+            break
+        keep = ~sub
+        K = sp.csr_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=Y.shape)
+        L = sp.csr_matrix((C.data[sub], (C.row[sub], C.col[sub])), shape=Y.shape)
+        Y = (K + L @ Y).tocsr()
+    Y.sum_duplicates()
+    return Y
+
+
 def expand_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> None:
-    """Rewrite, in place, each redundant row's multipliers on kept rows only: a multiplier on a row that left
-    after it (itself redundant) is replaced by that row's own multipliers, scaled (y_r g_r <= y_r Σ y'_k g_k
-    keeps the inequality). A certificate names only rows present when it was found, so the rewriting is a
-    walk down a directed acyclic graph (depth-first, without recursion)."""
-    done: dict[int, dict[int, float]] = {}
-
-    def removed(t: int) -> list[int]:
-        """The rows t's certificate names that left the system themselves (each with a certificate)."""
-        return [k for k in store[t][0].tolist() if not kept[k] and k in store and k != t]
-
-    state: dict[int, bool] = {}  # True while a row's own rows are being resolved
+    """Rewrite, in place, each redundant row's multipliers on kept rows only (``_expanded``): a multiplier on
+    a row that left after it (itself redundant) is replaced by that row's own multipliers, scaled
+    (y_r g_r <= y_r Σ y'_k g_k keeps the inequality)."""
+    if not store:
+        return
+    Y = _expanded(_store_matrix(store, kept.size), store, kept)
     for j in list(store):
-        if j in done or not removed(j):
-            continue
-        stack = [(j, False)]
-        while stack:
-            t, leaving = stack.pop()
-            if leaving:
-                y: dict[int, float] = {}
-                for k, a in zip(store[t][0].tolist(), store[t][1].tolist()):
-                    for kk, b in done.get(k, {k: 1.0}).items():
-                        y[kk] = y.get(kk, 0.0) + a * b
-                done[t], state[t] = y, False
-                continue
-            if t in done or state.get(t):
-                continue  # resolved already, or on the current path (a cycle cannot arise; if one did: as is)
-            state[t] = True
-            stack.append((t, True))
-            stack.extend((k, False) for k in removed(t) if k not in done and not state.get(k))
-    for j, y in done.items():
-        store[j] = (np.fromiter(y, dtype=int, count=len(y)), np.fromiter(y.values(), dtype=float, count=len(y)))
+        a, b = Y.indptr[j], Y.indptr[j + 1]
+        store[j] = (Y.indices[a:b].astype(int), Y.data[a:b].copy())

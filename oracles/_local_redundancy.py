@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from .solvers.backend_highs import HighsBackend, run
+
 if TYPE_CHECKING:
     from ._clarkson import KeptLP, Outcome
 
@@ -175,7 +177,7 @@ def _solve(
     model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = A.indptr, A.indices, A.data
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = V.size, m
     highs.passModel(model)  # type: ignore[attr-defined]
-    highs.run()  # type: ignore[attr-defined]
+    run(highs)
     if highs.getModelStatus() != hp.HighsModelStatus.kOptimal:  # type: ignore[attr-defined]
         return None
     sol = highs.getSolution()  # type: ignore[attr-defined]
@@ -229,8 +231,7 @@ def local_redundant(
     a_pos = np.full(pb.G.shape[0], -1)
     a_pos[g.a_rows] = np.arange(g.a_rows.size)
     bd = _Bounds(lp, alive)
-    highs = hp.Highs()
-    highs.setOptionValue("output_flag", False)
+    highs = HighsBackend.new_model(algorithm="simplex")
     highs.setOptionValue("primal_feasibility_tolerance", 1e-9)
     highs.setOptionValue("dual_feasibility_tolerance", 1e-9)
     store = out.info.setdefault("_mult", {})

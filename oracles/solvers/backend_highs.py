@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,6 +57,49 @@ def _highspy() -> types.ModuleType:
     return highspy
 
 
+_SCHEDULER = threading.local()  # per OS thread (HiGHS keeps one task scheduler per thread): its size, once probed
+
+
+def scheduler_threads() -> int:
+    """The size of this thread's HiGHS task scheduler, for the ``threads`` option of every model the engine makes.
+
+    With ``threads`` = 0 (HiGHS's default) every ``run()`` re-reads the machine's core topology (five sysfs files
+    on Linux: about 50 µs, a fifth of a warm LP on e_coli_core); an explicit value skips that, but HiGHS refuses
+    to run (an error, no solve) a model whose ``threads`` differs from the size of the scheduler already running
+    in the thread. So the size is probed once per thread: a default run makes sure the scheduler exists (of the
+    size HiGHS would give it anyway: no effect on other code), then each candidate size is tried on a 1-variable
+    LP until one runs (0, HiGHS's default, when none does)."""
+    k = getattr(_SCHEDULER, "threads", None)
+    if k is None:
+        hp = _highspy()
+        h = hp.Highs()
+        h.setOptionValue("output_flag", False)
+        h.addVar(0.0, 1.0)
+        h.run()
+        n = os.cpu_count() or 1
+        first = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else n
+        k = 0
+        for c in dict.fromkeys([first, *range(1, n + 1)]):
+            h.setOptionValue("threads", c)
+            if h.run() == hp.HighsStatus.kOk:
+                k = c
+                break
+        _SCHEDULER.threads = k
+    return int(k)
+
+
+def run(h: Highs) -> None:
+    """``h.run()``; a run HiGHS refused because this thread's scheduler changed size since it was probed (someone
+    reset it) is run again with ``threads`` = 0, and the size is probed again for the next models."""
+    hp = _highspy()
+    if h.run() != hp.HighsStatus.kError or h.getModelStatus() != hp.HighsModelStatus.kNotset:
+        return
+    if h.getOptions().threads != 0:
+        _SCHEDULER.threads = None
+        h.setOptionValue("threads", 0)
+        h.run()
+
+
 # IPX takes tens to a few hundred iterations; on some small LPs with free variables it never stops (3 free
 # variables, 4 rows: 938,000 iterations in 20 s, where the simplex takes 1 ms): past this, the simplex solves
 IPM_ITERATION_LIMIT = 2_000
@@ -90,6 +134,7 @@ class HighsBackend(Backend):
         hp = _highspy()
         h = hp.Highs()
         h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", scheduler_threads())
         h.setOptionValue("solver", algorithm)
         h.setOptionValue("ipm_iteration_limit", IPM_ITERATION_LIMIT)
         if interior:
@@ -152,7 +197,7 @@ class HighsBackend(Backend):
         h = self.new_model(algorithm="simplex")
         h.setOptionValue("presolve", "off")
         self.pass_data(h, ProblemData(np.zeros(data.n), data.A_ub, data.b_ub, data.A_eq, data.b_eq, data.lb, data.ub))
-        h.run()
+        run(h)
         if h.getModelStatus() == _highspy().HighsModelStatus.kOptimal:
             raise UnboundedError("HiGHS: the objective is unbounded over the feasible set")
         raise EmptyBodyError("HiGHS: the constraints are infeasible (the body is empty)")
@@ -176,14 +221,14 @@ def run_ipm_guarded(h: Highs) -> None:
     """``h.run()``; a run that stops at IPX's iteration limit (IPM_ITERATION_LIMIT, set by ``new_model``) is run
     again with the simplex (and the model's solver option restored afterwards)."""
     hp = _highspy()
-    h.run()
+    run(h)
     if h.getModelStatus() != hp.HighsModelStatus.kIterationLimit or h.getInfo().ipm_iteration_count == 0:
         return
     solver = h.getOptions().solver
     h.setOptionValue("solver", "simplex")
     h.clearSolver()
     try:
-        h.run()
+        run(h)
     finally:
         h.setOptionValue("solver", solver)
 

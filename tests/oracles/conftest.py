@@ -1,4 +1,5 @@
 """Shared generators for the engine tests: random flat polytopes with known hidden equalities."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -93,4 +94,3 @@ def lp_only_backend():
     """The name of an LP-only backend registered for one test (whatever backends this machine has)."""
     with solvers.register(_LpOnly()):
         yield "LPONLY"
-

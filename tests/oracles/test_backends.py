@@ -1,4 +1,5 @@
 """oracles.backend_name / backend_names: resolution of solver=, unknown names, unusable backends."""
+
 from __future__ import annotations
 
 import numpy as np

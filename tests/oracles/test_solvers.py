@@ -279,3 +279,54 @@ def test_an_lp_ipx_cycles_on_is_solved_by_the_simplex_instead():
         assert model.minimize(c).value == pytest.approx(
             solvers.solve_lp(c, A, b, bounds=free, options={"solver": "simplex"}).value, abs=1e-9
         )
+
+
+def test_highs_models_take_the_size_of_the_thread_s_scheduler():
+    """Every model the engine makes sets ``threads`` to this thread's scheduler size (probed once): HiGHS runs
+    it (an explicit size that differs is refused), in this thread and in a new one."""
+    import threading
+
+    import highspy
+
+    from oracles.solvers.backend_highs import HighsBackend, scheduler_threads
+
+    def check(out: list[object]) -> None:
+        k = scheduler_threads()
+        h = HighsBackend.new_model(algorithm="simplex")
+        h.addVar(0.0, 1.0)
+        out.extend([k, h.getOptions().threads, h.run()])
+
+    here: list[object] = []
+    check(here)
+    assert here[0] == here[1] and here[2] == highspy.HighsStatus.kOk
+    there: list[object] = []
+    t = threading.Thread(target=check, args=(there,))
+    t.start()
+    t.join()
+    assert there[0] == there[1] and there[2] == highspy.HighsStatus.kOk
+
+
+def test_a_run_refused_for_its_thread_count_is_solved_with_the_default():
+    """A model made while the probed size was stale (the scheduler was reset to another size since): HiGHS
+    refuses the run, the backend runs it again with threads = 0, and the next model is probed afresh."""
+    import highspy
+
+    from oracles.solvers import backend_highs as bh
+
+    k = bh.scheduler_threads()
+    raw = highspy.Highs()
+    raw.setOptionValue("output_flag", False)
+    raw.setOptionValue("threads", k + 1)
+    raw.addVar(0.0, 1.0)
+    assert raw.run() == highspy.HighsStatus.kError  # (what the guard is for)
+    A = np.array([[1.0, 1.0], [1.0, -1.0]])
+    b = np.array([1.0, 0.5])
+    ref = solvers.solve_lp(np.array([-1.0, -2.0]), A, b, bounds=(0.0, None))
+    bh._SCHEDULER.threads = k + 1
+    try:
+        sol = solvers.solve_lp(np.array([-1.0, -2.0]), A, b, bounds=(0.0, None))
+        assert sol.value == pytest.approx(ref.value, abs=1e-12)
+        assert getattr(bh._SCHEDULER, "threads", None) is None
+        assert bh.scheduler_threads() == k
+    finally:
+        bh._SCHEDULER.threads = k
