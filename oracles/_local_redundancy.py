@@ -214,7 +214,6 @@ def local_redundant(
     Neighbourhoods over ``max_share`` (default _MAX_SHARE) of the free variables are skipped."""
     import time
 
-    import highspy as hp
 
     res = LocalResult()
     pb = lp.pb
