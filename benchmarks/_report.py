@@ -1,4 +1,5 @@
 """Shared output step of the benchmark scripts: write the JSON report and say where it went."""
+
 from __future__ import annotations
 
 import sys

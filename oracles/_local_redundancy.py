@@ -214,7 +214,6 @@ def local_redundant(
     Neighbourhoods over ``max_share`` (default _MAX_SHARE) of the free variables are skipped."""
     import time
 
-
     res = LocalResult()
     pb = lp.pb
     rows = np.flatnonzero(cand & ~decided)
