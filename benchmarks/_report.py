@@ -1,5 +1,4 @@
 """Shared output step of the benchmark scripts: write the JSON report and say where it went."""
-
 from __future__ import annotations
 
 import sys

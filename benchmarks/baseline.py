@@ -13,7 +13,6 @@
   (N = 1.5 × 2md/k = 12).
 Prints tables and writes one JSON file with every measurement. Never asserts timings.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -83,19 +82,9 @@ def throughput(quick: bool) -> list[dict[str, Any]]:
         Xg = X[:2000]
         Yg = model(Xg) + 0.01
         t_grad = best_time(lambda: loss_and_grad(model.thetas, model.ws, Xg, Yg, checked=True), 5)
-        rows.append(
-            {
-                "d": d,
-                "k": k,
-                "m": m,
-                "n_forward": n_fwd,
-                "forward_examples_per_s": n_fwd / t_fwd,
-                "forward_s": t_fwd,
-                "grad_n": 2000,
-                "grad_ms": 1e3 * t_grad,
-                "grad_examples_per_s": 2000 / t_grad,
-            }
-        )
+        rows.append({"d": d, "k": k, "m": m, "n_forward": n_fwd, "forward_examples_per_s": n_fwd / t_fwd,
+                     "forward_s": t_fwd, "grad_n": 2000, "grad_ms": 1e3 * t_grad,
+                     "grad_examples_per_s": 2000 / t_grad})
     return rows
 
 
@@ -110,58 +99,28 @@ def recovery(quick: bool) -> list[dict[str, Any]]:
             res = gradient_descent(X, truth(X), m, method=method, seed=seed, restarts=3, time_limit=120.0)
             test = truth.prediction_error(res.model, sample_inputs(5000, k, d, rng=2000 + seed))
             dist = truth.distance(res.model)
-            rows.append(
-                {
-                    "method": method,
-                    "d": d,
-                    "k": k,
-                    "m": m,
-                    "N": 2000,
-                    "seed": seed,
-                    "time_s": res.time,
-                    "iterations": res.iterations,
-                    "restarts_used": len(res.info["restarts"]),
-                    "train_rel_mse": res.train_error,
-                    "test_rel_mse": test,
-                    "theta_error": dist.theta_error,
-                    "w_error": dist.w_error,
-                    "success": bool(test <= SUCCESS),
-                    "reason": res.reason,
-                }
-            )
+            rows.append({"method": method, "d": d, "k": k, "m": m, "N": 2000, "seed": seed,
+                         "time_s": res.time, "iterations": res.iterations,
+                         "restarts_used": len(res.info["restarts"]), "train_rel_mse": res.train_error,
+                         "test_rel_mse": test, "theta_error": dist.theta_error, "w_error": dist.w_error,
+                         "success": bool(test <= SUCCESS), "reason": res.reason})
     return rows
 
 
 def hard_regimes(quick: bool) -> list[dict[str, Any]]:
     rows = []
     d, k, m = 8, 4, 2
-    regimes = [
-        ("weak head 0.01", {"weak_head": 0.01}, 2000),
-        ("separation 0.03", {"separation": 0.03}, 2000),
-        ("N = 1.5x count", {}, int(1.5 * 2 * m * d / k)),
-    ]
+    regimes = [("weak head 0.01", {"weak_head": 0.01}, 2000), ("separation 0.03", {"separation": 0.03}, 2000),
+               ("N = 1.5x count", {}, int(1.5 * 2 * m * d / k))]
     for name, knobs, n in regimes:
         for seed in range(2 if quick else 3):
             truth = plant(d, k, m, seed=seed, **knobs)
             X = sample_inputs(n, k, d, rng=3000 + seed)
             res = gradient_descent(X, truth(X), m, seed=seed, restarts=3, max_iter=2000, time_limit=180.0)
             test = truth.prediction_error(res.model, sample_inputs(5000, k, d, rng=4000 + seed))
-            rows.append(
-                {
-                    "regime": name,
-                    "d": d,
-                    "k": k,
-                    "m": m,
-                    "N": n,
-                    "seed": seed,
-                    "time_s": res.time,
-                    "iterations": res.iterations,
-                    "train_rel_mse": res.train_error,
-                    "test_rel_mse": test,
-                    "success": bool(test <= SUCCESS),
-                    "stops": [r["stop"] for r in res.info["restarts"]],
-                }
-            )
+            rows.append({"regime": name, "d": d, "k": k, "m": m, "N": n, "seed": seed, "time_s": res.time,
+                         "iterations": res.iterations, "train_rel_mse": res.train_error, "test_rel_mse": test,
+                         "success": bool(test <= SUCCESS), "stops": [r["stop"] for r in res.info["restarts"]]})
     return rows
 
 
@@ -172,22 +131,11 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         sel = [r for r in rows if (r["method"], r["d"], r["k"], r["m"]) == (method, d, k, m)]
         times = np.array([r["time_s"] for r in sel])
         tests = np.array([r["test_rel_mse"] for r in sel])
-        out.append(
-            {
-                "method": method,
-                "d": d,
-                "k": k,
-                "m": m,
-                "N": 2000,
-                "seeds": len(sel),
-                "success_rate": float(np.mean([r["success"] for r in sel])),
-                "median_time_s": float(np.median(times)),
-                "max_time_s": float(times.max()),
-                "median_iterations": float(np.median([r["iterations"] for r in sel])),
-                "median_test_rel_mse": float(np.median(tests)),
-                "worst_test_rel_mse": float(tests.max()),
-            }
-        )
+        out.append({"method": method, "d": d, "k": k, "m": m, "N": 2000, "seeds": len(sel),
+                    "success_rate": float(np.mean([r["success"] for r in sel])),
+                    "median_time_s": float(np.median(times)), "max_time_s": float(times.max()),
+                    "median_iterations": float(np.median([r["iterations"] for r in sel])),
+                    "median_test_rel_mse": float(np.median(tests)), "worst_test_rel_mse": float(tests.max())})
     return out
 
 
@@ -195,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer examples and seeds, no Adam")
     parser.add_argument("--out", default="results/baseline.json", help="JSON output path")
-    parser.add_argument(
-        "--hard", action="store_true", help="also run the hard regimes (docs/method.md#gd-failure-regimes)"
-    )
+    parser.add_argument("--hard", action="store_true", help="also run the hard regimes (docs/method.md#gd-failure-regimes)")
     parser.add_argument("--threads", default=BLAS_THREADS, help="BLAS threads (read before numpy loads)")
     args = parser.parse_args(argv)
 
@@ -205,56 +151,35 @@ def main(argv: list[str] | None = None) -> int:
     print(f"forward / gradient throughput (BLAS threads = {BLAS_THREADS})")
     print(f"{'(d,k,m)':>10} {'fwd ex/s':>12} {'grad ms @2000':>14} {'grad ex/s':>12}")
     for r in thr:
-        print(
-            f"{str((r['d'], r['k'], r['m'])):>10} {r['forward_examples_per_s']:>12,.0f} {r['grad_ms']:>14.2f}"
-            f" {r['grad_examples_per_s']:>12,.0f}"
-        )
+        print(f"{str((r['d'], r['k'], r['m'])):>10} {r['forward_examples_per_s']:>12,.0f} {r['grad_ms']:>14.2f}"
+              f" {r['grad_examples_per_s']:>12,.0f}")
 
     rows = recovery(args.quick)
     print(f"\nrecovery from N = 2000 examples, restarts = 3, success = test rel MSE <= {SUCCESS:g}")
-    print(
-        f"{'method':>6} {'(d,k,m)':>10} {'seed':>4} {'time s':>7} {'iters':>6} {'train':>9} {'test':>9}"
-        f" {'Θ err':>9} {'ok':>3}"
-    )
+    print(f"{'method':>6} {'(d,k,m)':>10} {'seed':>4} {'time s':>7} {'iters':>6} {'train':>9} {'test':>9}"
+          f" {'Θ err':>9} {'ok':>3}")
     for r in rows:
-        print(
-            f"{r['method']:>6} {str((r['d'], r['k'], r['m'])):>10} {r['seed']:>4} {r['time_s']:>7.2f}"
-            f" {r['iterations']:>6} {r['train_rel_mse']:>9.1e} {r['test_rel_mse']:>9.1e}"
-            f" {r['theta_error']:>9.1e} {'yes' if r['success'] else 'no':>3}"
-        )
+        print(f"{r['method']:>6} {str((r['d'], r['k'], r['m'])):>10} {r['seed']:>4} {r['time_s']:>7.2f}"
+              f" {r['iterations']:>6} {r['train_rel_mse']:>9.1e} {r['test_rel_mse']:>9.1e}"
+              f" {r['theta_error']:>9.1e} {'yes' if r['success'] else 'no':>3}")
     summary = summarise(rows)
-    print(
-        f"\n{'method':>6} {'(d,k,m)':>10} {'seeds':>5} {'success':>7} {'median s':>8} {'max s':>6}"
-        f" {'median test':>11} {'worst test':>10}"
-    )
+    print(f"\n{'method':>6} {'(d,k,m)':>10} {'seeds':>5} {'success':>7} {'median s':>8} {'max s':>6}"
+          f" {'median test':>11} {'worst test':>10}")
     for s in summary:
-        print(
-            f"{s['method']:>6} {str((s['d'], s['k'], s['m'])):>10} {s['seeds']:>5} {s['success_rate']:>7.0%}"
-            f" {s['median_time_s']:>8.2f} {s['max_time_s']:>6.2f} {s['median_test_rel_mse']:>11.1e}"
-            f" {s['worst_test_rel_mse']:>10.1e}"
-        )
+        print(f"{s['method']:>6} {str((s['d'], s['k'], s['m'])):>10} {s['seeds']:>5} {s['success_rate']:>7.0%}"
+              f" {s['median_time_s']:>8.2f} {s['max_time_s']:>6.2f} {s['median_test_rel_mse']:>11.1e}"
+              f" {s['worst_test_rel_mse']:>10.1e}")
 
     hard = hard_regimes(args.quick) if args.hard else []
     if hard:
         print("\nhard regimes at (8, 4, 2), L-BFGS, restarts = 3, <= 2000 iterations each")
         print(f"{'regime':>16} {'N':>5} {'seed':>4} {'time s':>7} {'train':>9} {'test':>9} {'ok':>3}  stops")
         for r in hard:
-            print(
-                f"{r['regime']:>16} {r['N']:>5} {r['seed']:>4} {r['time_s']:>7.2f} {r['train_rel_mse']:>9.1e}"
-                f" {r['test_rel_mse']:>9.1e} {'yes' if r['success'] else 'no':>3}  {', '.join(r['stops'])}"
-            )
+            print(f"{r['regime']:>16} {r['N']:>5} {r['seed']:>4} {r['time_s']:>7.2f} {r['train_rel_mse']:>9.1e}"
+                  f" {r['test_rel_mse']:>9.1e} {'yes' if r['success'] else 'no':>3}  {', '.join(r['stops'])}")
 
-    out = write_json(
-        args.out,
-        {
-            "versions": versions(),
-            "quick": args.quick,
-            "throughput": thr,
-            "recovery": rows,
-            "summary": summary,
-            "hard": hard,
-        },
-    )
+    out = write_json(args.out, {"versions": versions(), "quick": args.quick, "throughput": thr,
+                                "recovery": rows, "summary": summary, "hard": hard})
     print(f"\nwrote {out}")
     return 0
 

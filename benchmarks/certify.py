@@ -16,7 +16,6 @@
    shared machine; learn failing prints "n/a").
 Prints Markdown tables; ``--out`` writes every figure as strict JSON (non-finite numbers as null).
 """
-
 from __future__ import annotations
 
 import os
@@ -66,9 +65,8 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def gauss_newton(
-    model: MultiHeadAttention, X: np.ndarray, Y: np.ndarray, max_iter: int = 10
-) -> tuple[MultiHeadAttention, int]:
+def gauss_newton(model: MultiHeadAttention, X: np.ndarray, Y: np.ndarray, max_iter: int = 10
+                 ) -> tuple[MultiHeadAttention, int]:
     """Least-squares estimate near ``model``: full Gauss–Newton steps on the exact normal equations."""
     p = model.params()
     for it in range(1, max_iter + 1):
@@ -92,21 +90,12 @@ def coverage_run(d: int, k: int, m: int, n: int, sigma: float, seed: int) -> dic
     seconds = time.perf_counter() - t0
     sand = certify(est, X, Y, level=LEVEL, covariance="sandwich")
     perm = list(truth.distance(est).permutation)  # est head perm[i] ↔ truth head i
-    out: dict[str, Any] = {
-        "d": d,
-        "k": k,
-        "m": m,
-        "n": n,
-        "sigma": sigma,
-        "seed": seed,
-        "gn_iterations": iters,
-        "locally_unique": cert.locally_unique,
-        "noise_estimate": cert.noise,
-        "gradient_norm": cert.gradient_norm,
-        "certify_seconds": seconds,
-    }
+    out: dict[str, Any] = {"d": d, "k": k, "m": m, "n": n, "sigma": sigma, "seed": seed, "gn_iterations": iters,
+                           "locally_unique": cert.locally_unique, "noise_estimate": cert.noise,
+                           "gradient_norm": cert.gradient_norm, "certify_seconds": seconds}
     for name, c in (("gn", cert), ("sandwich", sand)):
-        for part, truth_arr, (lo, hi) in (("theta", truth.thetas, c.theta_interval), ("w", truth.ws, c.w_interval)):
+        for part, truth_arr, (lo, hi) in (("theta", truth.thetas, c.theta_interval),
+                                          ("w", truth.ws, c.w_interval)):
             lo, hi = lo[perm], hi[perm]
             out[f"{name}_{part}_hits"] = int(np.sum((lo <= truth_arr) & (truth_arr <= hi)))
             out[f"{name}_{part}_count"] = int(truth_arr.size)
@@ -131,47 +120,34 @@ def coverage_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             hits = sum(r[f"{name}_{p}_hits"] for r in rs for p in parts)
             return hits / sum(r[f"{name}_{p}_count"] for r in rs for p in parts)
 
-        rows.append(
-            {
-                "d": d,
-                "k": k,
-                "m": m,
-                "sigma": sigma,
-                "n": rs[0]["n"],
-                "seeds": len(rs),
-                "cover_theta": rate("gn", ("theta",)),
-                "cover_w": rate("gn", ("w",)),
-                "cover_all": rate("gn", ("theta", "w")),
-                "cover_min_seed": min(
-                    (r["gn_theta_hits"] + r["gn_w_hits"]) / (r["gn_theta_count"] + r["gn_w_count"]) for r in rs
-                ),
-                "sandwich_all": rate("sandwich", ("theta", "w")),
-                "width_theta": float(np.mean([r["gn_theta_width"] for r in rs])),
-                "width_w": float(np.mean([r["gn_w_width"] for r in rs])),
-                "chi2_per_param": float(np.mean([r["chi2_per_param"] for r in rs])),
-                "prediction_cover": float(np.mean([r["prediction_coverage"] for r in rs])),
-                "sigma_hat_over_sigma": float(np.mean([r["noise_estimate"] for r in rs]) / sigma),
-                "all_locally_unique": all(r["locally_unique"] for r in rs),
-                "certify_seconds": float(np.median([r["certify_seconds"] for r in rs])),
-            }
-        )
+        rows.append({
+            "d": d, "k": k, "m": m, "sigma": sigma, "n": rs[0]["n"], "seeds": len(rs),
+            "cover_theta": rate("gn", ("theta",)), "cover_w": rate("gn", ("w",)),
+            "cover_all": rate("gn", ("theta", "w")),
+            "cover_min_seed": min((r["gn_theta_hits"] + r["gn_w_hits"]) / (r["gn_theta_count"] + r["gn_w_count"])
+                                  for r in rs),
+            "sandwich_all": rate("sandwich", ("theta", "w")),
+            "width_theta": float(np.mean([r["gn_theta_width"] for r in rs])),
+            "width_w": float(np.mean([r["gn_w_width"] for r in rs])),
+            "chi2_per_param": float(np.mean([r["chi2_per_param"] for r in rs])),
+            "prediction_cover": float(np.mean([r["prediction_coverage"] for r in rs])),
+            "sigma_hat_over_sigma": float(np.mean([r["noise_estimate"] for r in rs]) / sigma),
+            "all_locally_unique": all(r["locally_unique"] for r in rs),
+            "certify_seconds": float(np.median([r["certify_seconds"] for r in rs])),
+        })
     return rows
 
 
 def print_coverage(rows: list[dict[str, Any]]) -> None:
     print("\n## Coverage of nominal 95 % intervals at the least-squares fit (heads matched)\n")
-    print(
-        "| (d,k,m) | σ | N | seeds | Θ | W | all (min seed) | sandwich | mean width Θ | mean width W "
-        "| eᵀΣ⁻¹e/p | F(X_new) | σ̂/σ |"
-    )
+    print("| (d,k,m) | σ | N | seeds | Θ | W | all (min seed) | sandwich | mean width Θ | mean width W "
+          "| eᵀΣ⁻¹e/p | F(X_new) | σ̂/σ |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(
-            f"| ({r['d']},{r['k']},{r['m']}) | {r['sigma']:g} | {r['n']} | {r['seeds']} | {r['cover_theta']:.3f} "
-            f"| {r['cover_w']:.3f} | {r['cover_all']:.3f} ({r['cover_min_seed']:.3f}) | {r['sandwich_all']:.3f} "
-            f"| {r['width_theta']:.2e} | {r['width_w']:.2e} | {r['chi2_per_param']:.3f} "
-            f"| {r['prediction_cover']:.3f} | {r['sigma_hat_over_sigma']:.3f} |"
-        )
+        print(f"| ({r['d']},{r['k']},{r['m']}) | {r['sigma']:g} | {r['n']} | {r['seeds']} | {r['cover_theta']:.3f} "
+              f"| {r['cover_w']:.3f} | {r['cover_all']:.3f} ({r['cover_min_seed']:.3f}) | {r['sandwich_all']:.3f} "
+              f"| {r['width_theta']:.2e} | {r['width_w']:.2e} | {r['chi2_per_param']:.3f} "
+              f"| {r['prediction_cover']:.3f} | {r['sigma_hat_over_sigma']:.3f} |")
 
 
 # ------------------------------------------------------------------------------------------ verdicts
@@ -205,30 +181,14 @@ def degenerate_cases(seed: int = 3) -> list[dict[str, Any]]:
         model = MultiHeadAttention(th, ws)
         Y = model(X) + sigma * rng.standard_normal(X.shape)
         c = certify(model, X, Y)
-        out.append(
-            {
-                "case": name,
-                "locally_unique": c.locally_unique,
-                "rank": c.rank,
-                "n_params": c.n_params,
-                "s_min_over_s_max": c.smallest_relative_singular_value,
-                "unidentifiable": c.unidentifiable,
-                "notes": c.notes,
-            }
-        )
+        out.append({"case": name, "locally_unique": c.locally_unique, "rank": c.rank, "n_params": c.n_params,
+                    "s_min_over_s_max": c.smallest_relative_singular_value,
+                    "unidentifiable": c.unidentifiable, "notes": c.notes})
     X1 = sample_inputs(n, 1, d, rng=rng)
     c = certify(truth, X1, truth(X1) + sigma * rng.standard_normal(X1.shape))
-    out.append(
-        {
-            "case": "k = 1 (single-token inputs)",
-            "locally_unique": c.locally_unique,
-            "rank": c.rank,
-            "n_params": c.n_params,
-            "s_min_over_s_max": c.smallest_relative_singular_value,
-            "unidentifiable": c.unidentifiable,
-            "notes": c.notes,
-        }
-    )
+    out.append({"case": "k = 1 (single-token inputs)", "locally_unique": c.locally_unique, "rank": c.rank,
+                "n_params": c.n_params, "s_min_over_s_max": c.smallest_relative_singular_value,
+                "unidentifiable": c.unidentifiable, "notes": c.notes})
     return out
 
 
@@ -238,10 +198,8 @@ def print_verdicts(rows: list[dict[str, Any]]) -> None:
     print("|---|---|---|---|---|")
     for r in rows:
         text = " · ".join(r["unidentifiable"] + [f"note: {n}" for n in r["notes"]]) or "—"
-        print(
-            f"| {r['case']} | {r['locally_unique']} | {r['rank']} / {r['n_params']} | {r['s_min_over_s_max']:.2g} "
-            f"| {text} |"
-        )
+        print(f"| {r['case']} | {r['locally_unique']} | {r['rank']} / {r['n_params']} | {r['s_min_over_s_max']:.2g} "
+              f"| {text} |")
 
 
 # -------------------------------------------------------------------------------------------- timing
@@ -256,7 +214,6 @@ def timing(sizes: list[tuple[int, int, int]], n: int, run_learn: bool) -> list[d
         if run_learn:
             try:
                 from sculpt import learn
-
                 t0 = time.perf_counter()
                 res = learn(X, Y, m, seed=0)
                 learn_s = time.perf_counter() - t0
@@ -271,40 +228,24 @@ def timing(sizes: list[tuple[int, int, int]], n: int, run_learn: bool) -> list[d
         t0 = time.perf_counter()
         certify(model, X, Y, covariance="sandwich")
         sw_s = time.perf_counter() - t0
-        rows.append(
-            {
-                "d": d,
-                "k": k,
-                "m": m,
-                "n": n,
-                "model": source,
-                "learn_seconds": learn_s,
-                "certify_seconds": gn_s,
-                "certify_sandwich_seconds": sw_s,
-                "ratio": gn_s / learn_s if learn_s else None,
-                "locally_unique": cert.locally_unique,
-                "rank": cert.rank,
-                "n_params": cert.n_params,
-            }
-        )
+        rows.append({"d": d, "k": k, "m": m, "n": n, "model": source, "learn_seconds": learn_s,
+                     "certify_seconds": gn_s, "certify_sandwich_seconds": sw_s,
+                     "ratio": gn_s / learn_s if learn_s else None, "locally_unique": cert.locally_unique,
+                     "rank": cert.rank, "n_params": cert.n_params})
     return rows
 
 
 def print_timing(rows: list[dict[str, Any]]) -> None:
     print("\n## Cost (one BLAS thread, back to back in one process)\n")
-    print(
-        "| (d,k,m) | N | certified model | learn() s | certify s (GN) | certify s (sandwich) | certify / learn "
-        "| verdict |"
-    )
+    print("| (d,k,m) | N | certified model | learn() s | certify s (GN) | certify s (sandwich) | certify / learn "
+          "| verdict |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         ls = f"{r['learn_seconds']:.2f}" if r["learn_seconds"] is not None else "n/a"
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "n/a"
-        print(
-            f"| ({r['d']},{r['k']},{r['m']}) | {r['n']} | {r['model']} | {ls} | {r['certify_seconds']:.2f} "
-            f"| {r['certify_sandwich_seconds']:.2f} | {ratio} | {'unique' if r['locally_unique'] else 'NOT unique'} "
-            f"({r['rank']}/{r['n_params']}) |"
-        )
+        print(f"| ({r['d']},{r['k']},{r['m']}) | {r['n']} | {r['model']} | {ls} | {r['certify_seconds']:.2f} "
+              f"| {r['certify_sandwich_seconds']:.2f} | {ratio} | {'unique' if r['locally_unique'] else 'NOT unique'} "
+              f"({r['rank']}/{r['n_params']}) |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,9 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - start
     print(f"\ntotal {total:.0f} s")
     if args.out is not None:
-        report = _clean(
-            {"coverage": table, "runs": runs, "verdicts": verdicts, "timing": times, "level": LEVEL, "seconds": total}
-        )
+        report = _clean({"coverage": table, "runs": runs, "verdicts": verdicts, "timing": times,
+                         "level": LEVEL, "seconds": total})
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2, allow_nan=False))
         print(f"wrote {args.out}")

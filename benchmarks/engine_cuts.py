@@ -14,7 +14,6 @@ Table 3: ``affine_hull_by_ellipsoid`` (tol 1e-7) on flat polytopes (3n random ro
 equalities as ± pairs or as triples e, r, -e-r): oracle calls, time, and the accuracy of the result
 (|F̂·basis| for the unit true normals F̂, |F̂·(point - x0)|).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -102,12 +101,8 @@ def _ours_feas(fn, P: Polytope, n: int, max_iter: int, **kw) -> dict:
     res = fn(P, np.zeros(n), R, max_iter=max_iter, oracle_tol=ORACLE_TOL, **kw)
     dt = time.perf_counter() - t
     ok = res.status == "feasible" and P.contains(res.x, ORACLE_TOL)
-    return {
-        "calls": res.oracle_calls,
-        "seconds": dt,
-        "status": res.status if ok else f"failed:{res.status}",
-        "iterations": res.iterations,
-    }
+    return {"calls": res.oracle_calls, "seconds": dt, "status": res.status if ok else f"failed:{res.status}",
+            "iterations": res.iterations}
 
 
 FEAS_METHODS = {
@@ -123,9 +118,8 @@ def _ellalgo_optim(P: Polytope, c: np.ndarray, n: int, tol: float) -> dict:
 
     orc = _Counted(P, c)
     t = time.perf_counter()
-    x, gamma, _ = cutting_plane_optim(
-        orc, Ell(R * R, np.zeros(n)), -math.inf, Options(max_iters=400 * n * n + 2000, tolerance=tol * tol)
-    )
+    x, gamma, _ = cutting_plane_optim(orc, Ell(R * R, np.zeros(n)), -math.inf,
+                                      Options(max_iters=400 * n * n + 2000, tolerance=tol * tol))
     dt = time.perf_counter() - t
     value = None if x is None else float(c @ x)
     return {"calls": orc.calls, "seconds": dt, "value": value}
@@ -172,10 +166,10 @@ def _hull_table(quick: bool) -> list[dict]:
     from oracles import OracleBody
 
     rows = []
-    for n in [5, 10] if quick else [5, 10, 20]:
+    for n in ([5, 10] if quick else [5, 10, 20]):
         for style in ("pairs", "triples"):
             k = max(1, n // 4)
-            for seed in range(2) if quick else range(3):
+            for seed in (range(2) if quick else range(3)):
                 P, F, x0 = hull_problem(n, k, style, seed)
                 counted = _CountedBody(P)
                 body = OracleBody(n, separate=counted.separate)
@@ -183,19 +177,10 @@ def _hull_table(quick: bool) -> list[dict]:
                 hull = affine_hull_by_ellipsoid(body, np.zeros(n), float(np.linalg.norm(x0)) + 10.0, tol=1e-7)
                 dt = time.perf_counter() - t
                 Fn = F / np.linalg.norm(F, axis=1, keepdims=True)
-                rows.append(
-                    {
-                        "n": n,
-                        "style": style,
-                        "hidden eqs": F.shape[0],
-                        "seed": seed,
-                        "dim ok": hull.dim == n - np.linalg.matrix_rank(F),
-                        "calls": counted.calls,
-                        "seconds": dt,
-                        "max |F̂ basis|": float(np.abs(Fn @ hull.basis).max()),
-                        "max |F̂ (point - x0)|": float(np.abs(Fn @ (hull.point - x0)).max()),
-                    }
-                )
+                rows.append({"n": n, "style": style, "hidden eqs": F.shape[0], "seed": seed,
+                             "dim ok": hull.dim == n - np.linalg.matrix_rank(F), "calls": counted.calls,
+                             "seconds": dt, "max |F̂ basis|": float(np.abs(Fn @ hull.basis).max()),
+                             "max |F̂ (point - x0)|": float(np.abs(Fn @ (hull.point - x0)).max())})
     return rows
 
 
@@ -224,18 +209,11 @@ def run(quick: bool) -> dict:
         base = {r["seed"]: r for r in feas_runs if r["m"] == rows * n and r["method"] == "ellalgo"}
         for name in FEAS_METHODS:
             rs = [r for r in feas_runs if r["m"] == rows * n and r["method"] == name]
-            feas_summary.append(
-                {
-                    "m": f"{rows}n",
-                    "n": n,
-                    "method": name,
-                    "solved": f"{sum(r['status'] == 'feasible' for r in rs)}/{len(rs)}",
-                    "calls": _median([r["calls"] for r in rs]),
-                    "seconds": _median([r["seconds"] for r in rs]),
-                    "calls / ellalgo": _median([r["calls"] / base[r["seed"]]["calls"] for r in rs]),
-                    "max calls / ellalgo": max(r["calls"] / base[r["seed"]]["calls"] for r in rs),
-                }
-            )
+            feas_summary.append({
+                "m": f"{rows}n", "n": n, "method": name, "solved": f"{sum(r['status'] == 'feasible' for r in rs)}/{len(rs)}",
+                "calls": _median([r["calls"] for r in rs]), "seconds": _median([r["seconds"] for r in rs]),
+                "calls / ellalgo": _median([r["calls"] / base[r["seed"]]["calls"] for r in rs]),
+                "max calls / ellalgo": max(r["calls"] / base[r["seed"]]["calls"] for r in rs)})
 
     opt_dims = [5, 10] if quick else [5, 10, 20]
     opt_seeds = range(2) if quick else range(3)
@@ -245,11 +223,9 @@ def run(quick: bool) -> dict:
         for seed in opt_seeds:
             P, c = optimisation_problem(n, seed)
             lp = linprog(c, A_ub=P.A, b_ub=P.b, bounds=[(None, None)] * n, method="highs")
-            for name, rec in (
-                ("ellalgo", _ellalgo_optim(P, c, n, tol)),
-                ("ellipsoid", _ours_optim(ellipsoid, P, c, n, tol)),
-                ("cutting_plane", _ours_optim(cutting_plane, P, c, n, tol)),
-            ):
+            for name, rec in (("ellalgo", _ellalgo_optim(P, c, n, tol)),
+                              ("ellipsoid", _ours_optim(ellipsoid, P, c, n, tol)),
+                              ("cutting_plane", _ours_optim(cutting_plane, P, c, n, tol))):
                 err = None if rec["value"] is None else rec["value"] - float(lp.fun)
                 opt_runs.append({"n": n, "seed": seed, "method": name, "error": err, **rec})
     opt_summary = []
@@ -258,27 +234,20 @@ def run(quick: bool) -> dict:
         for name in ("ellalgo", "ellipsoid", "cutting_plane"):
             rs = [r for r in opt_runs if r["n"] == n and r["method"] == name]
             errs = [abs(r["error"]) for r in rs if r["error"] is not None]
-            opt_summary.append(
-                {
-                    "n": n,
-                    "method": name,
-                    "calls": _median([r["calls"] for r in rs]),
-                    "seconds": _median([r["seconds"] for r in rs]),
-                    "calls / ellalgo": _median([r["calls"] / base[r["seed"]]["calls"] for r in rs]),
-                    "max |value - LP opt|": max(errs) if len(errs) == len(rs) else float("nan"),
-                }
-            )
+            opt_summary.append({
+                "n": n, "method": name, "calls": _median([r["calls"] for r in rs]),
+                "seconds": _median([r["seconds"] for r in rs]),
+                "calls / ellalgo": _median([r["calls"] / base[r["seed"]]["calls"] for r in rs]),
+                "max |value - LP opt|": max(errs) if len(errs) == len(rs) else float("nan")})
 
     hull_rows = _hull_table(quick)
     _print_table("Feasibility (medians over seeds; calls / ellalgo = median of per-seed ratios)", feas_summary)
     _print_table(f"Linear minimisation to tol={tol:g} (err = value - LP optimum)", opt_summary)
     _print_table("affine_hull_by_ellipsoid, tol=1e-7 (separation oracle only)", hull_rows)
-    return {
-        "feasibility": {"runs": feas_runs, "summary": feas_summary},
-        "hull": hull_rows,
-        "minimisation": {"runs": opt_runs, "summary": opt_summary, "tol": tol},
-        "setup": {"R": R, "oracle_tol": ORACLE_TOL, "feas_r_frac": 1e-3, "dims": dims, "seeds": list(seeds)},
-    }
+    return {"feasibility": {"runs": feas_runs, "summary": feas_summary}, "hull": hull_rows,
+            "minimisation": {"runs": opt_runs, "summary": opt_summary, "tol": tol},
+            "setup": {"R": R, "oracle_tol": ORACLE_TOL, "feas_r_frac": 1e-3, "dims": dims,
+                      "seeds": list(seeds)}}
 
 
 def _print_table(title: str, rows: list[dict]) -> None:

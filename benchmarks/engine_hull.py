@@ -12,7 +12,6 @@ rows and extrapolated to all rows (marked "extrapolated"). Table 2 times the LP 
 LPs (random objectives) against a HiGHS dual-simplex reference. Table 3 times the min-norm point (QP):
 the default (dense numpy IPM guess, polished and KKT-verified) and each QP backend.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -83,7 +82,7 @@ def polyround_rows(P: Polytope, rows: np.ndarray, thresh: float = 1e-7) -> tuple
 def hull_table(sizes, styles, eq_rows: int, sample: dict, seed: int, repeats: int) -> list[dict]:
     rows = []
     solvers.solve_lp(np.ones(2), -np.eye(2), np.zeros(2))  # warm-up: load HiGHS before timing
-    for m, n in sizes:
+    for (m, n) in sizes:
         for style in styles:
             k = eq_rows if style == "pairs" else 3 * (eq_rows // 3)
             P, truth = flat_polytope(m, n, k, style, seed)
@@ -101,34 +100,20 @@ def hull_table(sizes, styles, eq_rows: int, sample: dict, seed: int, repeats: in
             pick = np.sort(np.concatenate([truth, rng.choice(others, s, replace=False)]))
             pr_found, t_pr, n_pr = polyround_rows(P, pick)
             per_lp = t_pr / max(n_pr, 1)
-            t_pr_total = (
-                t_pr if s == others.size else t_pr + (others.size - s) * per_lp
-            )  # each unsampled slack row costs one LP
-            rows.append(
-                {
-                    "m": P.A.shape[0],
-                    "n": n,
-                    "style": style,
-                    "hidden_rows": int(truth.size),
-                    "hull_dim": hull.dim,
-                    "ours_method": res.method,
-                    "ours_lps": res.n_solves,
-                    "t_ours": t_hull,
-                    "t_ours_implicit_equalities": t_fast,
-                    "t_frt": t_frt,
-                    "t_one_lp": t_lp,
-                    "cpu_ours": cpu_hull,
-                    "cpu_one_lp": cpu_lp,
-                    "t_polyround": t_pr_total,
-                    "polyround_extrapolated": bool(s < others.size),
-                    "polyround_lps_run": n_pr,
-                    "polyround_rows_run": int(pick.size),
-                    "ours_ok": bool(np.array_equal(np.sort(res.rows), truth)),
-                    "frt_ok": bool(np.array_equal(np.sort(frt.rows), truth)),
-                    "polyround_ok": bool(np.array_equal(np.sort(pr_found), truth)),
-                    "ours_over_one_lp": t_hull / t_lp,
-                }
-            )
+            t_pr_total = t_pr if s == others.size else \
+                t_pr + (others.size - s) * per_lp  # each unsampled slack row costs one LP
+            rows.append({
+                "m": P.A.shape[0], "n": n, "style": style, "hidden_rows": int(truth.size),
+                "hull_dim": hull.dim, "ours_method": res.method, "ours_lps": res.n_solves,
+                "t_ours": t_hull, "t_ours_implicit_equalities": t_fast, "t_frt": t_frt, "t_one_lp": t_lp,
+                "cpu_ours": cpu_hull, "cpu_one_lp": cpu_lp,
+                "t_polyround": t_pr_total, "polyround_extrapolated": bool(s < others.size),
+                "polyround_lps_run": n_pr, "polyround_rows_run": int(pick.size),
+                "ours_ok": bool(np.array_equal(np.sort(res.rows), truth)),
+                "frt_ok": bool(np.array_equal(np.sort(frt.rows), truth)),
+                "polyround_ok": bool(np.array_equal(np.sort(pr_found), truth)),
+                "ours_over_one_lp": t_hull / t_lp,
+            })
     return rows
 
 
@@ -136,7 +121,7 @@ def backend_table(sizes, n_obj: int, seed: int) -> list[dict]:
     from scipy.optimize import linprog
 
     out = []
-    for m, n in sizes:
+    for (m, n) in sizes:
         P, _ = flat_polytope(m, n, 10, "pairs", seed)
         C = np.random.default_rng(seed + 2).standard_normal((n_obj, n))
         ref = [linprog(c, A_ub=P.A, b_ub=P.b, bounds=(None, None), method="highs-ds").fun for c in C]
@@ -153,36 +138,22 @@ def backend_table(sizes, n_obj: int, seed: int) -> list[dict]:
             dt = (time.perf_counter() - t0) / max(len(vals), 1)
             dc = (time.process_time() - c0) / max(len(vals), 1)
             err = float(np.max(np.abs(np.array(vals) - ref[: len(vals)]))) if vals else float("nan")
-            out.append(
-                {
-                    "m": P.A.shape[0],
-                    "n": n,
-                    "backend": name,
-                    "ms_per_lp": 1e3 * dt,
-                    "cpu_ms_per_lp": 1e3 * dc,
-                    "obj_error": err,
-                    "max_violation": max(viol) if viol else float("nan"),
-                    "status": status,
-                }
-            )
+            out.append({"m": P.A.shape[0], "n": n, "backend": name, "ms_per_lp": 1e3 * dt,
+                        "cpu_ms_per_lp": 1e3 * dc, "obj_error": err,
+                        "max_violation": max(viol) if viol else float("nan"), "status": status})
 
         def lin(method):
             def f(c):
                 r = linprog(c, A_ub=P.A, b_ub=P.b, bounds=(None, None), method=method)
                 return r.fun, r.x
-
             return f
 
         record("linprog highs-ipm", lin("highs-ipm"))
         record("linprog highs-ds", lin("highs-ds"))
         limits = {"SCS": {"time_limit_secs": 30.0}, "CLARABEL": {"time_limit": 30.0}}
         for name in solvers.available("lp"):
-            record(
-                f"solve_lp {name}",
-                lambda c, name=name: (lambda s: (s.value, s.x))(
-                    solvers.solve_lp(c, P.A, P.b, solver=name, options=limits.get(name))
-                ),
-            )
+            record(f"solve_lp {name}", lambda c, name=name: (lambda s: (s.value, s.x))(
+                solvers.solve_lp(c, P.A, P.b, solver=name, options=limits.get(name))))
         for alg in ("ipm", "simplex"):
             model = solvers.LPModel(P, algorithm=alg)
             record(f"LPModel HIGHS kept ({alg})", lambda c, model=model: (lambda s: (s.value, s.x))(model.minimize(c)))
@@ -191,38 +162,22 @@ def backend_table(sizes, n_obj: int, seed: int) -> list[dict]:
 
 def qp_table(sizes, seed: int) -> list[dict]:
     out = []
-    for m, n in sizes:
+    for (m, n) in sizes:
         P, _ = flat_polytope(m, n, 10, "pairs", seed)
         Q = Polytope(P.A, P.b - P.A @ np.full(n, 0.3))  # move the body so the origin is outside
         ref = None
         for name in [None] + solvers.available("qp"):
             if name == "HIGHS" and m > 1500:
-                out.append(
-                    {
-                        "m": Q.A.shape[0],
-                        "n": n,
-                        "backend": name,
-                        "seconds": None,
-                        "status": "skipped: HiGHS QP measured > 150 s at this size",
-                    }
-                )
+                out.append({"m": Q.A.shape[0], "n": n, "backend": name, "seconds": None,
+                            "status": "skipped: HiGHS QP measured > 150 s at this size"})
                 continue
             try:
                 x, dt = timed(min_norm_point, Q, solver=name)
                 ref = x if ref is None else ref
-                out.append(
-                    {
-                        "m": Q.A.shape[0],
-                        "n": n,
-                        "backend": name or "default: dense IPM + KKT polish",
-                        "seconds": dt,
-                        "cpu_seconds": CPU["last"],
-                        "norm": float(np.linalg.norm(x)),
-                        "diff_to_default": float(np.linalg.norm(x - ref)),
-                        "max_violation": max(0.0, float(np.max(Q.A @ x - Q.b))),
-                        "status": "optimal",
-                    }
-                )
+                out.append({"m": Q.A.shape[0], "n": n, "backend": name or "default: dense IPM + KKT polish",
+                            "seconds": dt, "cpu_seconds": CPU["last"], "norm": float(np.linalg.norm(x)),
+                            "diff_to_default": float(np.linalg.norm(x - ref)),
+                            "max_violation": max(0.0, float(np.max(Q.A @ x - Q.b))), "status": "optimal"})
             except (OracleError, SolverError) as e:
                 out.append({"m": Q.A.shape[0], "n": n, "backend": name, "seconds": None, "status": str(e)})
     return out
@@ -258,65 +213,24 @@ def run(quick: bool = False, seed: int = 0) -> dict:
         sizes, styles, n_obj, repeats = [(1000, 100), (3000, 200)], ["pairs", "triples"], 3, 2
         sample = {(1000, 100): 100, (3000, 200): 20}
     hull = hull_table(sizes, styles, 10, sample, seed, repeats)
-    _print(
-        "Affine hull of dense flat polytopes (seconds; PolyRound column extrapolated when marked)",
-        hull,
-        [
-            ("m", "m"),
-            ("n", "n"),
-            ("hidden", "style"),
-            ("dim", "hull_dim"),
-            ("ours", "t_ours"),
-            ("ours/1LP", "ours_over_one_lp"),
-            ("path", "ours_method"),
-            ("one LP", "t_one_lp"),
-            ("ours cpu", "cpu_ours"),
-            ("1LP cpu", "cpu_one_lp"),
-            ("full FRT", "t_frt"),
-            ("PolyRound", "t_polyround"),
-            ("extrap.", "polyround_extrapolated"),
-            ("ours ok", "ours_ok"),
-            ("FRT ok", "frt_ok"),
-            ("PR ok", "polyround_ok"),
-        ],
-    )
+    _print("Affine hull of dense flat polytopes (seconds; PolyRound column extrapolated when marked)", hull, [
+        ("m", "m"), ("n", "n"), ("hidden", "style"), ("dim", "hull_dim"), ("ours", "t_ours"),
+        ("ours/1LP", "ours_over_one_lp"), ("path", "ours_method"), ("one LP", "t_one_lp"),
+        ("ours cpu", "cpu_ours"), ("1LP cpu", "cpu_one_lp"), ("full FRT", "t_frt"),
+        ("PolyRound", "t_polyround"), ("extrap.", "polyround_extrapolated"), ("ours ok", "ours_ok"),
+        ("FRT ok", "frt_ok"), ("PR ok", "polyround_ok")])
     backends = backend_table(sizes, n_obj, seed)
-    _print(
-        "LP backends on the same LPs (random objectives; error vs HiGHS dual simplex)",
-        backends,
-        [
-            ("m", "m"),
-            ("n", "n"),
-            ("backend", "backend"),
-            ("ms/LP", "ms_per_lp"),
-            ("cpu ms/LP", "cpu_ms_per_lp"),
-            ("obj err", "obj_error"),
-            ("max viol", "max_violation"),
-            ("status", "status"),
-        ],
-    )
+    _print("LP backends on the same LPs (random objectives; error vs HiGHS dual simplex)", backends, [
+        ("m", "m"), ("n", "n"), ("backend", "backend"), ("ms/LP", "ms_per_lp"), ("cpu ms/LP", "cpu_ms_per_lp"),
+        ("obj err", "obj_error"),
+        ("max viol", "max_violation"), ("status", "status")])
     qp = qp_table(sizes, seed)
-    _print(
-        "Min-norm point (QP; each answer is snapped to its active flat when that passes the exact KKT test)",
-        qp,
-        [
-            ("m", "m"),
-            ("n", "n"),
-            ("backend", "backend"),
-            ("seconds", "seconds"),
-            ("cpu s", "cpu_seconds"),
-            ("‖x - x_default‖", "diff_to_default"),
-            ("max viol", "max_violation"),
-            ("status", "status"),
-        ],
-    )
-    return {
-        "hull": hull,
-        "lp_backends": backends,
-        "min_norm_qp": qp,
-        "notes": "PolyRound per-row method: kept HiGHS model, one pass, no redundancy removal; "
-        "extrapolated rows cost one LP each (their max already shows slack).",
-    }
+    _print("Min-norm point (QP; each answer is snapped to its active flat when that passes the exact KKT test)", qp, [
+        ("m", "m"), ("n", "n"), ("backend", "backend"), ("seconds", "seconds"), ("cpu s", "cpu_seconds"),
+        ("‖x - x_default‖", "diff_to_default"), ("max viol", "max_violation"), ("status", "status")])
+    return {"hull": hull, "lp_backends": backends, "min_norm_qp": qp,
+            "notes": "PolyRound per-row method: kept HiGHS model, one pass, no redundancy removal; "
+                     "extrapolated rows cost one LP each (their max already shows slack)."}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,6 @@ Methods: the ellipsoid method on the epigraph {‖x‖ <= t} (what ``min_norm_po
 epigraph (the alternative it replaced; full mode only, n <= 20, 3,000-iteration budget), and the
 ellipsoid on ±u·x for the width. tol = 1e-8.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -62,28 +61,15 @@ def _run(method: str, n: int, seed: int) -> dict:
         err = float(np.linalg.norm(x - min_norm_point(P)))
     elif method == "min-norm (ACCPM, epigraph)":
         top = R
-        res = cutting_plane(
-            NormEpigraph(body),
-            np.append(np.zeros(n), top),
-            math.hypot(R, top) * 1.01,
-            objective=np.append(np.zeros(n), 1.0),
-            tol=TOL,
-            max_iter=3000,
-        )
+        res = cutting_plane(NormEpigraph(body), np.append(np.zeros(n), top), math.hypot(R, top) * 1.01,
+                            objective=np.append(np.zeros(n), 1.0), tol=TOL, max_iter=3000)
         status = res.status
         err = float(np.linalg.norm(res.x[:n] - min_norm_point(P))) if res.x is not None else math.inf
     else:
         w = width(body, u, radius=R, tol=TOL)
         err = abs(w - width(P, u))
-    return {
-        "method": method,
-        "n": n,
-        "seed": seed,
-        "seconds": time.perf_counter() - t0,
-        "oracle_calls": oracle.calls,
-        "error": err,
-        "status": status,
-    }
+    return {"method": method, "n": n, "seed": seed, "seconds": time.perf_counter() - t0,
+            "oracle_calls": oracle.calls, "error": err, "status": status}
 
 
 def run(quick: bool) -> list[dict]:
@@ -94,19 +80,12 @@ def run(quick: bool) -> list[dict]:
     for n in sizes:
         for method in methods + ([] if quick or n > 20 else ["min-norm (ACCPM, epigraph)"]):
             runs = [_run(method, n, s) for s in seeds]
-            rows.append(
-                {
-                    "n": n,
-                    "method": method,
-                    "seeds": len(runs),
-                    "median s": statistics.median(r["seconds"] for r in runs),
-                    "max s": max(r["seconds"] for r in runs),
-                    "median calls": statistics.median(r["oracle_calls"] for r in runs),
-                    "max error": max(r["error"] for r in runs),
-                    "optimal": sum(r["status"] == "optimal" for r in runs),
-                    "runs": runs,
-                }
-            )
+            rows.append({"n": n, "method": method, "seeds": len(runs),
+                         "median s": statistics.median(r["seconds"] for r in runs),
+                         "max s": max(r["seconds"] for r in runs),
+                         "median calls": statistics.median(r["oracle_calls"] for r in runs),
+                         "max error": max(r["error"] for r in runs),
+                         "optimal": sum(r["status"] == "optimal" for r in runs), "runs": runs})
     _print(rows)
     return rows
 
@@ -115,10 +94,8 @@ def _print(rows: list[dict]) -> None:
     print(f"\nSeparation-only min-norm point and width, tol={TOL:g} (error: ‖x − x*‖ or |width − LP width|)")
     print(f"{'n':>3} {'method':>32} {'optimal':>8} {'median s':>9} {'max s':>7} {'median calls':>13} {'max error':>10}")
     for r in rows:
-        print(
-            f"{r['n']:>3} {r['method']:>32} {r['optimal']:>5}/{r['seeds']:<2} {r['median s']:>9.3g} "
-            f"{r['max s']:>7.3g} {r['median calls']:>13.0f} {r['max error']:>10.2g}"
-        )
+        print(f"{r['n']:>3} {r['method']:>32} {r['optimal']:>5}/{r['seeds']:<2} {r['median s']:>9.3g} "
+              f"{r['max s']:>7.3g} {r['median calls']:>13.0f} {r['max error']:>10.2g}")
 
 
 def main(argv: list[str] | None = None) -> int:

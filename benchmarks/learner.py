@@ -20,7 +20,6 @@ Prints one Markdown table (success, median time, ratio of medians to the peer) a
 figures (span angle, m estimate, Θ error before the polish, examples used); writes every run to ``--out``.
 Never asserts timings.
 """
-
 from __future__ import annotations
 
 import os
@@ -28,7 +27,7 @@ import sys
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # every method on one BLAS thread (thin products; shared 2-core machine)
+    os.environ.setdefault(_var, "1")   # every method on one BLAS thread (thin products; shared 2-core machine)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse  # noqa: E402
@@ -61,33 +60,30 @@ class Row:
     n: int
     dist: str = "boolean"
     plant: dict[str, Any] = field(default_factory=dict)
-    torch: bool = False  # heads from a torch.nn.MultiheadAttention's own initialisation
+    torch: bool = False   # heads from a torch.nn.MultiheadAttention's own initialisation
 
 
-ROWS = {
-    r.name: r
-    for r in [
-        Row("generic-841-20k", 8, 4, 1, 20_000),
-        Row("gaussian-841-20k", 8, 4, 1, 20_000, dist="gaussian"),
-        Row("generic-842-2k", 8, 4, 2, 2_000),
-        Row("gaussian-842-2k", 8, 4, 2, 2_000, dist="gaussian"),
-        Row("generic-842-20k", 8, 4, 2, 20_000),
-        Row("gaussian-842-20k", 8, 4, 2, 20_000, dist="gaussian"),
-        Row("generic-1642-20k", 16, 4, 2, 20_000),
-        Row("gaussian-1642-20k", 16, 4, 2, 20_000, dist="gaussian"),
-        Row("generic-843-20k", 8, 4, 3, 20_000),
-        Row("gaussian-843-20k", 8, 4, 3, 20_000, dist="gaussian"),
-        Row("generic-1643-20k", 16, 4, 3, 20_000),
-        Row("generic-1643-80k", 16, 4, 3, 80_000),  # phase 4 reads what it needs for a span within 10°
-        Row("generic-844-20k", 8, 4, 4, 20_000),
-        Row("weak-head", 8, 4, 2, 5_000, plant={"weak_head": 0.01}),
-        Row("near-identical-m2", 8, 4, 2, 5_000, plant={"separation": 0.03}),
-        Row("near-identical-m4", 8, 4, 4, 5_000, plant={"separation": 0.03}),
-        Row("peaked", 8, 4, 2, 5_000, plant={"scale": 40.0}),
-        Row("torch-1684", 16, 8, 4, 20_000, torch=True),
-        Row("d32-3282", 32, 8, 2, 40_000, plant={"max_cond": 100.0}),  # cond(Σ W) <= 10 is very rare at d >= 24
-    ]
-}
+ROWS = {r.name: r for r in [
+    Row("generic-841-20k", 8, 4, 1, 20_000),
+    Row("gaussian-841-20k", 8, 4, 1, 20_000, dist="gaussian"),
+    Row("generic-842-2k", 8, 4, 2, 2_000),
+    Row("gaussian-842-2k", 8, 4, 2, 2_000, dist="gaussian"),
+    Row("generic-842-20k", 8, 4, 2, 20_000),
+    Row("gaussian-842-20k", 8, 4, 2, 20_000, dist="gaussian"),
+    Row("generic-1642-20k", 16, 4, 2, 20_000),
+    Row("gaussian-1642-20k", 16, 4, 2, 20_000, dist="gaussian"),
+    Row("generic-843-20k", 8, 4, 3, 20_000),
+    Row("gaussian-843-20k", 8, 4, 3, 20_000, dist="gaussian"),
+    Row("generic-1643-20k", 16, 4, 3, 20_000),
+    Row("generic-1643-80k", 16, 4, 3, 80_000),  # phase 4 reads what it needs for a span within 10°
+    Row("generic-844-20k", 8, 4, 4, 20_000),
+    Row("weak-head", 8, 4, 2, 5_000, plant={"weak_head": 0.01}),
+    Row("near-identical-m2", 8, 4, 2, 5_000, plant={"separation": 0.03}),
+    Row("near-identical-m4", 8, 4, 4, 5_000, plant={"separation": 0.03}),
+    Row("peaked", 8, 4, 2, 5_000, plant={"scale": 40.0}),
+    Row("torch-1684", 16, 8, 4, 20_000, torch=True),
+    Row("d32-3282", 32, 8, 2, 40_000, plant={"max_cond": 100.0}),  # cond(Σ W) <= 10 is very rare at d >= 24
+]}
 QUICK = ["generic-842-2k", "weak-head"]
 
 
@@ -106,20 +102,14 @@ def make_instance(row: Row, seed: int) -> MultiHeadAttention:
 
 def _score(model: Any, truth: MultiHeadAttention, Xt: np.ndarray) -> dict[str, Any]:
     if model is None or model.m != truth.m:
-        return {
-            "test_rel_mse": float("inf"),
-            "max_theta_error": float("inf"),
-            "max_w_error": float("inf"),
-            "exact": False,
-        }
+        return {"test_rel_mse": float("inf"), "max_theta_error": float("inf"), "max_w_error": float("inf"),
+                "exact": False}
     test = truth.prediction_error(model, Xt)
     dist = truth.distance(model)
-    return {
-        "test_rel_mse": float(test),
-        "max_theta_error": float(dist.max_theta_error),
-        "max_w_error": float(dist.max_w_error),
-        "exact": bool(test <= EXACT_TEST and dist.max_theta_error <= EXACT_PARAM and dist.max_w_error <= EXACT_PARAM),
-    }
+    return {"test_rel_mse": float(test), "max_theta_error": float(dist.max_theta_error),
+            "max_w_error": float(dist.max_w_error),
+            "exact": bool(test <= EXACT_TEST and dist.max_theta_error <= EXACT_PARAM
+                          and dist.max_w_error <= EXACT_PARAM)}
 
 
 def _phase_figures(res: Any) -> dict[str, Any]:
@@ -141,9 +131,8 @@ def _phase_figures(res: Any) -> dict[str, Any]:
     return out
 
 
-def _runners(
-    row: Row, seed: int, truth: MultiHeadAttention, limits: dict[str, float]
-) -> dict[str, Callable[[np.ndarray, np.ndarray], Any]]:
+def _runners(row: Row, seed: int, truth: MultiHeadAttention,
+             limits: dict[str, float]) -> dict[str, Callable[[np.ndarray, np.ndarray], Any]]:
     m = row.m
     return {
         "sculpt": lambda X, Y: learn(X, Y, m, method="sculpt", seed=seed),
@@ -160,38 +149,25 @@ def run_one(row: Row, seed: int, methods: list[str], limits: dict[str, float] | 
     X = sample_inputs(row.n, row.k, row.d, rng=gen, distribution=row.dist)
     Y = truth(X)
     Xt = sample_inputs(N_TEST, row.k, row.d, rng=gen, distribution=row.dist)
-    out: dict[str, Any] = {
-        "row": row.name,
-        "d": row.d,
-        "k": row.k,
-        "m": row.m,
-        "n": row.n,
-        "dist": row.dist,
-        "seed": seed,
-    }
+    out: dict[str, Any] = {"row": row.name, "d": row.d, "k": row.k, "m": row.m, "n": row.n, "dist": row.dist,
+                           "seed": seed}
     runners = _runners(row, seed, truth, limits or {"peer": 120.0, "lbfgs": 60.0})
     for name in methods:
         t = time.perf_counter()
         try:
             res = runners[name](X, Y)
-        except ValueError as exc:  # e.g. too few examples for a route: recorded, not fatal
+        except ValueError as exc:   # e.g. too few examples for a route: recorded, not fatal
             out[name] = {"error": str(exc), "exact": False, "time": time.perf_counter() - t}
             continue
         rec = _score(res.model, truth, Xt)
-        rec.update(
-            time=time.perf_counter() - t,
-            converged=bool(res.converged),
-            reason=res.reason,
-            samples_used=int(res.samples_used),
-        )
+        rec.update(time=time.perf_counter() - t, converged=bool(res.converged), reason=res.reason,
+                   samples_used=int(res.samples_used))
         if name == "sculpt":
             # timed without ``truth`` (its diagnostics cost 5–12 % at (16,4,2)); the figures come from a rerun
             # with it, which must give the same model (``truth`` never changes the result)
             again = learn(X, Y, m=row.m, method="sculpt", seed=seed, truth=truth)
-            same = (
-                res.model is not None
-                and again.model is not None
-                and bool(np.array_equal(res.model.thetas, again.model.thetas))
+            same = res.model is not None and again.model is not None and bool(
+                np.array_equal(res.model.thetas, again.model.thetas)
             )
             rec.update(_phase_figures(again), figures_rerun_same=same or (res.model is None and again.model is None))
         elif name == "auto":
@@ -226,11 +202,8 @@ def table(rows: list[dict[str, Any]], methods: list[str]) -> str:
 
 def phase_table(rows: list[dict[str, Any]]) -> str:
     """sculpt's phases: span angle, m̂, Θ error before the polish, examples for phases 1–3, attempts."""
-    lines = [
-        "| row | exact | span angle° (median, max) | m̂ = m | Θ err before polish (median, max) | "
-        "phases 1–3 examples (median) | attempts (max) | median s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    lines = ["| row | exact | span angle° (median, max) | m̂ = m | Θ err before polish (median, max) | "
+             "phases 1–3 examples (median) | attempts (max) | median s |", "|---|---|---|---|---|---|---|---|"]
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if "sculpt" in r and "error" not in r["sculpt"]:
@@ -248,8 +221,7 @@ def phase_table(rows: list[dict[str, Any]]) -> str:
             f"| {_fmt(np.median(ang) if ang else None, '.1f')}, {_fmt(max(ang) if ang else None, '.1f')} "
             f"| {mhat} | {_fmt(np.median(pre) if pre else None, '.2f')}, "
             f"{_fmt(max(pre) if pre else None, '.2f')} | {int(np.median(ex)) if ex else '–'} "
-            f"| {max(att) if att else '–'} | {np.median([x['time'] for x in s]):.2f} |"
-        )
+            f"| {max(att) if att else '–'} | {np.median([x['time'] for x in s]):.2f} |")
     return "\n".join(lines)
 
 
@@ -277,19 +249,12 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seed_start, args.seed_start + seeds):
             r = run_one(ROWS[name], seed, args.methods, limits)
             rows.append(r)
-            print(
-                f"{name} seed {seed}: "
-                + "; ".join(f"{mth} {r[mth]['time']:.2f} s exact={r[mth].get('exact')}" for mth in args.methods),
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"{name} seed {seed}: " + "; ".join(
+                f"{mth} {r[mth]['time']:.2f} s exact={r[mth].get('exact')}" for mth in args.methods),
+                file=sys.stderr, flush=True)
             if args.out:  # written after every run, so a long sweep can be read while it goes
-                meta = {
-                    "versions": versions(),
-                    "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-                    "load_average": list(os.getloadavg()),
-                    "total_time": time.perf_counter() - t0,
-                }
+                meta = {"versions": versions(), "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+                        "load_average": list(os.getloadavg()), "total_time": time.perf_counter() - t0}
                 write_json(args.out, {"meta": meta, "runs": rows}, indent=1)
     print(table(rows, args.methods))
     print()

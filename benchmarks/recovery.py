@@ -6,7 +6,6 @@
 Prints the per-cell summary table; writes <out>/trials.jsonl, <out>/summary.md and, with --plots,
 <out>/plots/*.png. The built-in grids are package data: sculpt/bench/grids/ (default.toml, quick.toml).
 """
-
 from __future__ import annotations
 
 import sys

@@ -30,6 +30,8 @@ import scipy.sparse as sp
 from .solvers.backend_highs import HighsBackend, run
 
 if TYPE_CHECKING:
+    from highspy import Highs
+
     from ._clarkson import KeptLP, Outcome
 
 _HOPS = 2  # constraint layers around the row (one hop: the equations on the row's own variables)
@@ -140,7 +142,7 @@ class _Bounds:
 
 
 def _solve(
-    lp: KeptLP, g: _Graph, i: int, nb: tuple[np.ndarray, ...], bd: _Bounds, highs: object
+    lp: KeptLP, g: _Graph, i: int, nb: tuple[np.ndarray, ...], bd: _Bounds, highs: Highs
 ) -> tuple[float, np.ndarray, np.ndarray] | None:
     """max g_i x over the neighbourhood ``nb`` with row i relaxed by _RELAX: (value, multiplier rows of G,
     values), or None when HiGHS does not reach an optimum."""

@@ -1,6 +1,5 @@
 """Shared by every test directory: puts tests/ on sys.path so that ``from strategies import ...`` (the
 hypothesis strategies in tests/strategies.py) works from tests/sculpt and tests/oracles alike."""
-
 from __future__ import annotations
 
 import sys

@@ -19,7 +19,6 @@ Shapes are given as an int, an inclusive ``(lo, hi)`` range, or a strategy (see 
 The engine strategies import ``oracles`` lazily and the layer strategies import ``sculpt`` lazily, so each test
 directory only needs the package it tests.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,9 +57,8 @@ def floats_between(lo: float, hi: float) -> st.SearchStrategy[float]:
     return st.integers(0, GRID).map(lambda i: lo + (hi - lo) * i / GRID)
 
 
-def grid_arrays(
-    shape: int | tuple[int, ...], lo: float, hi: float, *, zero: float | None = None
-) -> st.SearchStrategy[np.ndarray]:
+def grid_arrays(shape: int | tuple[int, ...], lo: float, hi: float, *, zero: float | None = None
+                ) -> st.SearchStrategy[np.ndarray]:
     """float64 arrays with independent entries in [lo, hi] on a grid of GRID steps; every entry is its own
     draw (no fill value repeated across the array). Entries shrink to ``zero`` (default: ``lo``; a grid point
     between lo and hi, e.g. 0 for a symmetric range)."""
@@ -98,9 +96,7 @@ def pm_one(shape: int | tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
     return codes.map(lambda c: np.where((np.asarray(c)[..., None] & bits) != 0, 1.0, -1.0))
 
 
-def gaussian_like(
-    shape: int | tuple[int, ...], scale: float = 1.0, bound: float = 3.0
-) -> st.SearchStrategy[np.ndarray]:
+def gaussian_like(shape: int | tuple[int, ...], scale: float = 1.0, bound: float = 3.0) -> st.SearchStrategy[np.ndarray]:
     """float64 arrays with independent entries in [-bound·scale, bound·scale] (the bulk of a N(0, scale²)
     draw; on the ``bounded_floats`` grid; shrinks to zeros)."""
     return grid_arrays(shape, -bound * scale, bound * scale, zero=0.0)
@@ -117,7 +113,8 @@ def inputs(shape: tuple[int, int, int], distribution: str = "boolean") -> st.Sea
 
 # ------------------------------------------------------------------------------------------------ matrices
 @st.composite
-def independent_tokens(draw: Any, shape: tuple[int, int, int], cond: float = 10.0, scale: float = 3.0) -> np.ndarray:
+def independent_tokens(draw: Any, shape: tuple[int, int, int], cond: float = 10.0, scale: float = 3.0
+                       ) -> np.ndarray:
     """An (N, k, d) batch of real-valued inputs whose k tokens per example are linearly independent (k <= d)
     or span R^d (k > d): each example is a ``well_conditioned`` k × d matrix (‖·‖₂ = scale, condition number
     <= cond). For properties that need generic Gaussian-like tokens rather than any bounded ones."""
@@ -173,14 +170,8 @@ def unit_vectors(draw: Any, n: Any) -> np.ndarray:
 
 # -------------------------------------------------------------------------------------------------- layers
 @st.composite
-def attention_layers(
-    draw: Any,
-    d: Any = (1, 5),
-    m: Any = (1, 3),
-    theta_norm: float = 3.0,
-    w_scale: float = 1.0,
-    sum_w_cond: float | None = None,
-) -> Any:
+def attention_layers(draw: Any, d: Any = (1, 5), m: Any = (1, 3), theta_norm: float = 3.0, w_scale: float = 1.0,
+                     sum_w_cond: float | None = None) -> Any:
     """A small ``sculpt.MultiHeadAttention``: each Θ_i with entries in [-1, 1] rescaled so that
     ‖Θ_i‖_F <= ``theta_norm``; each W_i with entries in [-w_scale, w_scale]. With ``sum_w_cond``, Σ_i W_i is
     instead a drawn well-conditioned matrix (condition number <= sum_w_cond, ‖·‖₂ = w_scale) and the last
@@ -200,13 +191,8 @@ def attention_layers(
 
 
 @st.composite
-def layers_with_inputs(
-    draw: Any,
-    sizes: Any = None,
-    distribution: Any = st.sampled_from(["boolean", "gaussian"]),
-    theta_norm: float = 3.0,
-    sum_w_cond: float | None = None,
-) -> tuple[Any, np.ndarray]:
+def layers_with_inputs(draw: Any, sizes: Any = None, distribution: Any = st.sampled_from(["boolean", "gaussian"]),
+                       theta_norm: float = 3.0, sum_w_cond: float | None = None) -> tuple[Any, np.ndarray]:
     """(layer, X): a layer from ``attention_layers`` and an (N, k, d) batch of matching token dimension.
     ``sizes`` is a ``shapes(...)`` strategy (default ``shapes()``); ``distribution`` a str or a strategy."""
     N, k, d, m = draw(shapes() if sizes is None else sizes)
@@ -228,14 +214,8 @@ class PolytopeCase:
 
 
 @st.composite
-def polytopes(
-    draw: Any,
-    n: Any = (1, 6),
-    m: Any = None,
-    slack: tuple[float, float] = (0.3, 1.5),
-    box: float | None = 2.0,
-    center_bound: float = 2.0,
-) -> PolytopeCase:
+def polytopes(draw: Any, n: Any = (1, 6), m: Any = None, slack: tuple[float, float] = (0.3, 1.5),
+              box: float | None = 2.0, center_bound: float = 2.0) -> PolytopeCase:
     """A random polytope in the manner of ``tests/oracles/_problems.random_polytope``: m (default 3n) unit rows
     a_i, b_i = a_iᵀx0 + s_i with s_i in ``slack`` (a negative lower end allows empty bodies), plus the box
     |x − x0|_∞ <= box unless ``box`` is None. Shrinks to coordinate rows around the origin."""
@@ -270,9 +250,8 @@ class FlatPolytopeCase:
 
 
 @st.composite
-def flat_polytopes(
-    draw: Any, n: Any, k: Any, m: Any, style: str = "pairs", box: float | None = None, equation_cond: float = 1e3
-) -> FlatPolytopeCase:
+def flat_polytopes(draw: Any, n: Any, k: Any, m: Any, style: str = "pairs", box: float | None = None,
+                   equation_cond: float = 1e3) -> FlatPolytopeCase:
     """m random inequalities with slack in [0.5, 2]·‖a_i‖ at x0, plus k hidden equalities through x0, the rows
     permuted: the structure of ``tests/oracles/conftest.make_flat``.
 
@@ -296,11 +275,8 @@ def flat_polytopes(
         G = np.vstack([E, -E]) if k_ else np.zeros((0, n_))
     elif style == "triples":
         E = draw(well_conditioned(2 * k_, n_, cond=equation_cond)) if k_ else np.zeros((0, n_))
-        G = (
-            np.vstack([np.vstack([E[2 * i], E[2 * i + 1], -E[2 * i] - E[2 * i + 1]]) for i in range(k_)])
-            if k_
-            else np.zeros((0, n_))
-        )
+        G = (np.vstack([np.vstack([E[2 * i], E[2 * i + 1], -E[2 * i] - E[2 * i + 1]]) for i in range(k_)])
+             if k_ else np.zeros((0, n_)))
     else:
         raise ValueError(style)
     scale = draw(grid_arrays(G.shape[0], 0.2, 5.0))
@@ -347,15 +323,14 @@ def ellipsoids(draw: Any, n: Any = (1, 6), cond: float = 10.0, scale: float = 3.
     from oracles import Ellipsoid
 
     n_ = _int(draw, n)
-    return Ellipsoid.from_factor(
-        draw(gaussian_like((n_,), bound=center_bound)), draw(well_conditioned(n_, n_, cond=cond, scale=scale))
-    )
+    return Ellipsoid.from_factor(draw(gaussian_like((n_,), bound=center_bound)),
+                                 draw(well_conditioned(n_, n_, cond=cond, scale=scale)))
 
 
 # ---------------------------------------------------------------------------------------------- hostile input
 def powers_of_ten(lo: int = -300, hi: int = 300) -> st.SearchStrategy[float]:
     """10**e for an integer e in [lo, hi] (shrinks towards 1.0): a magnitude for scale-invariance tests."""
-    return st.integers(lo, hi).map(lambda e: float(10.0**e)).filter(lambda v: 0.0 < v < float("inf"))
+    return st.integers(lo, hi).map(lambda e: float(10.0 ** e)).filter(lambda v: 0.0 < v < float("inf"))
 
 
 def hostile_values(dim: int = 3) -> st.SearchStrategy[Any]:
@@ -366,24 +341,11 @@ def hostile_values(dim: int = 3) -> st.SearchStrategy[Any]:
     big = st.sampled_from([1e151, -1e200, 1e300, 1.7e308])
     special = st.sampled_from([np.nan, np.inf, -np.inf])
     return st.one_of(
-        st.none(),
-        st.text(max_size=5),
-        st.binary(max_size=5),
-        st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
-        st.just([[1.0], [1.0, 2.0]]),
-        st.just(object()),
-        st.just(1j),
-        st.just({1.0, 2.0}),
-        st.just(np.zeros(dim) + 1j),
-        st.just(np.array(["a"] * dim)),
-        st.just(np.array([None] * dim, dtype=object)),
-        special.map(lambda v: np.full(dim, v)),
-        big.map(lambda v: np.full(dim, v)),
-        st.just(np.zeros(0)),
-        st.just(np.zeros((dim, dim, 2))),
-        st.just(np.zeros(dim + 1)),
-        special,
-        big,
+        st.none(), st.text(max_size=5), st.binary(max_size=5), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+        st.just([[1.0], [1.0, 2.0]]), st.just(object()), st.just(1j), st.just({1.0, 2.0}),
+        st.just(np.zeros(dim) + 1j), st.just(np.array(["a"] * dim)), st.just(np.array([None] * dim, dtype=object)),
+        special.map(lambda v: np.full(dim, v)), big.map(lambda v: np.full(dim, v)),
+        st.just(np.zeros(0)), st.just(np.zeros((dim, dim, 2))), st.just(np.zeros(dim + 1)), special, big,
     )
 
 
@@ -391,26 +353,11 @@ def oracle_answers(dim: int) -> st.SearchStrategy[Any]:
     """What a misbehaving user oracle may return (or raise: an ``Exception`` instance means "raise it"):
     wrong types, wrong shapes, NaN/inf, text, and a few well-formed answers so that valid paths run too."""
     return st.one_of(
-        st.none(),
-        st.booleans(),
-        st.text(max_size=4),
-        st.just("1.0"),
-        st.integers(-2, 2),
-        st.floats(allow_nan=True),
-        st.just((np.ones(dim), np.nan)),
-        st.just((np.ones(dim + 1), 0.0)),
-        st.just((np.full(dim, np.inf), 0.0)),
-        st.just(("a", "b")),
-        st.just((np.ones(dim),)),
-        st.just((np.ones(dim), 0.0, 1.0)),
-        st.just(np.ones(dim)),
-        st.just((np.ones(dim) * 1j, 0.0)),
-        st.just((np.zeros(dim), 1.0)),
-        st.just((1e-300 * np.ones(dim), 1.0)),
-        st.just((np.ones(dim), 0.5)),
-        st.just((0.0, np.zeros(dim))),
-        st.just((np.nan, np.zeros(dim))),
-        st.just((1.0, np.zeros(dim))),
-        st.just((np.float64(0.0), np.zeros(dim + 2))),
+        st.none(), st.booleans(), st.text(max_size=4), st.just("1.0"), st.integers(-2, 2), st.floats(allow_nan=True),
+        st.just((np.ones(dim), np.nan)), st.just((np.ones(dim + 1), 0.0)), st.just((np.full(dim, np.inf), 0.0)),
+        st.just(("a", "b")), st.just((np.ones(dim),)), st.just((np.ones(dim), 0.0, 1.0)), st.just(np.ones(dim)),
+        st.just((np.ones(dim) * 1j, 0.0)), st.just((np.zeros(dim), 1.0)), st.just((1e-300 * np.ones(dim), 1.0)),
+        st.just((np.ones(dim), 0.5)), st.just((0.0, np.zeros(dim))), st.just((np.nan, np.zeros(dim))),
+        st.just((1.0, np.zeros(dim))), st.just((np.float64(0.0), np.zeros(dim + 2))),
         st.sampled_from([ValueError("boom"), ZeroDivisionError(), KeyError("k"), RuntimeError("solver")]),
     )

@@ -1,6 +1,5 @@
 """docs/ is self-contained: nothing cites the research notes that live outside the repository, and every
 path or anchor the docs (and the code's docstrings) cite exists in the repository."""
-
 from __future__ import annotations
 
 import re
@@ -24,9 +23,8 @@ DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 def tracked_files() -> tuple[Path, ...]:
     """Tracked files under SCANNED (git ls-files); outside a git checkout, every file there but caches."""
     try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--", *SCANNED], cwd=ROOT, capture_output=True, check=True, timeout=60
-        ).stdout.decode()
+        out = subprocess.run(["git", "ls-files", "-z", "--", *SCANNED], cwd=ROOT, capture_output=True,
+                             check=True, timeout=60).stdout.decode()
         files = [ROOT / p for p in out.split("\0") if p]
     except (OSError, subprocess.SubprocessError):
         files = []
@@ -133,17 +131,7 @@ def test_anchor_citations_resolve() -> None:
 def test_the_reconstruction_section_has_its_anchors() -> None:
     """The anchors code and tests cite: one per phase, plus the shared pieces."""
     have = anchors(ROOT / "docs" / "method.md")
-    want = {
-        "reconstruction",
-        "recon-model",
-        "recon-assumptions",
-        "recon-body",
-        "recon-certifying-design",
-        "recon-plant",
-        "recon-exact",
-        "recon-prototype",
-        "recon-exponential",
-        "gd-baselines",
-        "gd-failure-regimes",
-    } | {f"recon-phase-{i}" for i in range(1, 7)}
+    want = {"reconstruction", "recon-model", "recon-assumptions", "recon-body", "recon-certifying-design",
+            "recon-plant", "recon-exact", "recon-prototype", "recon-exponential", "gd-baselines",
+            "gd-failure-regimes"} | {f"recon-phase-{i}" for i in range(1, 7)}
     assert want <= have, f"docs/method.md lacks anchors {sorted(want - have)}"

@@ -1,5 +1,4 @@
 """The documented examples run and show what they claim."""
-
 from __future__ import annotations
 
 import importlib.util

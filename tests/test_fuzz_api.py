@@ -7,7 +7,6 @@ against the body itself).
 Every test bounds its examples (``max_examples``) and each call's time (``deadline``), so the whole file runs
 in well under a minute on two cores. ``EXAMPLES`` counts the cases it draws (reported in the issue's close).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -67,33 +66,18 @@ from sculpt.learner import METHODS, min_examples
 DOCUMENTED = (ValueError, TypeError, OracleError, SculptError)
 
 #: max_examples of every test in this file (their sum is what the suite draws; see test_fuzz_cli.py too).
-EXAMPLES = {
-    "membership": 60,
-    "min_norm": 25,
-    "hull_dim": 20,
-    "boxes": 25,
-    "statuses": 30,
-    "hull_far": 15,
-    "oracles": 80,
-    "engine_args": 120,
-    "layer_args": 100,
-    "distance": 40,
-    "prediction": 30,
-    "typos": 60,
-    "learn_args": 60,
-    "reasons": 6,
-    "model_files": 60,
-}
+EXAMPLES = {"membership": 60, "min_norm": 25, "hull_dim": 20, "boxes": 25, "statuses": 30, "hull_far": 15,
+            "oracles": 80,
+            "engine_args": 120, "layer_args": 100, "distance": 40, "prediction": 30, "typos": 60, "learn_args": 60,
+            "reasons": 6, "model_files": 60}
 
 FAST = timedelta(seconds=3)
 
 
 def _fuzz(name: str, deadline: timedelta | None = FAST):
-    return settings(
-        max_examples=EXAMPLES[name],
-        deadline=deadline,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-    )
+    return settings(max_examples=EXAMPLES[name], deadline=deadline,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
 
 
 def _documented(call) -> object:
@@ -115,12 +99,9 @@ def _violation(A: np.ndarray, b: np.ndarray, x: np.ndarray) -> float:
 
 # ============================================================================================ the engine
 @_fuzz("membership")
-@given(
-    case=polytopes(n=(1, 4), box=None, slack=(0.1, 1.0)),
-    exps=st.lists(st.integers(-300, 300), min_size=1, max_size=12),
-    u=st.data(),
-    t=floats_between(0.0, 3.0),
-)
+@given(case=polytopes(n=(1, 4), box=None, slack=(0.1, 1.0)), exps=st.lists(st.integers(-300, 300), min_size=1,
+                                                                              max_size=12),
+       u=st.data(), t=floats_between(0.0, 3.0))
 def test_membership_and_cuts_at_any_row_scale(case, exps, u, t) -> None:
     """Rows scaled by 10^-300 … 10^300: contains() agrees with direct evaluation on the unscaled rows, and a
     returned cut is violated by the point and valid at the interior point x0 (class 1: at 1e160 a point outside
@@ -157,9 +138,8 @@ def _least_distance(A: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @_fuzz("min_norm", deadline=None)
-@given(
-    case=polytopes(n=(1, 4), box=2.0, center_bound=3.0), exps=st.lists(st.integers(-200, 200), min_size=1, max_size=8)
-)
+@given(case=polytopes(n=(1, 4), box=2.0, center_bound=3.0), exps=st.lists(st.integers(-200, 200), min_size=1,
+                                                                             max_size=8))
 def test_min_norm_point_matches_an_independent_qp(case, exps) -> None:
     """min_norm_point of a row-scaled polytope equals the least-distance-programming answer (an NNLS active set)
     on the unscaled rows, and is feasible by direct evaluation."""
@@ -220,12 +200,8 @@ def _body_case(draw) -> tuple[object, np.ndarray, float, callable, callable]:
 
 
 @_fuzz("statuses", deadline=None)
-@given(
-    data=st.data(),
-    e=st.integers(0, 150),
-    method=st.sampled_from(["ellipsoid", "cutting_plane"]),
-    minimise=st.booleans(),
-)
+@given(data=st.data(), e=st.integers(0, 150), method=st.sampled_from(["ellipsoid", "cutting_plane"]),
+       minimise=st.booleans())
 def test_cutting_plane_statuses_stay_true_at_any_radius(data, e, method, minimise) -> None:
     """ellipsoid / cutting_plane from a ball of radius up to 1e150 around a ball or a box: "feasible" points are
     in the body (direct evaluation), "optimal" values match the closed-form minimum, "empty" never happens (the
@@ -233,7 +209,7 @@ def test_cutting_plane_statuses_stay_true_at_any_radius(data, e, method, minimis
     gave "empty", a phase-one LP leaked UnboundedError)."""
     body, centre, extent, inside, lowest = _body_case(data.draw)
     n = body.dim
-    R = max(10.0**e, 4.0 * extent + 1.0)
+    R = max(10.0 ** e, 4.0 * extent + 1.0)
     offset = data.draw(unit_vectors(n), label="offset") * data.draw(floats_between(0.0, 0.5), label="frac") * R
     start = centre + offset
     u = data.draw(unit_vectors(n), label="objective") if minimise else None
@@ -260,7 +236,7 @@ def test_affine_hull_by_ellipsoid_never_calls_a_body_empty(data, e) -> None:
     dimension, or a SolverError saying float64 cannot tell — never EmptyBodyError (a box searched from radius
     1e50 was called empty)."""
     body, centre, extent, _, _ = _body_case(data.draw)
-    R = max(10.0**e, 4.0 * extent + 1.0)
+    R = max(10.0 ** e, 4.0 * extent + 1.0)
     start = centre + data.draw(unit_vectors(body.dim), label="offset") * 0.3 * R
     try:
         hull = affine_hull_by_ellipsoid(body, start, R)
@@ -282,24 +258,17 @@ class _UserBody(oracles.ConvexBody):
 
 def _scripted(answer):
     """A user oracle that returns ``answer`` (or raises it, when it is an exception)."""
-
     def oracle(*_):
         if isinstance(answer, BaseException):
             raise answer
         return answer
-
     return oracle
 
 
 @_fuzz("oracles", deadline=FAST)
-@given(
-    n=st.integers(1, 3),
-    data=st.data(),
-    which=st.sampled_from(["separate", "contains", "maximize"]),
-    call=st.sampled_from(
-        ["direct", "ellipsoid", "cutting_plane", "min_norm", "width", "widths", "hull", "intersection", "epigraph"]
-    ),
-)
+@given(n=st.integers(1, 3), data=st.data(), which=st.sampled_from(["separate", "contains", "maximize"]),
+       call=st.sampled_from(["direct", "ellipsoid", "cutting_plane", "min_norm", "width", "widths", "hull",
+                             "intersection", "epigraph"]))
 def test_misbehaving_oracles_are_named(n, data, which, call) -> None:
     """A user's oracle returning junk, NaN or the wrong shape, or raising, is an OracleError naming that oracle
     (class 2: a separate() returning text gave "could not convert string to float", a NaN maximize a NaN
@@ -310,13 +279,8 @@ def test_misbehaving_oracles_are_named(n, data, which, call) -> None:
         body = _UserBody(n, _scripted(answer))  # a ConvexBody written outside the engine
     x, R = np.zeros(n), 10.0
     calls = {
-        "direct": lambda: (
-            body.separate(x)
-            if which == "separate"
-            else body.contains(x)
-            if which == "contains"
-            else body.maximize(np.ones(n))
-        ),
+        "direct": lambda: (body.separate(x) if which == "separate" else body.contains(x) if which == "contains"
+                           else body.maximize(np.ones(n))),
         "ellipsoid": lambda: ellipsoid(body, x, R, max_iter=50),
         "cutting_plane": lambda: cutting_plane(body, x, R, max_iter=20),
         "min_norm": lambda: min_norm_point(body, radius=R, max_iter=50),
@@ -340,8 +304,7 @@ def test_misbehaving_oracles_are_named(n, data, which, call) -> None:
     except OracleError as exc:
         text = str(exc)
         assert isinstance(exc, (oracles.EmptyBodyError, oracles.UnboundedError, oracles.SolverError)) or (
-            "oracle" in text or "status" in text
-        ), text
+            "oracle" in text or "status" in text), text
 
 
 ENGINE_CALLS = {
@@ -450,7 +413,7 @@ def test_layer_and_data_entry_points_refuse_bad_arguments(name, value) -> None:
 
 def _layer_at(draw, m: int, d: int, e: int) -> tuple[MultiHeadAttention, MultiHeadAttention, float]:
     base = draw(gaussian_like((2, m, d, d), bound=1.0), label="params") + 0.01
-    return MultiHeadAttention(base[0], base[1]), MultiHeadAttention(base[0] * 10.0**e, base[1] * 10.0**e), 10.0**e
+    return MultiHeadAttention(base[0], base[1]), MultiHeadAttention(base[0] * 10.0 ** e, base[1] * 10.0 ** e), 10.0 ** e
 
 
 @_fuzz("distance")
@@ -464,13 +427,11 @@ def test_head_distance_is_scale_free_and_matches_brute_force(m, d, e, data) -> N
     got, ref = As.distance(Bs), A.distance(B)
     assert math.isclose(got.theta_error, ref.theta_error, rel_tol=1e-9, abs_tol=1e-300)
     assert math.isclose(got.w_error, ref.w_error, rel_tol=1e-9, abs_tol=1e-300)
-    t_sq, w_sq = float(np.sum(A.thetas**2)), float(np.sum(A.ws**2))
+    t_sq, w_sq = float(np.sum(A.thetas ** 2)), float(np.sum(A.ws ** 2))
 
     def cost(perm) -> float:
-        return sum(
-            float(np.sum((A.thetas[i] - B.thetas[j]) ** 2)) / t_sq + float(np.sum((A.ws[i] - B.ws[j]) ** 2)) / w_sq
-            for i, j in enumerate(perm)
-        )
+        return sum(float(np.sum((A.thetas[i] - B.thetas[j]) ** 2)) / t_sq + float(np.sum((A.ws[i] - B.ws[j]) ** 2))
+                   / w_sq for i, j in enumerate(perm))
 
     best = min(cost(p) for p in itertools.permutations(range(m)))
     assert cost(ref.permutation) <= best * (1 + 1e-9) + 1e-15
@@ -483,7 +444,7 @@ def test_prediction_error_is_scale_free(e, data) -> None:
     gave inf for a relative error of 1)."""
     A, _, _ = _layer_at(data.draw, 2, 3, 0)
     B, _, _ = _layer_at(data.draw, 2, 3, 0)
-    s = 10.0**e
+    s = 10.0 ** e
     ref = A.prediction_error(B, _X)
     got = MultiHeadAttention(A.thetas, A.ws * s).prediction_error(MultiHeadAttention(B.thetas, B.ws * s), _X)
     assert math.isclose(got, ref, rel_tol=1e-9)
@@ -507,12 +468,9 @@ _DATA = (sample_inputs(30, 2, 3, rng=1), plant(3, 2, 1, seed=1)(sample_inputs(30
 
 
 @_fuzz("typos")
-@given(
-    route=st.sampled_from(["sculpt", "exact", "gradient", "auto"]),
-    group=st.sampled_from(SETTING_GROUPS),
-    key=st.text(string.ascii_lowercase + "_", min_size=1, max_size=12),
-    how=st.sampled_from(["keyword", "settings_dict", "merged"]),
-)
+@given(route=st.sampled_from(["sculpt", "exact", "gradient", "auto"]), group=st.sampled_from(SETTING_GROUPS),
+       key=st.text(string.ascii_lowercase + "_", min_size=1, max_size=12),
+       how=st.sampled_from(["keyword", "settings_dict", "merged"]))
 def test_option_typos_are_type_errors_on_every_route(route, group, key, how) -> None:
     """An unknown setting at any depth is a TypeError naming it, whichever route and however it is passed
     (class 3; typed settings, sculpt/settings.py)."""
@@ -535,10 +493,8 @@ def test_option_typos_are_type_errors_on_every_route(route, group, key, how) -> 
 
 def _bad_learn_argument(draw) -> dict:
     X, Y = _DATA
-    field = draw(
-        st.sampled_from(["X", "Y", "m", "method", "seed", "solver", "truth", "settings", "tol", "validation_size"]),
-        label="field",
-    )
+    field = draw(st.sampled_from(["X", "Y", "m", "method", "seed", "solver", "truth", "settings", "tol",
+                                  "validation_size"]), label="field")
     junk = {
         "X": st.one_of(hostile_values(3), st.just(X[:, :, :2]), st.just(X * 1e120), st.just(X[0])),
         "Y": st.one_of(hostile_values(3), st.just(Y[:-1]), st.just(Y * 1e200), st.just(np.zeros_like(Y))),
@@ -570,11 +526,8 @@ def test_learn_refuses_bad_arguments_before_any_work(data) -> None:
 
 
 @_fuzz("reasons", deadline=None)
-@given(
-    route=st.sampled_from(["gradient", "auto"]),
-    tol=st.sampled_from([0.0, 1e-300, 1e-12]),
-    grad_tol=st.sampled_from([0.0, 1e-20, 1.0]),
-)
+@given(route=st.sampled_from(["gradient", "auto"]), tol=st.sampled_from([0.0, 1e-300, 1e-12]),
+       grad_tol=st.sampled_from([0.0, 1e-20, 1.0]))
 def test_reasons_agree_with_converged(route, tol, grad_tol) -> None:
     """The reason never contradicts ``converged`` (class 6: the gradient route said "tol reached" with
     converged=False — the training loss had reached gradient.tol, validation had not reached tol)."""
@@ -628,41 +581,29 @@ def _meta(**kw) -> np.ndarray:
     return np.array(json.dumps(doc))
 
 
-HOSTILE_MEMBERS = st.sampled_from(
-    [
-        ({"metadata.npy": _npy(np.array("[" * 5000 + "]" * 5000))}),
-        ({"metadata.npy": _npy(np.array("x" * 300_000))}),
-        ({"metadata.npy": _npy(_meta(m=2.0))}),
-        ({"metadata.npy": _npy(_meta(m=True))}),
-        ({"metadata.npy": _npy(np.array('{"m": ' + "9" * 5000 + "}"))}),
-        ({"metadata.npy": _npy(np.array([{"a": 1}], dtype=object))}),
-        (
-            {
-                "thetas.npy": _npy(
-                    header={"descr": "<f8", "fortran_order": False, "shape": (10**6, 10**6, 10**6)}, tail=b"\0" * 64
-                )
-            }
-        ),
-        ({"thetas.npy": _npy(header={"descr": "<f8", "fortran_order": False, "shape": (2, 3, 3)}, tail=b"\0")}),
-        ({"thetas.npy": _npy(header={"descr": "|O", "fortran_order": False, "shape": (2,)}, tail=b"\0" * 16)}),
-        ({"ws.npy": _npy(np.full((2, 3, 3), np.nan))}),
-        ({"ws.npy": _npy(np.full((2, 3, 3), 1e300))}),
-        ({"ws.npy": _npy(np.ones((2, 3, 3), dtype=np.complex128))}),
-        ({"ws.npy": _npy(np.ones((3, 3, 3)))}),
-        ({"ws.npy": b"\x93NUMPY\x09\x00garbage"}),
-        ({"ws.npy": b""}),
-    ]
-)
+HOSTILE_MEMBERS = st.sampled_from([
+    ({"metadata.npy": _npy(np.array("[" * 5000 + "]" * 5000))}),
+    ({"metadata.npy": _npy(np.array("x" * 300_000))}),
+    ({"metadata.npy": _npy(_meta(m=2.0))}),
+    ({"metadata.npy": _npy(_meta(m=True))}),
+    ({"metadata.npy": _npy(np.array('{"m": ' + "9" * 5000 + "}"))}),
+    ({"metadata.npy": _npy(np.array([{"a": 1}], dtype=object))}),
+    ({"thetas.npy": _npy(header={"descr": "<f8", "fortran_order": False, "shape": (10**6, 10**6, 10**6)},
+                                tail=b"\0" * 64)}),
+    ({"thetas.npy": _npy(header={"descr": "<f8", "fortran_order": False, "shape": (2, 3, 3)}, tail=b"\0")}),
+    ({"thetas.npy": _npy(header={"descr": "|O", "fortran_order": False, "shape": (2,)}, tail=b"\0" * 16)}),
+    ({"ws.npy": _npy(np.full((2, 3, 3), np.nan))}),
+    ({"ws.npy": _npy(np.full((2, 3, 3), 1e300))}),
+    ({"ws.npy": _npy(np.ones((2, 3, 3), dtype=np.complex128))}),
+    ({"ws.npy": _npy(np.ones((3, 3, 3)))}),
+    ({"ws.npy": b"\x93NUMPY\x09\x00garbage"}),
+    ({"ws.npy": b""}),
+])
 
 
 @_fuzz("model_files", deadline=timedelta(seconds=2))
-@given(
-    kind=st.sampled_from(["members", "flip", "truncate", "random"]),
-    members=HOSTILE_MEMBERS,
-    where=st.integers(0, 10**6),
-    byte=st.integers(0, 255),
-    junk=st.binary(max_size=64),
-)
+@given(kind=st.sampled_from(["members", "flip", "truncate", "random"]), members=HOSTILE_MEMBERS,
+       where=st.integers(0, 10**6), byte=st.integers(0, 255), junk=st.binary(max_size=64))
 def test_hostile_model_files_are_value_errors(tmp_path_factory, kind, members, where, byte, junk) -> None:
     """MultiHeadAttention.load on hostile files: nested or huge metadata, absurd shapes, object arrays, NaN,
     flipped / truncated / random bytes — a ValueError, fast, never RecursionError / MemoryError (class 4); a file
@@ -675,7 +616,7 @@ def test_hostile_model_files_are_value_errors(tmp_path_factory, kind, members, w
         raw = _npz({**base, **members})
     elif kind == "flip":
         i = where % len(good)
-        raw = good[:i] + bytes([byte]) + good[i + 1 :]
+        raw = good[:i] + bytes([byte]) + good[i + 1:]
     elif kind == "truncate":
         raw = good[: where % len(good)]
     else:

@@ -6,7 +6,6 @@ is one error line (after argparse's usage line) naming the flag, file or field; 
 The learner's routes and the benchmark sweep are replaced by stubs (learn() itself still runs every input
 check before calling them), so every example costs milliseconds. ``EXAMPLES`` counts the cases drawn.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -32,11 +31,9 @@ EXAMPLES = {"argv": 120, "data_files": 14, "grid_files": 80}  # data_files: ever
 
 
 def _fuzz(name: str):
-    return settings(
-        max_examples=EXAMPLES[name],
-        deadline=timedelta(seconds=5),
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
-    )
+    return settings(max_examples=EXAMPLES[name], deadline=timedelta(seconds=5),
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                           HealthCheck.data_too_large])
 
 
 # ------------------------------------------------------------------------------------------------- stubs
@@ -46,9 +43,8 @@ def _fake_route(run):
     if run.Xtr.shape[0] % 2:
         return LearnResult(model=None, method="stub", train_error=math.inf, reason="stub: no model")
     model = MultiHeadAttention(np.zeros((m, d, d)), np.zeros((m, d, d)))
-    return LearnResult(
-        model=model, method="sculpt", train_error=0.0, validation_error=0.0, converged=True, reason="stub: converged"
-    )
+    return LearnResult(model=model, method="sculpt", train_error=0.0, validation_error=0.0, converged=True,
+                       reason="stub: converged")
 
 
 @contextlib.contextmanager
@@ -59,11 +55,9 @@ def _stubbed():
     from sculpt.routes import ROUTES
 
     routes = {name: dataclasses.replace(route, run=_fake_route) for name, route in ROUTES.items()}
-    with (
-        mock.patch.dict(ROUTES, routes),
-        mock.patch.object(runner, "run_sweep", side_effect=RuntimeError("stub sweep: grid accepted")),
-        mock.patch("sculpt.result.LearnResult.certificate", new=None),
-    ):
+    with mock.patch.dict(ROUTES, routes), \
+            mock.patch.object(runner, "run_sweep", side_effect=RuntimeError("stub sweep: grid accepted")), \
+            mock.patch("sculpt.result.LearnResult.certificate", new=None):
         yield
 
 
@@ -102,9 +96,8 @@ def _absurd_npz(names: tuple[str, ...]) -> bytes:
     with zipfile.ZipFile(buf, "w") as z:
         for n in names:
             head = io.BytesIO()
-            np.lib.format.write_array_header_1_0(
-                head, {"descr": "<f8", "fortran_order": False, "shape": (10**7, 10**6, 4)}
-            )
+            np.lib.format.write_array_header_1_0(head, {"descr": "<f8", "fortran_order": False,
+                                                        "shape": (10**7, 10**6, 4)})
             z.writestr(n + ".npy", head.getvalue() + b"\0" * 64)
     return buf.getvalue()
 
@@ -130,9 +123,7 @@ def files(tmp_path_factory) -> dict[str, dict[str, Path]]:
         "objects": (lambda b: (np.savez(b, X=np.array([{}], dtype=object), Y=X), b.getvalue())[1])(io.BytesIO()),
     }
     models = {
-        "good": None,
-        "absurd": _absurd_npz(("thetas", "ws", "metadata")),
-        "junk": b"\x00\x01junk",
+        "good": None, "absurd": _absurd_npz(("thetas", "ws", "metadata")), "junk": b"\x00\x01junk",
         "nested": _npz_bytes(thetas=truth.thetas, ws=truth.ws, metadata=np.array("[" * 2000 + "]" * 2000)),
         "wrong_d": None,
     }
@@ -145,12 +136,11 @@ def files(tmp_path_factory) -> dict[str, dict[str, Path]]:
         "nested.json": "[" * 5000 + "]" * 5000,
         "list.json": "[1, 2]",
         "yaml.yaml": "cells: []",
-        "types.toml": "[[cells]]\nd = 4\nk = 3\nm = 1\nN = 10\nmethod_options = 5\n",
+        "types.toml": '[[cells]]\nd = 4\nk = 3\nm = 1\nN = 10\nmethod_options = 5\n',
         "threshold.toml": 'threshold = "abc"\n[[cells]]\nd = 4\nk = 3\nm = 1\nN = 10\n',
-        "samples.toml": "test_samples = [1]\n[[cells]]\nd = 4\nk = 3\nm = 1\nN = 10\n",
-        "huge.json": json.dumps(
-            {"cells": [{"d": list(range(1, 60)), "k": list(range(1, 60)), "m": list(range(1, 60)), "N": 10}]}
-        ),
+        "samples.toml": 'test_samples = [1]\n[[cells]]\nd = 4\nk = 3\nm = 1\nN = 10\n',
+        "huge.json": json.dumps({"cells": [{"d": list(range(1, 60)), "k": list(range(1, 60)),
+                                            "m": list(range(1, 60)), "N": 10}]}),
         "seeds.json": json.dumps({"seeds": 10**12, "cells": [{"d": 4, "k": 3, "m": 1, "N": 10}]}),
         "regime.json": json.dumps({"cells": [{"d": 4, "k": 3, "m": 1, "N": 10, "regime": [[1]]}]}),
         "float.json": json.dumps({"cells": [{"d": 4.5, "k": 3, "m": 1, "N": 10}]}),
@@ -180,23 +170,10 @@ def files(tmp_path_factory) -> dict[str, dict[str, Path]]:
 # ------------------------------------------------------------------------------------------------- argv
 INTS = st.sampled_from(["1", "2", "3", "4", "8", "0", "-1", "x", "", "1e3", "2.5", "nan", str(10**12), "٣"])
 REALS = st.sampled_from(["0", "1e-12", "2.5", "-1", "nan", "inf", "1e999", "x", "", "1e-320"])
-SETTINGS = st.sampled_from(
-    [
-        "tol=1e-10",
-        "tolx=1",
-        "refine.slabs.tau=0.02",
-        "refine.slabs.tua=0.02",
-        "exact.rank_tol=-1",
-        "validation_size=" + "9" * 50,
-        "novalue",
-        "=3",
-        "tol=" + "[" * 500,
-        'gradient.max_iter="10"',
-        'sum_w={"improve": 3}',
-        "auto.fallback=false",
-        "heads=5",
-    ]
-)
+SETTINGS = st.sampled_from(["tol=1e-10", "tolx=1", "refine.slabs.tau=0.02", "refine.slabs.tua=0.02",
+                            "exact.rank_tol=-1", "validation_size=" + "9" * 50, "novalue", "=3",
+                            "tol=" + "[" * 500, "gradient.max_iter=\"10\"", "sum_w={\"improve\": 3}",
+                            "auto.fallback=false", "heads=5"])
 
 
 _FILE_FLAGS = {"--data": "data", "--truth": "truth", "--grid": "grid"}
@@ -236,23 +213,8 @@ def argvs(draw, files) -> tuple[list[str], set[str]]:
     argv: list[str] = [cmd]
     named: set[str] = set()
     flags = {
-        "recover": [
-            "--d",
-            "--k",
-            "--m",
-            "--samples",
-            "--seed",
-            "--distribution",
-            "--noise",
-            "--scale",
-            "--test-samples",
-            "--method",
-            "--solver",
-            "--tol",
-            "--set",
-            "--quiet",
-            "--bogus",
-        ],
+        "recover": ["--d", "--k", "--m", "--samples", "--seed", "--distribution", "--noise", "--scale",
+                    "--test-samples", "--method", "--solver", "--tol", "--set", "--quiet", "--bogus"],
         "learn": ["--data", "--m", "--seed", "--truth", "--method", "--solver", "--tol", "--set", "--quiet"],
         "bench": ["--grid", "--quick", "--seeds", "--methods", "--only", "--workers", "--scheduler"],
     }.get(cmd, ["--bogus"])
@@ -300,49 +262,17 @@ def test_hostile_data_and_model_files_are_named(files, which, name) -> None:
 def test_random_grid_documents_are_refused_by_field(files, data, tmp_path_factory) -> None:
     """A grid document with random values in its fields (JSON) is either accepted (the stub sweep then says
     so) or refused in one line that names the grid file; never a traceback (class 5)."""
-    value = st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(-3, 10),
-        st.floats(allow_nan=True, allow_infinity=True),
-        st.text(max_size=3),
-        st.lists(st.integers(-1, 5), max_size=3),
-        st.dictionaries(st.sampled_from(["lbfgs", "x"]), st.integers(), max_size=2),
-    )
-    cell = data.draw(
-        st.fixed_dictionaries(
-            {"d": st.one_of(st.just(4), value), "k": st.one_of(st.just(3), value), "m": st.one_of(st.just(1), value)},
-            optional={
-                "N": value,
-                "n_factor": value,
-                "scale": value,
-                "noise": value,
-                "distribution": value,
-                "regime": value,
-                "weak_head": value,
-                "seeds": value,
-                "methods": value,
-                "bogus": value,
-            },
-        ),
-        label="cell",
-    )
-    top = data.draw(
-        st.fixed_dictionaries(
-            {},
-            optional={
-                "name": value,
-                "seeds": value,
-                "methods": value,
-                "threshold": value,
-                "test_samples": value,
-                "method_options": value,
-                "description": value,
-                "extra": value,
-            },
-        ),
-        label="top",
-    )
+    value = st.one_of(st.none(), st.booleans(), st.integers(-3, 10), st.floats(allow_nan=True, allow_infinity=True),
+                      st.text(max_size=3), st.lists(st.integers(-1, 5), max_size=3),
+                      st.dictionaries(st.sampled_from(["lbfgs", "x"]), st.integers(), max_size=2))
+    cell = data.draw(st.fixed_dictionaries(
+        {"d": st.one_of(st.just(4), value), "k": st.one_of(st.just(3), value), "m": st.one_of(st.just(1), value)},
+        optional={"N": value, "n_factor": value, "scale": value, "noise": value, "distribution": value,
+                  "regime": value, "weak_head": value, "seeds": value, "methods": value, "bogus": value}),
+        label="cell")
+    top = data.draw(st.fixed_dictionaries({}, optional={
+        "name": value, "seeds": value, "methods": value, "threshold": value, "test_samples": value,
+        "method_options": value, "description": value, "extra": value}), label="top")
     doc = {**top, "cells": data.draw(st.sampled_from([[cell], cell, [], [cell, 3]]), label="cells")}
     path = tmp_path_factory.mktemp("grid") / "fuzz.json"
     path.write_text(json.dumps(doc, allow_nan=True))

@@ -1,7 +1,6 @@
 """docs/howto.md runs as written: every ```python block, in order, in one namespace, in a scratch directory (a
 block whose first line is ``# name.py`` is also saved there as that file, for later blocks to import), and the
 pytest command of its backend example. The registries the page extends are restored afterwards."""
-
 from __future__ import annotations
 
 import os
@@ -86,14 +85,8 @@ def test_the_backend_example_passes_the_canonical_cases(tmp_path):
     argv = shlex.split(line)
     assert argv[:3] == [".venv/bin/python", "-m", "pytest"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)}
-    out = subprocess.run(
-        [sys.executable, *argv[1:], "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    out = subprocess.run([sys.executable, *argv[1:], "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
     report = out.stdout[-4000:] + out.stderr[-4000:]
     assert out.returncode == 0, report
     passed = re.search(r"(\d+) passed", out.stdout)

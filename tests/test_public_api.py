@@ -1,6 +1,5 @@
 """The public names the issues list are a contract: import them exactly as written there and check the
 keyword arguments other code calls them with."""
-
 from __future__ import annotations
 
 import inspect
@@ -89,20 +88,8 @@ def test_routes_contract_imports_and_fields() -> None:
     assert {"Xtr", "Ytr", "Xva", "Yva", "m", "settings"} <= {f.name for f in dataclasses.fields(RouteContext)}
     assert get_route("exact").refusal(8, 4, 2) is not None and get_route("sculpt").validated is False
     info_fields = {f.name for f in dataclasses.fields(RouteInfo)}
-    assert {
-        "train_examples",
-        "validation_examples",
-        "tol",
-        "route",
-        "model_from",
-        "settings",
-        "truth",
-        "attempts",
-        "examples_used",
-        "tried",
-        "solver",
-        "details",
-    } <= info_fields
+    assert {"train_examples", "validation_examples", "tol", "route", "model_from", "settings", "truth",
+            "attempts", "examples_used", "tried", "solver", "details"} <= info_fields
     res = LearnResult(None, "x", 1.0, info={"route": "x", "extra": 2})
     assert res.info["route"] == res.info.route == "x" and res.info.get("extra") == 2 and res.info.to_dict()
     # what a user needs to register a route, read its info or resolve settings is at the top level
@@ -121,11 +108,9 @@ def test_oracles_never_imports_sculpt() -> None:
     import pathlib
 
     root = pathlib.Path(__file__).resolve().parents[1] / "oracles"
-    offenders = [
-        str(p)
-        for p in root.rglob("*.py")
-        if any(line.lstrip().startswith(("import sculpt", "from sculpt")) for line in p.read_text().splitlines())
-    ]
+    offenders = [str(p) for p in root.rglob("*.py")
+                 if any(line.lstrip().startswith(("import sculpt", "from sculpt"))
+                        for line in p.read_text().splitlines())]
     assert offenders == [], f"oracles/ must not import sculpt: {offenders}"
 
 
@@ -159,7 +144,7 @@ def test_every_exported_name_exists_and_every_module_is_private_or_exported() ->
     for dotted in _engine_modules():
         parts = dotted.split(".")[1:]
         if any(p.startswith("_") for p in parts) or parts[0] in exported:
-            continue  # private, or inside an exported subpackage (oracles.solvers)
+            continue   # private, or inside an exported subpackage (oracles.solvers)
         mod = importlib.import_module(dotted)
         public = getattr(mod, "__all__", None)
         assert public is not None, f"{dotted} is public but has no __all__ (export it or rename it _{parts[-1]})"
@@ -171,11 +156,8 @@ def test_nothing_outside_the_engine_imports_its_private_names() -> None:
     """sculpt/, benchmarks/ and docs/ use the engine's public API: no `oracles._x` module, no `_name` import."""
     import re
 
-    pattern = re.compile(
-        r"^\s*(from\s+oracles[\w.]*\._\w+|import\s+oracles[\w.]*\._\w+|"
-        r"from\s+oracles[\w.]*\s+import\s+(\(?\s*)?_\w+)",
-        re.M,
-    )
+    pattern = re.compile(r"^\s*(from\s+oracles[\w.]*\._\w+|import\s+oracles[\w.]*\._\w+|"
+                         r"from\s+oracles[\w.]*\s+import\s+(\(?\s*)?_\w+)", re.M)
     offenders = []
     for folder in ("sculpt", "benchmarks", "docs"):
         for p in (_ROOT / folder).rglob("*.py"):
@@ -189,11 +171,8 @@ def test_no_code_branches_on_backend_names() -> None:
     import re
 
     names = "HIGHS|CLARABEL|SCS|MOSEK"
-    pattern = re.compile(
-        rf"(\.name\s*[!=]=\s*[\"']({names})[\"']|[!=]=\s*[\"']({names})[\"']|"
-        rf"[\"']({names})[\"']\s*[!=]=)",
-        re.I,
-    )
+    pattern = re.compile(rf"(\.name\s*[!=]=\s*[\"']({names})[\"']|[!=]=\s*[\"']({names})[\"']|"
+                         rf"[\"']({names})[\"']\s*[!=]=)", re.I)
     offenders = []
     for folder in ("oracles", "sculpt"):
         for p in (_ROOT / folder).rglob("*.py"):

@@ -1,6 +1,5 @@
 """The torch example runs and recovers a real torch.nn.MultiheadAttention with learn's default route (auto) and
 with the sculpting learner."""
-
 import importlib.util
 from pathlib import Path
 
@@ -19,4 +18,4 @@ def test_torch_layer_example_recovers_the_layer():
         assert out[method]["converged"]
         assert out[method]["test_error"] <= 1e-12
         assert out[method]["theta_error"] <= 1e-6 and out[method]["w_error"] <= 1e-6
-    assert set(module.main(["--n", "6000"])) == {"auto", "lbfgs"}  # auto by default
+    assert set(module.main(["--n", "6000"])) == {"auto", "lbfgs"}   # auto by default

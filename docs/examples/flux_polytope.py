@@ -17,7 +17,6 @@ i.e. over the whole polytope, solved by cobra's solver, not the engine's).
 cobra ships "textbook" (e_coli_core), "iJO1366" and "salmonella" inside its package (cobra.io.load_model
 reads them without a network); other names are fetched from BiGG, which needs one.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -74,17 +73,10 @@ def run(name: str = "textbook", *, fva: bool = True, fixed_tol: float = 1e-7) ->
     out["hull_seconds"] = time.perf_counter() - t
     res = hull.info["implicit_equalities"]
     fixed = hull.fixed_coordinates()
-    out.update(
-        dim=hull.dim,
-        fixed=fixed,
-        interior_point=hull.interior_point,
-        interior_in_body=bool(P.contains(hull.interior_point, tol=1e-7)),
-        min_norm_point_in_body=bool(P.contains(hull.point, tol=1e-7)),
-        tight_bounds=res.fixed_variables,
-        max_width=res.max_width,
-        min_slack=res.min_slack,
-        tol=res.tol,
-    )
+    out.update(dim=hull.dim, fixed=fixed, interior_point=hull.interior_point,
+               interior_in_body=bool(P.contains(hull.interior_point, tol=1e-7)),
+               min_norm_point_in_body=bool(P.contains(hull.point, tol=1e-7)),
+               tight_bounds=res.fixed_variables, max_width=res.max_width, min_slack=res.min_slack, tol=res.tol)
 
     center, radius = chebyshev_center(P, relative=True)
     out.update(chebyshev_center=center, chebyshev_radius=radius)
@@ -96,11 +88,8 @@ def run(name: str = "textbook", *, fva: bool = True, fixed_tol: float = 1e-7) ->
     if fva:
         t = time.perf_counter()
         lo, hi = cobra_fva(model)
-        out.update(
-            cobra_fva_seconds=time.perf_counter() - t,
-            cobra_widths=hi - lo,
-            cobra_fixed=np.flatnonzero(hi - lo <= fixed_tol),
-        )
+        out.update(cobra_fva_seconds=time.perf_counter() - t, cobra_widths=hi - lo,
+                   cobra_fixed=np.flatnonzero(hi - lo <= fixed_tol))
         out["fixed_agree"] = bool(np.array_equal(out["cobra_fixed"], fixed))
         out["max_width_difference"] = float(np.max(np.abs(out["cobra_widths"] - w)))
     del ids
@@ -114,22 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     r = run(args.model, fva=not args.no_fva)
     print(f"{r['model']}: {r['reactions']} reactions, {r['metabolites']} metabolites, {r['nonzeros']} non-zeros")
-    print(
-        f"affine hull: dimension {r['dim']}, {r['fixed'].size} fixed fluxes ({r['hull_seconds']:.3f} s); "
-        f"relative-interior point in the body: {r['interior_in_body']} "
-        f"(the flat's min-norm point: {r['min_norm_point_in_body']})"
-    )
-    print(
-        f"evidence: {r['tight_bounds'].size} bounds hold on the whole body, widest certified extent "
-        f"{r['max_width']:.2g} against tol {r['tol']:.0e}; every other bound has slack >= {r['min_slack']:.2g}"
-    )
+    print(f"affine hull: dimension {r['dim']}, {r['fixed'].size} fixed fluxes ({r['hull_seconds']:.3f} s); "
+          f"relative-interior point in the body: {r['interior_in_body']} "
+          f"(the flat's min-norm point: {r['min_norm_point_in_body']})")
+    print(f"evidence: {r['tight_bounds'].size} bounds hold on the whole body, widest certified extent "
+          f"{r['max_width']:.2g} against tol {r['tol']:.0e}; every other bound has slack >= {r['min_slack']:.2g}")
     print(f"relative Chebyshev radius {r['chebyshev_radius']:.4g}")
     print(f"FVA through the engine: {r['engine_fva_seconds']:.2f} s")
     if "cobra_widths" in r:
-        print(
-            f"cobra FVA: {r['cobra_fva_seconds']:.2f} s; same fixed set: {r['fixed_agree']}; "
-            f"largest flux-range difference {r['max_width_difference']:.2g}"
-        )
+        print(f"cobra FVA: {r['cobra_fva_seconds']:.2f} s; same fixed set: {r['fixed_agree']}; "
+              f"largest flux-range difference {r['max_width_difference']:.2g}")
     return 0
 
 

@@ -8,7 +8,6 @@ grows.
 
     python docs/examples/linear_threshold.py [--dim 10] [--samples 10 20 40 80 160 320] [--seed 0]
 """
-
 from __future__ import annotations
 
 import argparse
@@ -20,9 +19,8 @@ from oracles import Polytope, chebyshev_center, width, widths
 from oracles.ellipsoid import ellipsoid
 
 
-def make_samples(
-    n_samples: int, dim: int, margin: float, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def make_samples(n_samples: int, dim: int, margin: float, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(X, y, w*): Gaussian points with |w*·x| >= margin, labelled by sign(w*·x); w* a random unit vector."""
     w_true = rng.standard_normal(dim)
     w_true /= np.linalg.norm(w_true)
@@ -57,13 +55,8 @@ class Row:
     test_accuracy: float  # Chebyshev centre on fresh samples
 
 
-def run(
-    dim: int = 10,
-    sample_sizes: tuple[int, ...] = (10, 20, 40, 80, 160, 320),
-    margin: float = 0.1,
-    seed: int = 0,
-    n_test: int = 2000,
-) -> list[Row]:
+def run(dim: int = 10, sample_sizes: tuple[int, ...] = (10, 20, 40, 80, 160, 320), margin: float = 0.1,
+        seed: int = 0, n_test: int = 2000) -> list[Row]:
     """One table row per sample size (prefixes of one sample, so the version spaces are nested)."""
     rng = np.random.default_rng(seed)
     X, y, w_true = make_samples(max(sample_sizes), dim, margin, rng)
@@ -80,35 +73,22 @@ def run(
         w = found.x
         consistent = w is not None and bool(np.min(y[:n] * (X[:n] @ w)) >= 1 - 1e-6)
         center, radius = chebyshev_center(V)
-        rows.append(
-            Row(
-                n,
-                found.status,
-                found.iterations,
-                consistent,
-                radius,
-                width(V, w_true),
-                float(np.mean(widths(V, U))),
-                float(center @ w_true / np.linalg.norm(center)),
-                float(np.mean(np.sign(X_test @ center) == y_test)),
-            )
-        )
+        rows.append(Row(n, found.status, found.iterations, consistent, radius, width(V, w_true),
+                        float(np.mean(widths(V, U))),
+                        float(center @ w_true / np.linalg.norm(center)),
+                        float(np.mean(np.sign(X_test @ center) == y_test))))
     return rows
 
 
 def format_table(rows: list[Row]) -> str:
-    head = (
-        f"{'N':>5} {'ellipsoid':>10} {'iters':>6} {'consistent':>10} {'cheb r':>8} {'width(w*)':>10} "
-        f"{'width(⊥w*)':>10} {'cos(c,w*)':>9} {'test acc':>8}"
-    )
+    head = (f"{'N':>5} {'ellipsoid':>10} {'iters':>6} {'consistent':>10} {'cheb r':>8} {'width(w*)':>10} "
+            f"{'width(⊥w*)':>10} {'cos(c,w*)':>9} {'test acc':>8}")
     lines = [head]
     for r in rows:
-        lines.append(
-            f"{r.n_samples:>5} {r.ellipsoid_status:>10} {r.ellipsoid_iterations:>6} {str(r.consistent):>10} "
-            f"{r.chebyshev_radius:>8.3f} {r.width_along_truth:>10.3f} {r.width_across_truth:>10.3f} "
-            f"{r.cosine_to_truth:>9.3f} "
-            f"{r.test_accuracy:>8.3f}"
-        )
+        lines.append(f"{r.n_samples:>5} {r.ellipsoid_status:>10} {r.ellipsoid_iterations:>6} {str(r.consistent):>10} "
+                     f"{r.chebyshev_radius:>8.3f} {r.width_along_truth:>10.3f} {r.width_across_truth:>10.3f} "
+                     f"{r.cosine_to_truth:>9.3f} "
+                     f"{r.test_accuracy:>8.3f}")
     return "\n".join(lines)
 
 

@@ -1,5 +1,4 @@
 """Random test bodies shared by the ellipsoid / cutting-plane / hull tests (pure numpy + scipy LP)."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +7,8 @@ from scipy.optimize import linprog
 from oracles import Polytope
 
 
-def random_polytope(
-    rng: np.random.Generator, n: int, *, m: int | None = None, box: float = 2.0, shift: tuple[float, float] = (0.3, 1.5)
-) -> tuple[Polytope, np.ndarray]:
+def random_polytope(rng: np.random.Generator, n: int, *, m: int | None = None, box: float = 2.0,
+                    shift: tuple[float, float] = (0.3, 1.5)) -> tuple[Polytope, np.ndarray]:
     """{x : a_iᵀx <= a_iᵀx0 + s_i, |x - x0|_∞ <= box} with unit rows a_i, s_i ~ U(shift): contains x0."""
     m = 3 * n if m is None else m
     x0 = rng.normal(size=n)
@@ -29,9 +27,8 @@ def chebyshev_margin(P: Polytope, lo: float = -50.0, hi: float = 50.0) -> float:
     norms = np.linalg.norm(A, axis=1)
     c = np.zeros(n + 1)
     c[-1] = -1.0
-    res = linprog(
-        c, A_ub=np.hstack([A, norms[:, None]]), b_ub=b, bounds=[(lo, hi)] * n + [(-100.0, 1.0)], method="highs"
-    )
+    res = linprog(c, A_ub=np.hstack([A, norms[:, None]]), b_ub=b,
+                  bounds=[(lo, hi)] * n + [(-100.0, 1.0)], method="highs")
     assert res.status == 0, res.message
     return float(res.x[-1])
 
@@ -55,9 +52,8 @@ def lp_min(P: Polytope, c: np.ndarray) -> float:
     return float(res.fun)
 
 
-def flat_polytope(
-    rng: np.random.Generator, n: int, k: int, *, m: int | None = None, scale_rows: bool = False
-) -> tuple[Polytope, np.ndarray, np.ndarray, np.ndarray]:
+def flat_polytope(rng: np.random.Generator, n: int, k: int, *, m: int | None = None,
+                  scale_rows: bool = False) -> tuple[Polytope, np.ndarray, np.ndarray, np.ndarray]:
     """k hidden equalities F x = F x0 written as pairs of inequalities, plus random inequalities around x0."""
     m = 3 * n if m is None else m
     x0 = rng.normal(size=n)

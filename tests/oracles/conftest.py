@@ -1,5 +1,4 @@
 """Shared generators for the engine tests: random flat polytopes with known hidden equalities."""
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -94,3 +93,4 @@ def lp_only_backend():
     """The name of an LP-only backend registered for one test (whatever backends this machine has)."""
     with solvers.register(_LpOnly()):
         yield "LPONLY"
+

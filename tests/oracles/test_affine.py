@@ -1,5 +1,4 @@
 """Affine hull (lp / directions / ellipsoid), implicit equalities and linear span."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -230,9 +229,8 @@ def test_scs_when_the_dense_ipm_fails(flat_case, monkeypatch):
 
     case = flat_case(2, 5, 1, 25, box=3.0)
     nan = np.full(5, np.nan)
-    monkeypatch.setattr(
-        affine_mod, "central_point", lambda *a, **k: CentralPoint(nan, nan, nan, nan, 0, "stalled", np.inf)
-    )
+    monkeypatch.setattr(affine_mod, "central_point",
+                        lambda *a, **k: CentralPoint(nan, nan, nan, nan, 0, "stalled", np.inf))
     res = implicit_equalities(case.poly, solver="SCS")
     assert res.method == "frt" and np.array_equal(np.sort(res.rows), case.eq_rows)
 

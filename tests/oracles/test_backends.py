@@ -1,5 +1,4 @@
 """oracles.backend_name / backend_names: resolution of solver=, unknown names, unusable backends."""
-
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,4 @@
 """The existing bodies: contains/separate agree, cuts keep the body and cut the query, bad input, oracles."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -138,25 +137,22 @@ def test_oracle_body_bad_answers_and_construction():
         weird.maximize(np.ones(2))
 
 
-@pytest.mark.parametrize(
-    "make, exc, match",
-    [
-        (lambda: Polytope(np.ones(3), np.ones(3)), ValueError, "2-D"),
-        (lambda: Polytope(np.array([[1.0, np.nan]]), [1.0]), ValueError, "NaN"),
-        (lambda: Polytope(np.eye(2), np.ones(3)), ValueError, "b"),
-        (lambda: Polytope(np.eye(2), np.ones(2), A_eq=np.eye(2)), ValueError, "together"),
-        (lambda: Polytope(np.eye(2), np.ones(2), dim=3), ValueError, "dim"),
-        (lambda: Polytope(np.eye(2), np.ones(2)).add_slabs(np.eye(2), np.zeros(2), -np.ones(2)), ValueError, "eta"),
-        (lambda: Polytope(np.eye(2), np.ones(2)).contains(np.ones(3)), ValueError, "x"),
-        (lambda: Polytope(np.eye(2), np.ones(2)).separate(np.array([np.inf, 0.0])), ValueError, "x"),
-        (lambda: Ball(np.zeros(2), -1.0), ValueError, "radius"),
-        (lambda: Ball(np.zeros((2, 2)), 1.0), ValueError, "center"),
-        (lambda: Ball(np.zeros(2), 1.0).maximize(np.ones(3)), ValueError, "c"),
-        (lambda: Intersection([Ball(np.zeros(2), 1.0), Ball(np.zeros(3), 1.0)]), ValueError, "dimensions"),
-        (lambda: Intersection([Ball(np.zeros(2), 1.0), "ball"]), TypeError, "ConvexBody"),
-        (lambda: Cut(np.array([np.nan]), 0.0), ValueError, "finite"),
-    ],
-)
+@pytest.mark.parametrize("make, exc, match", [
+    (lambda: Polytope(np.ones(3), np.ones(3)), ValueError, "2-D"),
+    (lambda: Polytope(np.array([[1.0, np.nan]]), [1.0]), ValueError, "NaN"),
+    (lambda: Polytope(np.eye(2), np.ones(3)), ValueError, "b"),
+    (lambda: Polytope(np.eye(2), np.ones(2), A_eq=np.eye(2)), ValueError, "together"),
+    (lambda: Polytope(np.eye(2), np.ones(2), dim=3), ValueError, "dim"),
+    (lambda: Polytope(np.eye(2), np.ones(2)).add_slabs(np.eye(2), np.zeros(2), -np.ones(2)), ValueError, "eta"),
+    (lambda: Polytope(np.eye(2), np.ones(2)).contains(np.ones(3)), ValueError, "x"),
+    (lambda: Polytope(np.eye(2), np.ones(2)).separate(np.array([np.inf, 0.0])), ValueError, "x"),
+    (lambda: Ball(np.zeros(2), -1.0), ValueError, "radius"),
+    (lambda: Ball(np.zeros((2, 2)), 1.0), ValueError, "center"),
+    (lambda: Ball(np.zeros(2), 1.0).maximize(np.ones(3)), ValueError, "c"),
+    (lambda: Intersection([Ball(np.zeros(2), 1.0), Ball(np.zeros(3), 1.0)]), ValueError, "dimensions"),
+    (lambda: Intersection([Ball(np.zeros(2), 1.0), "ball"]), TypeError, "ConvexBody"),
+    (lambda: Cut(np.array([np.nan]), 0.0), ValueError, "finite"),
+])
 def test_bad_input(make, exc, match):
     with pytest.raises(exc, match=match):
         make()

@@ -5,7 +5,6 @@ and redundant rows through its optimal vertex). Shared checkers: feasibility, op
 affine dimension, hull-equation residual, min-norm point, Chebyshev radius. MOSEK skips with the reason
 when absent or unlicensed.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ class Canon:
 
 def _cube() -> Canon:  # [1, 3]^3: min C·x at x = (1, 3, 1)
     A = np.vstack([np.eye(3), -np.eye(3)])
-    return Canon("cube", Polytope(A, np.r_[np.full(3, 3.0), np.full(3, -1.0)]), 1.0 - 6.0 + 0.5, 3, np.ones(3), 1.0)
+    return Canon("cube", Polytope(A, np.r_[np.full(3, 3.0), np.full(3, -1.0)]),
+                 1.0 - 6.0 + 0.5, 3, np.ones(3), 1.0)
 
 
 def _simplex() -> Canon:  # x >= 0, Σx <= 1

@@ -1,5 +1,4 @@
 """The analytic-centre cutting-plane method (ACCPM)."""
-
 from __future__ import annotations
 
 import math
@@ -109,21 +108,18 @@ def test_max_iter_and_missing_oracle():
         cutting_plane(OracleBody(2, maximize=lambda c: (0.0, np.zeros(2))), np.zeros(2), 1.0)
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        (dict(center=np.zeros(2)), "center"),
-        (dict(center=np.array([np.inf, 0.0, 0.0])), "center"),
-        (dict(radius=0.0), "radius"),
-        (dict(objective=np.full(3, np.nan)), "objective"),
-        (dict(tol=-1.0), "tol"),
-        (dict(max_iter=2.5), "max_iter"),
-        (dict(max_cuts=2, keep_cuts=5), "keep_cuts"),
-        (dict(oracle_tol=-1e-9), "oracle_tol"),
-        (dict(obj_weight=0.0), "obj_weight"),
-        (dict(max_cuts=7.5), "max_cuts"),
-    ],
-)
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(center=np.zeros(2)), "center"),
+    (dict(center=np.array([np.inf, 0.0, 0.0])), "center"),
+    (dict(radius=0.0), "radius"),
+    (dict(objective=np.full(3, np.nan)), "objective"),
+    (dict(tol=-1.0), "tol"),
+    (dict(max_iter=2.5), "max_iter"),
+    (dict(max_cuts=2, keep_cuts=5), "keep_cuts"),
+    (dict(oracle_tol=-1e-9), "oracle_tol"),
+    (dict(obj_weight=0.0), "obj_weight"),
+    (dict(max_cuts=7.5), "max_cuts"),
+])
 def test_bad_input(kwargs, match):
     args = dict(center=np.zeros(3), radius=1.0)
     args.update(kwargs)

@@ -1,5 +1,4 @@
 """oracles._dense_ipm (private): the dense interior-point central point and its BLAS thread control."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +24,7 @@ def test_dense_ipm_central_point():
 
 
 def test_min_norm_ipm_matches_the_projection_onto_a_halfspace():
-    a, b = np.array([[1.0, 2.0, 2.0]]), np.array([-3.0])  # {a x <= -3}: min-norm point -3 a / |a|^2
+    a, b = np.array([[1.0, 2.0, 2.0]]), np.array([-3.0])   # {a x <= -3}: min-norm point -3 a / |a|^2
     res = min_norm_ipm(a, b)
     assert res.status == "converged"
     np.testing.assert_allclose(res.x, -3.0 * a[0] / 9.0, atol=1e-6)

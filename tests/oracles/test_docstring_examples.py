@@ -1,5 +1,4 @@
 """Every Examples section in the engine's docstrings runs and prints what it shows (doctest)."""
-
 from __future__ import annotations
 
 import doctest
@@ -18,20 +17,8 @@ MODULES = sorted(
 
 def test_the_public_api_has_examples():
     """The main entry points carry an Examples section (a doctest), so none of them is only prose."""
-    for name in (
-        "ellipsoid",
-        "cutting_plane",
-        "affine_hull",
-        "implicit_equalities",
-        "min_norm_point",
-        "chebyshev_center",
-        "width",
-        "widths",
-        "fit_flat",
-        "backend_name",
-        "Polytope",
-        "Ellipsoid",
-    ):
+    for name in ("ellipsoid", "cutting_plane", "affine_hull", "implicit_equalities", "min_norm_point",
+                 "chebyshev_center", "width", "widths", "fit_flat", "backend_name", "Polytope", "Ellipsoid"):
         assert ">>> " in (getattr(oracles, name).__doc__ or ""), f"oracles.{name} has no example"
 
 

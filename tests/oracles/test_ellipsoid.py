@@ -1,5 +1,4 @@
 """The Ellipsoid update (central / deep / shallow / parallel) and the ellipsoid method."""
-
 from __future__ import annotations
 
 import math
@@ -122,9 +121,9 @@ def test_update_statuses_and_unchanged_when_no_effect():
 def test_one_dimensional_cuts_are_exact_intervals():
     E = Ellipsoid.ball(np.array([0.0]), 1.0)
     assert E.update(Cut(np.array([2.0]), 1.0)) == "success"  # x <= 0.5 -> [-1, 0.5]
-    assert np.allclose(E.center, [-0.25]) and np.allclose(E.shape, [[0.75**2]])
+    assert np.allclose(E.center, [-0.25]) and np.allclose(E.shape, [[0.75 ** 2]])
     assert E.update(ParallelCut(np.array([1.0]), -0.5, 0.0)) == "success"  # [-0.5, 0]
-    assert np.allclose(E.center, [-0.25]) and np.allclose(E.shape, [[0.25**2]])
+    assert np.allclose(E.center, [-0.25]) and np.allclose(E.shape, [[0.25 ** 2]])
 
 
 def test_semi_axes_and_containment():
@@ -138,15 +137,12 @@ def test_semi_axes_and_containment():
     assert E.thin_axes(0.1)[1].size == 0
 
 
-@pytest.mark.parametrize(
-    "args, match",
-    [
-        ((np.zeros(2), np.eye(3)), "shape"),
-        ((np.zeros(2), np.array([[1.0, 2.0], [0.0, 1.0]])), "symmetric"),
-        ((np.zeros(2), -np.eye(2)), "positive definite"),
-        ((np.array([np.nan, 0.0]), np.eye(2)), "center"),
-    ],
-)
+@pytest.mark.parametrize("args, match", [
+    ((np.zeros(2), np.eye(3)), "shape"),
+    ((np.zeros(2), np.array([[1.0, 2.0], [0.0, 1.0]])), "symmetric"),
+    ((np.zeros(2), -np.eye(2)), "positive definite"),
+    ((np.array([np.nan, 0.0]), np.eye(2)), "center"),
+])
 def test_ellipsoid_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         Ellipsoid(*args)
@@ -290,13 +286,8 @@ def test_flat_segment_and_polytopes_by_separation_agree_with_lp():
         rng = np.random.default_rng(seed)
         P, F, g, x0 = flat_polytope(rng, 5 + seed, 2)
         c = rng.normal(size=P.dim)
-        res = ellipsoid(
-            OracleBody(P.dim, separate=P.separate),
-            np.zeros(P.dim),
-            float(np.linalg.norm(x0)) + 10.0,
-            objective=c,
-            tol=1e-6,
-        )
+        res = ellipsoid(OracleBody(P.dim, separate=P.separate), np.zeros(P.dim), float(np.linalg.norm(x0)) + 10.0,
+                        objective=c, tol=1e-6)
         opt = lp_min(P, c)
         assert res.status == "optimal" and P.contains(res.x, tol=1e-8), res.message
         assert opt - 1e-7 <= res.value <= opt + 1e-6 and res.lower_bound <= opt + 1e-7
@@ -352,23 +343,20 @@ def test_missing_separation_oracle():
         ellipsoid(body, np.zeros(3), 1.0)
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        (dict(center=np.zeros(2)), "center"),
-        (dict(center=np.array([0.0, np.nan, 0.0])), "center"),
-        (dict(radius=-1.0), "radius"),
-        (dict(radius=np.inf), "radius"),
-        (dict(objective=np.ones(2)), "objective"),
-        (dict(objective=np.zeros(3)), "objective"),
-        (dict(tol=0.0), "tol"),
-        (dict(max_iter=0), "max_iter"),
-        (dict(cut="shallow"), "cut"),
-        (dict(memory=-1), "memory"),
-        (dict(memory=2.5), "memory"),
-        (dict(flat_tol=-1.0), "flat_tol"),
-    ],
-)
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(center=np.zeros(2)), "center"),
+    (dict(center=np.array([0.0, np.nan, 0.0])), "center"),
+    (dict(radius=-1.0), "radius"),
+    (dict(radius=np.inf), "radius"),
+    (dict(objective=np.ones(2)), "objective"),
+    (dict(objective=np.zeros(3)), "objective"),
+    (dict(tol=0.0), "tol"),
+    (dict(max_iter=0), "max_iter"),
+    (dict(cut="shallow"), "cut"),
+    (dict(memory=-1), "memory"),
+    (dict(memory=2.5), "memory"),
+    (dict(flat_tol=-1.0), "flat_tol"),
+])
 def test_bad_input(kwargs, match):
     args = dict(center=np.zeros(3), radius=1.0)
     args.update(kwargs)

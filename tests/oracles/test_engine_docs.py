@@ -1,6 +1,5 @@
 """docs/engine.md: every code block runs (in order, one namespace), every public name is documented, and
 the page cites nothing outside the repository."""
-
 from __future__ import annotations
 
 import re
@@ -27,11 +26,8 @@ def test_every_code_block_runs(capsys):
 
 def test_every_public_name_is_documented():
     text = DOC.read_text()
-    missing = [
-        n
-        for n in oracles.__all__
-        if f"`{n}" not in text and f" {n}(" not in text and not re.search(rf"\b{n}\b", "\n".join(_blocks()))
-    ]
+    missing = [n for n in oracles.__all__ if f"`{n}" not in text and f" {n}(" not in text
+               and not re.search(rf"\b{n}\b", "\n".join(_blocks()))]
     assert missing == [], f"oracles exports {missing} but docs/engine.md does not show them"
 
 

@@ -1,5 +1,4 @@
 """oracles.flats: the homogeneous SVD fit of a flat to affine equations and the gap rule for its dimension."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -83,12 +82,8 @@ def test_fit_flat_noisy_equations_weighted(noise: float, data) -> None:
     A = data.draw(well_conditioned(60, n), label="A") @ P
     b = A @ p + noise * data.draw(gaussian_like(60), label="noise")
     junk = data.draw(gaussian_like((5, n)), label="junk")
-    fit = fit_flat(
-        np.vstack([A, junk]),
-        np.concatenate([b, data.draw(gaussian_like(5), label="junk b")]),
-        dim=r,
-        weights=np.concatenate([np.ones(60), np.zeros(5)]),
-    )
+    fit = fit_flat(np.vstack([A, junk]), np.concatenate([b, data.draw(gaussian_like(5), label="junk b")]), dim=r,
+                   weights=np.concatenate([np.ones(60), np.zeros(5)]))
     assert fit.flat.distance(p) < 100 * noise * (1 + np.linalg.norm(p))
     assert principal_angle_deg(fit.flat.basis, u) < 1e3 * noise * 57.3
 
@@ -99,19 +94,19 @@ def test_min_ratio_is_the_documented_gap_threshold() -> None:
     s = np.array([0.1, 0.3, 0.48, 0.504])
     assert singular_gap_dimension(s)[0] == 2
     assert singular_gap_dimension(s, min_ratio=2.0)[0] == 1
-    assert singular_gap_dimension(s, min_ratio=5.0)[0] == 1  # none reaches 5: the largest ratio's q
+    assert singular_gap_dimension(s, min_ratio=5.0)[0] == 1      # none reaches 5: the largest ratio's q
     rng = np.random.default_rng(0)
     A = rng.standard_normal((40, 5))
     with pytest.raises(ValueError, match="min_ratio"):
         fit_flat(A, rng.standard_normal(40), min_ratio=0.5)
-    fit = fit_flat(A, rng.standard_normal(40), min_ratio=1e6)  # no gap that large: the largest ratio's
+    fit = fit_flat(A, rng.standard_normal(40), min_ratio=1e6)    # no gap that large: the largest ratio's
     assert 0 <= fit.dim_estimate <= 4
 
 
 @settings(max_examples=25, deadline=None)
 @given(noise=st.sampled_from([0.0, 1e-12, 1e-3, 3e-2]), r=st.integers(0, 2), data=st.data())
 def test_fit_flat_auto_method_matches_the_svd(noise: float, r: int, data) -> None:
-    """ "auto" takes the eigh-of-MᵀM route only where its squared round-off cannot matter: its flat matches the
+    """"auto" takes the eigh-of-MᵀM route only where its squared round-off cannot matter: its flat matches the
     SVD's to 1e-8 whichever route it took, and on an exact system (noise 0) it holds the true flat to 1e-9."""
     n = 15
     p = data.draw(gaussian_like(n), label="p")
@@ -127,9 +122,7 @@ def test_fit_flat_auto_method_matches_the_svd(noise: float, r: int, data) -> Non
     if r:
         assert sin_angle(auto.flat.basis, svd.flat.basis) < 1e-8
     # the gram route resolves singular values only down to ~1e-8·σ_max (documented)
-    np.testing.assert_allclose(
-        auto.singular_values, svd.singular_values, rtol=1e-6, atol=1e-7 * svd.singular_values[-1]
-    )
+    np.testing.assert_allclose(auto.singular_values, svd.singular_values, rtol=1e-6, atol=1e-7 * svd.singular_values[-1])
     if noise == 0.0:  # an exact system: whichever route "auto" took, the flat holds p to round-off
         assert svd.flat.distance(p) <= 1e-9 * (1 + np.linalg.norm(p))
         assert auto.flat.distance(p) <= 1e-9 * (1 + np.linalg.norm(p))

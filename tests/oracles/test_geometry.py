@@ -1,5 +1,4 @@
 """Min-norm point (KKT), Chebyshev centre (ball inside, optimal), widths (0 along hull normals)."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -124,14 +123,10 @@ def test_width_zero_along_normals_positive_elsewhere(n, k, data):
         assert width(P, u) <= 1e-7
     # directions off the normals: a unit part along the true flat (where K holds a ball of radius >= 0.5
     # around x0: every other row has slack >= 0.5‖a_i‖ there) plus any normal part
-    along = np.linalg.svd(case.E)[2][case.rank :].T if case.E.shape[0] else np.eye(n)
-    U = np.array(
-        [
-            along @ data.draw(unit_vectors(along.shape[1]), label="along")
-            + data.draw(gaussian_like(n), label="normal part") @ (np.eye(n) - along @ along.T)
-            for _ in range(3)
-        ]
-    )
+    along = np.linalg.svd(case.E)[2][case.rank:].T if case.E.shape[0] else np.eye(n)
+    U = np.array([along @ data.draw(unit_vectors(along.shape[1]), label="along")
+                  + data.draw(gaussian_like(n), label="normal part") @ (np.eye(n) - along @ along.T)
+                  for _ in range(3)])
     w = widths(P, U)
     assert np.all(w > 1e-3)
     for u, wu in zip(U, w):
@@ -185,7 +180,7 @@ def test_separation_only_body_gets_min_norm_point_and_width(case, data):
     with the explicit polytope's: ‖x̂‖ within tol of the minimum, ‖x̂ − x*‖² <= 2‖x̂‖·tol, widths within tol."""
     P, x0 = case.poly, case.x0
     n = P.dim
-    R = float(np.linalg.norm(x0)) + 2.0 * np.sqrt(n) + 1.0  # the box |x - x0|_inf <= 2 lies in B(0, R)
+    R = float(np.linalg.norm(x0)) + 2.0 * np.sqrt(n) + 1.0       # the box |x - x0|_inf <= 2 lies in B(0, R)
     body = OracleBody(n, separate=P.separate)
     tol = 1e-8
     x_star, x_hat = min_norm_point(P), min_norm_point(body, radius=R, tol=tol)
@@ -212,9 +207,9 @@ def test_separation_only_errors():
     np.testing.assert_allclose(widths(sep_only, np.eye(2), radius=2.0), [2.0, 2.0], atol=1e-7)
     far = OracleBody(2, separate=Ball(np.full(2, 10.0), 1.0).separate)
     with pytest.raises(EmptyBodyError):
-        min_norm_point(far, radius=2.0)  # no point of the body in B(0, 2)
+        min_norm_point(far, radius=2.0)                             # no point of the body in B(0, 2)
     x = min_norm_point(OracleBody(2, separate=Ball(np.array([3.0, 4.0]), 1.0).separate), radius=10.0)
-    assert np.linalg.norm(x - [2.4, 3.2]) <= 1e-3  # the Ball's closed form
+    assert np.linalg.norm(x - [2.4, 3.2]) <= 1e-3                  # the Ball's closed form
 
 
 def test_separation_only_flat_body():
@@ -233,14 +228,14 @@ def test_separation_only_flat_body():
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 8), k=st.integers(0, 2))
 def test_min_norm_point_methods_agree_on_a_polytope(flat_case, seed, n, k):
-    """ "ipm", "qp", "working_set", "conic" and "ellipsoid" find the same point of one (possibly flat)
+    """"ipm", "qp", "working_set", "conic" and "ellipsoid" find the same point of one (possibly flat)
     polytope, and "auto" is "ipm" here (no solver given).
 
     "working_set" and "conic" return the backend's QP answer unpolished: their objective is accurate to ~1e-9,
     so the point only to about its square root (hypothesis found 1.6e-5 and 2-3e-5 at n = 6): atol 1e-4 for
     them, the KKT-polished "qp" to 1e-6."""
     case = flat_case(seed, n, min(k, n - 1), 4 * n + 2, box=4.0)
-    P = Polytope(case.poly.A, case.poly.b - case.poly.A @ np.full(n, 1.0))  # the origin is outside
+    P = Polytope(case.poly.A, case.poly.b - case.poly.A @ np.full(n, 1.0))   # the origin is outside
     ref = min_norm_point(P, method="ipm")
     assert np.array_equal(min_norm_point(P), ref)
     for method, atol in (("qp", 1e-6), ("working_set", 1e-4), ("conic", 1e-4)):
@@ -277,29 +272,13 @@ def test_separation_only_width_whose_gap_comes_within_tol_inside_the_rounding_al
     minimisation of -u·x first had best - lower <= tol = 1e-8 when the gap plus the rounding allowance
     (1.8e-13·‖u‖) was not, and it stopped 'max_iter' after 1337 iterations (an OracleError from width)
     instead of cutting once more; it now ends 'optimal' after 1338."""
-    I = np.array(
-        [
-            [-369, -170, 253, 40, -152, -222],
-            [-295, 51, 203, -250, -485, 448],
-            [141, -139, -282, 450, -500, 3],
-            [413, -413, -426, -174, -500, 407],
-            [230, -178, 234, 329, 266, 155],
-            [-259, 441, -272, -136, 400, -338],
-            [97, 93, -280, -223, 393, -11],
-            [-244, 205, 358, -248, -146, 170],
-            [-391, 212, -256, -175, 143, 42],
-            [250, 91, -57, 112, 60, 65],
-            [16, 24, 39, -220, -267, 152],
-            [90, -188, -130, -352, 349, 231],
-            [100, -151, 215, 355, 203, -124],
-            [404, 380, -499, 281, -62, 128],
-            [-27, 104, 320, 196, -169, 90],
-            [93, -499, -178, 465, -499, -148],
-            [-431, -7, 275, -190, -4, 192],
-            [206, 104, 16, 236, -201, -500],
-        ],
-        dtype=float,
-    )
+    I = np.array([[-369, -170, 253, 40, -152, -222], [-295, 51, 203, -250, -485, 448], [141, -139, -282, 450, -500, 3],
+                  [413, -413, -426, -174, -500, 407], [230, -178, 234, 329, 266, 155],
+                  [-259, 441, -272, -136, 400, -338], [97, 93, -280, -223, 393, -11], [-244, 205, 358, -248, -146, 170],
+                  [-391, 212, -256, -175, 143, 42], [250, 91, -57, 112, 60, 65], [16, 24, 39, -220, -267, 152],
+                  [90, -188, -130, -352, 349, 231], [100, -151, 215, 355, 203, -124], [404, 380, -499, 281, -62, 128],
+                  [-27, 104, 320, 196, -169, 90], [93, -499, -178, 465, -499, -148], [-431, -7, 275, -190, -4, 192],
+                  [206, 104, 16, 236, -201, -500]], dtype=float)
     slack = np.array([436, 314, 389, 100, 719, 564, 404, 264, 138, 57, 222, 19, 26, 832, 159, 580, 204, 248])
     x0 = np.array([0.744, -1.824, -0.716, -0.832, -0.068, 1.248])
     A = I / np.linalg.norm(I, axis=1, keepdims=True)

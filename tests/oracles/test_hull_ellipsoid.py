@@ -1,5 +1,4 @@
 """Affine hull from a separation oracle alone (ellipsoid thin axes, shallow-cut rounding)."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -45,7 +44,7 @@ def test_equation_residual_on_body_points(flat_case):
     tol = 1e-8
     hull = affine_hull_by_ellipsoid(case.poly, np.zeros(10), radius_for(case), tol=tol)
     rng = np.random.default_rng(0)
-    N = np.linalg.svd(case.E)[2][case.rank :].T  # directions inside the true flat
+    N = np.linalg.svd(case.E)[2][case.rank:].T  # directions inside the true flat
     pts = case.x0 + 1e-2 * rng.normal(size=(200, N.shape[1])) @ N.T
     pts = pts[[case.poly.contains(p) for p in pts]]
     A_eq, b_eq = hull.equations
@@ -94,11 +93,8 @@ def test_empty_missing_oracle_budget_and_bad_input():
         affine_hull_by_ellipsoid(OracleBody(2, contains=lambda x: True), np.zeros(2), 1.0)
     with pytest.raises(SolverError, match="max_iter"):
         affine_hull_by_ellipsoid(Ball(np.ones(6), 0.5), np.zeros(6), 10.0, max_iter=3)
-    for kwargs, match in [
-        (dict(tol=0.0), "tol"),
-        (dict(tol=1e-7, oracle_tol=1e-6), "oracle_tol"),
-        (dict(max_iter=0), "max_iter"),
-    ]:
+    for kwargs, match in [(dict(tol=0.0), "tol"), (dict(tol=1e-7, oracle_tol=1e-6), "oracle_tol"),
+                          (dict(max_iter=0), "max_iter")]:
         with pytest.raises(ValueError, match=match):
             affine_hull_by_ellipsoid(Ball(np.zeros(2), 1.0), np.zeros(2), 1.0, **kwargs)
     with pytest.raises(ValueError, match="center"):

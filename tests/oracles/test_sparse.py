@@ -1,6 +1,5 @@
 """Sparse polytopes and bounds as bounds (issue 14): the same answers as the dense rows they stand for, checked
 against per-variable LPs (scipy's linprog, an independent route) and numpy ranks."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -158,14 +157,8 @@ def test_a_fixed_variable_and_a_tight_bound_are_reported_as_such():
     # x0 + x1 = 1, 0 <= x <= 1 with x2 in [0, 0] (explicit) and x1 <= 0 forced by x1 >= 1 - x0 >= 0 ... :
     # the hidden equality: x3 <= x0 - x0 (written as x3 - x0 + x0 <= 0) with x3 >= 0 pins x3's lower bound
     A = sp.csr_matrix(np.array([[0.0, 0.0, 0.0, 1.0]]))
-    P = Polytope(
-        A,
-        np.array([0.0]),
-        sp.csr_matrix([[1.0, 1.0, 0.0, 0.0]]),
-        np.array([1.0]),
-        lb=[0.0, 0.0, 0.0, 0.0],
-        ub=[1.0, 1.0, 0.0, 5.0],
-    )
+    P = Polytope(A, np.array([0.0]), sp.csr_matrix([[1.0, 1.0, 0.0, 0.0]]), np.array([1.0]),
+                 lb=[0.0, 0.0, 0.0, 0.0], ub=[1.0, 1.0, 0.0, 5.0])
     res = implicit_equalities(P)
     assert list(res.rows) == [0] and list(res.lower) == [3] and list(res.upper) == []
     assert list(res.fixed_variables) == [2, 3] and list(res.fixed_explicit) == [2]
@@ -216,14 +209,8 @@ def test_ellipsoid_refuses_at_once_when_it_cannot_finish():
     body = OracleBody(n, separate=P.separate)
     with pytest.raises(SolverError, match="dimension 80"):
         affine_hull(body, radius=1e3)
-    assert (
-        affine_hull(
-            OracleBody(3, separate=Polytope(np.vstack([np.eye(3), -np.eye(3)]), np.ones(6)).separate),
-            radius=3.0,
-            max_calls=10**6,
-        ).dim
-        == 3
-    )
+    assert affine_hull(OracleBody(3, separate=Polytope(np.vstack([np.eye(3), -np.eye(3)]), np.ones(6)).separate),
+                       radius=3.0, max_calls=10**6).dim == 3
 
 
 def test_bad_input_is_a_clear_value_error():
@@ -265,7 +252,7 @@ def test_exact_check_agrees_on_small_inputs():
     assert res.exact is not None and res.exact.agrees
     assert list(res.rows) == [0, 1, 2] and list(res.lower) == [2]
     # a slab of width 2^-40 (exact in binary): flat at tol 1e-7, full-dimensional in rational arithmetic
-    Q = Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([2.0**-40, 0.0]), lb=[-1, -1], ub=[1, 1])
+    Q = Polytope(np.array([[1.0, 0.0], [-1.0, 0.0]]), np.array([2.0 ** -40, 0.0]), lb=[-1, -1], ub=[1, 1])
     near = implicit_equalities(Q, exact=True)
     assert sorted(near.rows) == [0, 1] and near.exact.rows.size == 0 and not near.exact.agrees
     assert near.max_width <= 1e-7
@@ -290,32 +277,24 @@ def test_auto_takes_the_dense_ipm_only_where_an_iteration_is_cheap():
 def test_warm_started_widths_recover_from_a_highs_unknown_status():
     """A network hypothesis found: the kept HiGHS model's warm-started re-solve ended in status 'Unknown'
     (a SolverError from widths); the model now re-runs such an LP from a cold start and matches FVA."""
-    S = np.array(
-        [
-            [-2.0, -2.0, -2.0, -2.0, 0.0, -1.0, -1.0, -2.0, -2.0, -2.0, -2.0, -2.0, -1.0, -2.0, -2.0],
-            [0.0, -2.0, 0.0, -1.0, 0.0, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0],
-            [0.0, 2.0, 0.0, -2.0, -2.0, -2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0],
-        ]
-    )
-    lb = np.array([0.0, 0.0, 0.0, 0.0, 0.0, -10.0, -1000.0, -1.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0, 0.0])
-    ub = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 10.0, 1000.0, 1.0, 1.0, 1.0, 1.0, 1.0, 10.0, 1.0, 1.0])
+    S = np.array([[-2., -2., -2., -2., 0., -1., -1., -2., -2., -2., -2., -2., -1., -2., -2.],
+                  [0., -2., 0., -1., 0., 2., 2., 0., 0., 0., 0., 0., 1., 0., 0.],
+                  [0., 2., 0., -2., -2., -2., 1., 0., 0., 0., 0., 0., -2., 0., 0.]])
+    lb = np.array([0., 0., 0., 0., 0., -10., -1000., -1., 0., 0., -1., -1., 0., 0., 0.])
+    ub = np.array([1., 1., 1., 1., 1., 10., 1000., 1., 1., 1., 1., 1., 10., 1., 1.])
     P = Polytope(A_eq=sp.csr_matrix(S), b_eq=np.zeros(3), lb=lb, ub=ub)
     lo, hi = fva(S, lb, ub)
     assert np.allclose(widths(P, sp.identity(15)), hi - lo, atol=1e-6)
 
 
 # two networks hypothesis found (17 fluxes, bounds up to 1000); they differ in S[0, 7] and S[1, 6]
-_S17 = np.array(
-    [
-        [-2.0, 0.0, -2.0, -2.0, -2.0, -2.0, -2.0, -2.0, -2.0, -2.0, 0.0, -2.0, -2.0, -2.0, 0.0, -2.0, -2.0],
-        [-2.0, -1.0, 0.0, -1.0, 2.0, -2.0, -1.0, 0.0, -2.0, -2.0, 0.0, -2.0, -2.0, 1.0, -2.0, 0.0, -2.0],
-        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0, 0.0, 1.0, -1.0, 0.0, 0.0, -2.0, -2.0, 1.0, 0.0, 0.0],
-        [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-        [0.0, 0.0, -2.0, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    ]
-)
-_LB17 = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, 0.0, -1000.0, 0.0, 0.0, 0.0, 0.0])
-_UB17 = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1000.0, 1000.0, 1000.0, 1.0, 1.0])
+_S17 = np.array([[-2., 0., -2., -2., -2., -2., -2., -2., -2., -2., 0., -2., -2., -2., 0., -2., -2.],
+                 [-2., -1., 0., -1., 2., -2., -1., 0., -2., -2., 0., -2., -2., 1., -2., 0., -2.],
+                 [0., 0., 0., 0., 0., 0., -2., 0., 1., -1., 0., 0., -2., -2., 1., 0., 0.],
+                 [1., 0., 0., 0., 0., 0., 0., -2., 0., 0., 0., -2., 0., 0., 0., 0., 0.],
+                 [0., 0., -2., 0., 0., -2., 0., 0., 0., 0., -2., 0., 0., 0., 0., 0., 0.]])
+_LB17 = np.array([0., 0., 0., 0., 0., 0., 0., 0., 0., -1., -1., 0., -1000., 0., 0., 0., 0.])
+_UB17 = np.array([1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1000., 1000., 1000., 1., 1.])
 
 
 def _check_network(S, lb, ub):
@@ -369,47 +348,14 @@ def test_sparse_min_norm_point_is_polished_like_the_dense_one():
     min-norm point lies on 4 active rows of which two are that pair, so its multipliers are not unique and
     Clarabel's default-tolerance answer for the sparse form stopped 1.8e-5 from it (the dense form's
     KKT-polished answer, HiGHS's QP and SCS agree to 1e-14). The sparse form is now polished the same way."""
-    A = np.array(
-        [
-            [1, 0, 0, 0, 0],
-            [0, 1, 0, 0, 0],
-            [0, 0, 1, 0, 0],
-            [0, 0, 0, 1, 0],
-            [0, 0, 2.64, 0, 0],
-            [1, 0, 0, 0, 0],
-            [0, 1, 0, 0, 0],
-            [0, 0, 1, 0, 0],
-            [0, 0, 0.84, 0, 0],
-            [0, 0, 2.82, 0, 0],
-            [0.18, -1.53, 0.174, 0.72, 2.97],
-            [0, 1, 0, 0, 0],
-            [2.376, 0.024, 2.4, 1.908, 2.244],
-            [0, 0, 0, 1, 0],
-            [0, 0, 0, 0, 1],
-        ]
-    )
-    b = np.array(
-        [
-            0.54,
-            -0.164,
-            2.38,
-            -1.2755,
-            6.2832,
-            0.54,
-            -0.164,
-            2.38,
-            1.9992,
-            6.7116,
-            -0.6064,
-            -0.164,
-            2.0362,
-            -1.2785,
-            -0.234,
-        ]
-    )
-    e = np.array(
-        [-0.00809125165381896, 0.06311176289978815, -0.15750969886100977, 0.08253076686895376, -0.06580884678439451]
-    )
+    A = np.array([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 2.64, 0, 0],
+                  [1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0.84, 0, 0], [0, 0, 2.82, 0, 0],
+                  [0.18, -1.53, 0.174, 0.72, 2.97], [0, 1, 0, 0, 0], [2.376, 0.024, 2.4, 1.908, 2.244],
+                  [0, 0, 0, 1, 0], [0, 0, 0, 0, 1]])
+    b = np.array([0.54, -0.164, 2.38, -1.2755, 6.2832, 0.54, -0.164, 2.38, 1.9992, 6.7116, -0.6064, -0.164, 2.0362,
+                  -1.2785, -0.234])
+    e = np.array([-0.00809125165381896, 0.06311176289978815, -0.15750969886100977, 0.08253076686895376,
+                  -0.06580884678439451])
     g = -0.4377712371453305
     lb = np.array([-1.96, -2.664, -0.12, -3.9, -2.872])
     ub = np.array([2.54, 1.836, 4.38, 0.6, 1.628])

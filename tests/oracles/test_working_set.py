@@ -1,5 +1,4 @@
 """oracles.working_set: sound working-set LP bounds, and min_norm_point(method="working_set")."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +14,7 @@ def _random_body(seed: int, n: int, p: int):
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((n, p))
     x0 = rng.uniform(-0.5, 0.5, p)
-    b = A @ x0 + rng.uniform(0.0, 1.0, n)  # x0 is feasible
+    b = A @ x0 + rng.uniform(0.0, 1.0, n)          # x0 is feasible
     return A, b, x0
 
 
@@ -24,7 +23,7 @@ def _random_body(seed: int, n: int, p: int):
 def test_working_set_bound_is_sound_and_exact_when_flagged(n, p, shared, rounds, data):
     A = data.draw(gaussian_like((n, p)), label="A")
     x0 = data.draw(grid_arrays(p, -0.5, 0.5, zero=0.0), label="x0")
-    b = A @ x0 + data.draw(grid_arrays(n, 0.0, 1.0), label="slack")  # x0 is feasible
+    b = A @ x0 + data.draw(grid_arrays(n, 0.0, 1.0), label="slack")        # x0 is feasible
     lpm = WorkingSetMinimizer(A, b, -2.0, 2.0, working=min(4, n), add=3, max_rounds=rounds, shared=shared)
     for c in data.draw(gaussian_like((3, p)), label="objectives"):
         true = solvers.solve_lp(c, A, b, bounds=(-2.0, 2.0)).value
@@ -44,7 +43,7 @@ def test_per_variable_box_and_stop_above():
     res = WorkingSetMinimizer(A, b, lo, hi, max_rounds=50).bound(c)
     assert res.exact and res.lower == pytest.approx(true, abs=1e-7)
     early = WorkingSetMinimizer(A, b, lo, hi, working=1, add=1, max_rounds=50, shared=False)
-    got = early.bound(c, stop_above=-1e9)  # any bound clears -1e9: one LP, a sound bound
+    got = early.bound(c, stop_above=-1e9)        # any bound clears -1e9: one LP, a sound bound
     assert got.lps == 1 and got.lower <= true + 1e-9
 
 
@@ -52,7 +51,7 @@ def test_working_set_min_norm_point_matches_the_full_qp():
     rng = np.random.default_rng(7)
     p = 6
     A = rng.standard_normal((200, p))
-    b = A @ rng.uniform(-1.5, 1.5, p) + rng.uniform(0.0, 0.3, 200)  # feasible; 0 violates many rows
+    b = A @ rng.uniform(-1.5, 1.5, p) + rng.uniform(0.0, 0.3, 200)   # feasible; 0 violates many rows
     assert np.sum(b < 0) > 20
     box = Polytope(np.vstack([A, np.eye(p), -np.eye(p)]), np.concatenate([b, np.full(2 * p, 5.0)]))
     x = min_norm_point(box, method="working_set", options={"start": 10, "add": 10})

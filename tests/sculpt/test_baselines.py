@@ -1,5 +1,4 @@
 """Gradient baselines: L-BFGS recovers planted layers, Adam fits, options and bad inputs."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +27,8 @@ def test_lbfgs_recovers_planted_842_exactly(planted_842):
     assert res.samples_used == 2000 and res.iterations > 0 and res.time > 0
     runs = res.info["restarts"]
     assert len(runs) >= 1 and runs[res.info["best_restart"]]["train_error"] == res.train_error
-    assert res.train_error == pytest.approx(float(np.sum((res.model(X) - Y) ** 2) / np.sum(Y**2)), rel=1e-6, abs=1e-30)
+    assert res.train_error == pytest.approx(
+        float(np.sum((res.model(X) - Y) ** 2) / np.sum(Y ** 2)), rel=1e-6, abs=1e-30)
 
 
 def test_lbfgs_is_reproducible_from_seed(planted_842):
@@ -86,10 +86,8 @@ def test_adam_fits_a_small_planted_layer():
     assert res.method == "adam"
     assert truth.prediction_error(res.model, sample_inputs(2000, 3, 4, rng=4)) < 1e-6
     mini = gradient_descent(X, truth(X), 1, method="adam", seed=0, max_iter=200, batch_size=100)
-    first = float(
-        np.sum((MultiHeadAttention.from_params(random_init(1, 4, np.random.default_rng(0)), 1, 4)(X) - truth(X)) ** 2)
-        / np.sum(truth(X) ** 2)
-    )
+    first = float(np.sum((MultiHeadAttention.from_params(random_init(1, 4, np.random.default_rng(0)), 1, 4)(X)
+                          - truth(X)) ** 2) / np.sum(truth(X) ** 2))
     assert mini.train_error < 0.1 * first  # minibatch Adam makes real progress from its random start
 
 
@@ -100,28 +98,14 @@ def test_random_init_scales():
     assert abs(ws.std() - 0.25) < 0.03  # entries N(0, 1/d)
 
 
-@pytest.mark.parametrize(
-    "change, exc",
-    [
-        ({"Y": "short"}, ValueError),
-        ({"X": "nan"}, ValueError),
-        ({"Y": "nan"}, ValueError),
-        ({"Y": "zero"}, ValueError),
-        ({"m": 0}, ValueError),
-        ({"m": 1.5}, TypeError),
-        ({"method": "sgd"}, ValueError),
-        ({"restarts": 0}, ValueError),
-        ({"max_iter": 0}, ValueError),
-        ({"tol": -1.0}, ValueError),
-        ({"tol": float("nan")}, ValueError),
-        ({"time_limit": 0.0}, ValueError),
-        ({"init": "model"}, TypeError),
-        ({"init": "wrong-shape"}, ValueError),
-        ({"lr": -0.1}, ValueError),
-        ({"batch_size": 0}, ValueError),
-        ({"X": "rank2"}, ValueError),
-    ],
-)
+@pytest.mark.parametrize("change, exc", [
+    ({"Y": "short"}, ValueError), ({"X": "nan"}, ValueError), ({"Y": "nan"}, ValueError),
+    ({"Y": "zero"}, ValueError), ({"m": 0}, ValueError), ({"m": 1.5}, TypeError),
+    ({"method": "sgd"}, ValueError), ({"restarts": 0}, ValueError), ({"max_iter": 0}, ValueError),
+    ({"tol": -1.0}, ValueError), ({"tol": float("nan")}, ValueError), ({"time_limit": 0.0}, ValueError),
+    ({"init": "model"}, TypeError), ({"init": "wrong-shape"}, ValueError), ({"lr": -0.1}, ValueError),
+    ({"batch_size": 0}, ValueError), ({"X": "rank2"}, ValueError),
+])
 def test_bad_inputs(change, exc):
     truth = plant(3, 2, 2, seed=0)
     X = sample_inputs(20, 2, 3, rng=0)
@@ -156,18 +140,8 @@ def test_lbfgs_growing_work_budget_bounds_the_protocol_deterministically():
     budget = 300 * 200 * unit + 123.0  # 200 iterations on 300 examples, and a remainder below one iteration
 
     def run() -> GrowingFit:
-        return GrowingFit.of(
-            lbfgs_growing(
-                X[500:],
-                Y[500:],
-                2,
-                seed=np.random.default_rng(7),
-                validation=(X[:500], Y[:500]),
-                first=300,
-                restarts=2,
-                max_work=budget,
-            )
-        )
+        return GrowingFit.of(lbfgs_growing(X[500:], Y[500:], 2, seed=np.random.default_rng(7),
+                                           validation=(X[:500], Y[:500]), first=300, restarts=2, max_work=budget))
 
     a, b = run(), run()
     spent = sum(s["work"] for s in a.stages)
@@ -177,19 +151,9 @@ def test_lbfgs_growing_work_budget_bounds_the_protocol_deterministically():
     assert [(s["examples"], s["iterations"]) for s in a.stages] == [(s["examples"], s["iterations"]) for s in b.stages]
     assert np.array_equal(a.model.thetas, b.model.thetas)
     # without a budget the same protocol runs past it
-    free = GrowingFit.of(
-        lbfgs_growing(
-            X[500:],
-            Y[500:],
-            2,
-            seed=np.random.default_rng(7),
-            validation=(X[:500], Y[:500]),
-            first=300,
-            restarts=1,
-            max_iter=400,
-            max_examples=300,
-        )
-    )
+    free = GrowingFit.of(lbfgs_growing(X[500:], Y[500:], 2, seed=np.random.default_rng(7),
+                                       validation=(X[:500], Y[:500]), first=300, restarts=1, max_iter=400,
+                                       max_examples=300))
     assert sum(s["examples"] * s["iterations"] for s in free.stages) * unit > budget
 
 
@@ -207,9 +171,7 @@ def test_settings_are_the_defaults_and_keywords_override_them(planted_842):
     c = gradient_descent(X[:200], Y[:200], 2, s, seed=4, max_iter=10)
     assert c.iterations == 10 and c.info["history"] == 7
     adam = gradient_descent(X[:100], Y[:100], 2, method="adam", seed=0, max_iter=3)
-    assert (
-        adam.info["lr"] == GradientSettings().adam_lr and adam.info["batch_size"] == GradientSettings().adam_batch_size
-    )
+    assert adam.info["lr"] == GradientSettings().adam_lr and adam.info["batch_size"] == GradientSettings().adam_batch_size
     assert gradient_descent(X[:100], Y[:100], 2, seed=0, restarts=1).info["max_iter"] == 5000  # resolved auto
 
 
@@ -227,11 +189,8 @@ def test_lbfgs_growing_holds_out_a_split_and_reads_its_defaults_from_settings(pl
     assert res.info["growth"] == s.growth and res.info["restarts"] == s.growing_restarts
     assert res.info["stages"][0]["examples"] == s.growing_first
     assert res.samples_used == res.info["examples"] + 200
-    fit = GrowingFit.of(
-        lbfgs_growing(
-            X[:1500], Y[:1500], 2, s.merged(growth=3), seed=1, validation=(X[1500:], Y[1500:]), first=400, max_iter=40
-        )
-    )
+    fit = GrowingFit.of(lbfgs_growing(X[:1500], Y[:1500], 2, s.merged(growth=3), seed=1,
+                                      validation=(X[1500:], Y[1500:]), first=400, max_iter=40))
     assert [st["examples"] for st in fit.stages][:1] == [400] and fit.examples in (400, 1200, 1500)
     assert all(st["iterations"] <= 40 for st in fit.stages)
     assert fit.converged == (fit.validation_error <= 1e-12)

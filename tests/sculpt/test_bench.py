@@ -1,7 +1,6 @@
 """Tests of the recovery benchmark machinery (sculpt.bench): grids, seeding, records, schedulers, resume,
 report and plots. Learners are exercised through cheap settings; the machinery through a stand-in
 method ("oracle": the truth, optionally perturbed) registered here only."""
-
 from __future__ import annotations
 
 import argparse
@@ -28,33 +27,22 @@ from sculpt.model import MultiHeadAttention
 from sculpt.result import LearnResult, PhaseRecord
 
 
-def _oracle(
-    X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: Any = None, eps: float = 0.0, fail: bool = False
-) -> LearnResult:
+def _oracle(X: np.ndarray, Y: np.ndarray, m: int, *, seed: int, truth: Any = None, eps: float = 0.0,
+            fail: bool = False) -> LearnResult:
     """Stand-in learner: the truth plus eps-sized noise drawn from ``seed`` (raises when ``fail``)."""
     if fail:
         raise RuntimeError("stand-in failure")
     rng = np.random.default_rng(seed)
     model = MultiHeadAttention(truth.thetas + eps * rng.standard_normal(truth.thetas.shape), truth.ws)
     err = truth.prediction_error(model, X)
-    return LearnResult(
-        model=model,
-        method="oracle",
-        train_error=err,
-        converged=err < 1e-12,
-        iterations=1,
-        samples_used=len(X),
-        phases=[PhaseRecord("oracle", figures={"eps": eps}, time=0.001)],
-    )
+    return LearnResult(model=model, method="oracle", train_error=err, converged=err < 1e-12, iterations=1,
+                       samples_used=len(X), phases=[PhaseRecord("oracle", figures={"eps": eps}, time=0.001)])
 
 
 register("oracle", _oracle)
 
 TINY = {
-    "name": "tiny",
-    "seeds": 2,
-    "methods": ["oracle"],
-    "test_samples": 200,
+    "name": "tiny", "seeds": 2, "methods": ["oracle"], "test_samples": 200,
     "cells": [
         {"regime": "generic", "d": 3, "k": 2, "m": 1, "N": [20, 40]},
         {"regime": "generic", "d": 3, "k": 2, "m": 2, "N": 30, "method_options": {"oracle": {"eps": 1e-3}}},
@@ -91,20 +79,17 @@ def test_n_factor_sets_N_from_the_parameter_count() -> None:
     assert [c.N for c in grid.cells] == [math.ceil(1.2 * 8), 24]
 
 
-@pytest.mark.parametrize(
-    "bad, match",
-    [
-        ({"cells": []}, "non-empty"),
-        ({"cells": [{"d": 3, "k": 2, "m": 1}]}, "exactly one of 'N' and 'n_factor'"),
-        ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5, "colour": 1}]}, "unknown field"),
-        ({"cells": [{"d": 0, "k": 2, "m": 1, "N": 5}]}, "d must be"),
-        ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5, "methods": ["nope"]}]}, "unknown method"),
-        ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5, "distribution": "cauchy"}]}, "distribution"),
-        ({"cells": [{"d": 3, "k": 2, "m": 1, "N": [5, 5]}]}, "twice"),
-        ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5}], "seeds": -1}, "seeds"),
-        ({"cellz": []}, "unknown top-level"),
-    ],
-)
+@pytest.mark.parametrize("bad, match", [
+    ({"cells": []}, "non-empty"),
+    ({"cells": [{"d": 3, "k": 2, "m": 1}]}, "exactly one of 'N' and 'n_factor'"),
+    ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5, "colour": 1}]}, "unknown field"),
+    ({"cells": [{"d": 0, "k": 2, "m": 1, "N": 5}]}, "d must be"),
+    ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5, "methods": ["nope"]}]}, "unknown method"),
+    ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5, "distribution": "cauchy"}]}, "distribution"),
+    ({"cells": [{"d": 3, "k": 2, "m": 1, "N": [5, 5]}]}, "twice"),
+    ({"cells": [{"d": 3, "k": 2, "m": 1, "N": 5}], "seeds": -1}, "seeds"),
+    ({"cellz": []}, "unknown top-level"),
+])
 def test_bad_grids_are_rejected(bad: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         grid_from_dict(bad)
@@ -112,12 +97,10 @@ def test_bad_grids_are_rejected(bad: dict[str, Any], match: str) -> None:
 
 def test_grid_files_toml_and_json_agree(tmp_path: Path) -> None:
     (tmp_path / "g.json").write_text(json.dumps(TINY))
-    toml = (
-        'name = "tiny"\nseeds = 2\nmethods = ["oracle"]\ntest_samples = 200\n'
-        '[[cells]]\nregime = "generic"\nd = 3\nk = 2\nm = 1\nN = [20, 40]\n'
-        '[[cells]]\nregime = "generic"\nd = 3\nk = 2\nm = 2\nN = 30\n'
-        "[cells.method_options.oracle]\neps = 1e-3\n"
-    )
+    toml = ('name = "tiny"\nseeds = 2\nmethods = ["oracle"]\ntest_samples = 200\n'
+            '[[cells]]\nregime = "generic"\nd = 3\nk = 2\nm = 1\nN = [20, 40]\n'
+            '[[cells]]\nregime = "generic"\nd = 3\nk = 2\nm = 2\nN = 30\n'
+            '[cells.method_options.oracle]\neps = 1e-3\n')
     (tmp_path / "g.toml").write_text(toml)
     a, b = load_grid(tmp_path / "g.json").runs(), load_grid(tmp_path / "g.toml").runs()
     assert [r.key for r in a] == [r.key for r in b]
@@ -126,21 +109,15 @@ def test_grid_files_toml_and_json_agree(tmp_path: Path) -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    d=st.integers(1, 9),
-    k=st.integers(1, 9),
-    m=st.integers(1, 4),
-    N=st.integers(1, 10**5),
-    seed=st.integers(0, 10**6),
-    scale=st.floats(0.1, 50),
-)
+@given(d=st.integers(1, 9), k=st.integers(1, 9), m=st.integers(1, 4), N=st.integers(1, 10**5),
+       seed=st.integers(0, 10**6), scale=st.floats(0.1, 50))
 def test_seeds_depend_only_on_the_trial(d: int, k: int, m: int, N: int, seed: int, scale: float) -> None:
     a = RunSpec(Cell("generic", d, k, m, N, scale=scale), seed, "lbfgs")
     b = RunSpec(Cell("other-label", d, k, m, N, scale=scale), seed, "adam", options={"max_iter": 3})
     c = RunSpec(Cell("generic", d, k, m, N + 1, scale=scale), seed, "lbfgs")
-    assert a.data_seed == b.data_seed and a.instance_seed == b.instance_seed  # label/method/options free
+    assert a.data_seed == b.data_seed and a.instance_seed == b.instance_seed   # label/method/options free
     assert a.method_seed != b.method_seed and a.key != b.key
-    assert c.instance_seed == a.instance_seed and c.data_seed != a.data_seed  # same layer across N
+    assert c.instance_seed == a.instance_seed and c.data_seed != a.data_seed   # same layer across N
     assert 0 <= a.data_seed < 2**63 and derive_seed("x", 1) == derive_seed("x", 1)
 
 
@@ -150,7 +127,7 @@ def test_trial_data_are_shared_by_methods_and_reproducible() -> None:
     assert p1.digest == p2.digest and np.array_equal(p1.X_test, p2.X_test)
     assert p1.truth.prediction_error(p2.truth, p1.X) == 0
     rel_noise = np.sum((p1.Y - p1.truth(p1.X)) ** 2) / np.sum(p1.truth(p1.X) ** 2)
-    assert 0.005 < rel_noise < 0.02  # noise 0.1·rms → relative MSE ≈ 0.01
+    assert 0.005 < rel_noise < 0.02                       # noise 0.1·rms → relative MSE ≈ 0.01
     assert make_problem(RunSpec(cell, 4, "lbfgs")).digest != p1.digest
 
 
@@ -180,14 +157,11 @@ def test_sculpt_records_name_the_lp_backend_they_used() -> None:
 
 def test_validate_record_rejects_departures() -> None:
     rec = run_trial(RunSpec(Cell("generic", 3, 2, 1, 20), 0, "oracle", test_samples=50))
-    for mutate, match in [
-        (lambda r: r.pop("seed"), "missing"),
-        (lambda r: r.update(extra=1), "unknown"),
-        (lambda r: r.update(success="yes"), "success"),
-        (lambda r: r.update(status="done"), "status"),
-        (lambda r: r.update(test_error=1.0), "test_error > threshold"),
-        (lambda r: r["cell"].pop("d"), "cell lacks d"),
-    ]:
+    for mutate, match in [(lambda r: r.pop("seed"), "missing"), (lambda r: r.update(extra=1), "unknown"),
+                          (lambda r: r.update(success="yes"), "success"),
+                          (lambda r: r.update(status="done"), "status"),
+                          (lambda r: r.update(test_error=1.0), "test_error > threshold"),
+                          (lambda r: r["cell"].pop("d"), "cell lacks d")]:
         r = json.loads(json.dumps(rec))
         mutate(r)
         with pytest.raises(ValueError, match=match):
@@ -228,17 +202,13 @@ def test_resumed_sweep_does_not_repeat_runs(tmp_path: Path) -> None:
 
 
 def test_errors_are_recorded_and_retried_on_request(tmp_path: Path) -> None:
-    spec = {
-        "name": "e",
-        "seeds": 1,
-        "methods": ["oracle"],
-        "test_samples": 50,
-        "cells": [{"d": 3, "k": 2, "m": 1, "N": 10, "method_options": {"oracle": {"fail": True}}}],
-    }
+    spec = {"name": "e", "seeds": 1, "methods": ["oracle"], "test_samples": 50,
+            "cells": [{"d": 3, "k": 2, "m": 1, "N": 10, "method_options": {"oracle": {"fail": True}}}]}
     res = run_sweep(grid_from_dict(spec), tmp_path, scheduler="serial", progress=False)
     assert res.errors == 1 and "stand-in failure" in res.error_messages[0]
     assert run_sweep(grid_from_dict(spec), tmp_path, scheduler="serial", progress=False).ran == 0
-    assert run_sweep(grid_from_dict(spec), tmp_path, scheduler="serial", progress=False, retry_errors=True).ran == 1
+    assert run_sweep(grid_from_dict(spec), tmp_path, scheduler="serial", progress=False,
+                     retry_errors=True).ran == 1
 
 
 def test_progress_bar_goes_to_the_given_stream(tmp_path: Path) -> None:
@@ -254,9 +224,8 @@ def test_dask_local_cluster_gives_the_serial_records(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed", reason="dask.distributed not installed (optional extra)")
     grid = grid_from_dict(TINY)
     serial = run_sweep(grid, tmp_path / "serial", scheduler="serial", progress=False).records
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
-    ) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
         dask = run_sweep(grid, tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False).records
     assert [r["key"] for r in serial] == [r["key"] for r in dask]
     assert [strip_timings(r) for r in serial] == [strip_timings(r) for r in dask]
@@ -288,39 +257,15 @@ def test_unknown_scheduler_address_without_dask_is_a_clear_error(monkeypatch: py
 
 
 # ------------------------------------------------------------------------------------ report & plots
-def _record(
-    cell_key: str, d: int, m: int, N: int, seed: int, method: str, success: bool, t: float, test: float | None
-) -> dict[str, Any]:
-    return {
-        "key": f"{cell_key}:seed{seed}:{method}",
-        "trial_key": f"{cell_key}:seed{seed}",
-        "cell_key": cell_key,
-        "cell": {
-            "regime": cell_key.split(":")[0],
-            "d": d,
-            "k": 2,
-            "m": m,
-            "N": N,
-            "scale": 2.5,
-            "distribution": "boolean",
-            "noise": 0.0,
-            "weak_head": None,
-            "separation": None,
-            "n_factor": None,
-        },
-        "seed": seed,
-        "method": method,
-        "success": success,
-        "status": "ok" if test is not None else "error",
-        "test_error": test,
-        "theta_error": None,
-        "w_error": None,
-        "samples_used": N,
-        "time": t,
-        "threshold": 1e-12,
-        "phases": [],
-        "error": None if test is not None else "boom",
-    }
+def _record(cell_key: str, d: int, m: int, N: int, seed: int, method: str, success: bool, t: float,
+            test: float | None) -> dict[str, Any]:
+    return {"key": f"{cell_key}:seed{seed}:{method}", "trial_key": f"{cell_key}:seed{seed}", "cell_key": cell_key,
+            "cell": {"regime": cell_key.split(":")[0], "d": d, "k": 2, "m": m, "N": N, "scale": 2.5,
+                     "distribution": "boolean", "noise": 0.0, "weak_head": None, "separation": None,
+                     "n_factor": None},
+            "seed": seed, "method": method, "success": success, "status": "ok" if test is not None else "error",
+            "test_error": test, "theta_error": None, "w_error": None, "samples_used": N, "time": t,
+            "threshold": 1e-12, "phases": [], "error": None if test is not None else "boom"}
 
 
 def test_summary_has_one_row_per_cell_with_the_right_success_rates() -> None:
@@ -332,35 +277,20 @@ def test_summary_has_one_row_per_cell_with_the_right_success_rates() -> None:
             wins = rng.integers(0, 2, size=4).astype(bool)
             expected[(ck, method)] = f"{wins.sum()}/4"
             for seed, w in enumerate(wins):
-                records.append(
-                    _record(
-                        ck,
-                        d,
-                        m,
-                        N,
-                        seed,
-                        method,
-                        bool(w),
-                        1.0 + seed if method == "lbfgs" else 2.0 * (1.0 + seed),
-                        1e-14 if w else 1e-3,
-                    )
-                )
+                records.append(_record(ck, d, m, N, seed, method, bool(w), 1.0 + seed if method == "lbfgs" else
+                                       2.0 * (1.0 + seed), 1e-14 if w else 1e-3))
     text = render_summary(records)
     table = text.split("\n## ")[0]
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| regime")]
     assert len(rows) == 3
-    header = [
-        h.strip()
-        for h in table.splitlines()[[i for i, l in enumerate(table.splitlines()) if l.startswith("| regime")][0]]
-        .strip("|")
-        .split("|")
-    ]
+    header = [h.strip() for h in table.splitlines()[[i for i, l in enumerate(table.splitlines())
+                                                      if l.startswith("| regime")][0]].strip("|").split("|")]
     for ci, row in enumerate(rows):
         cells = [c.strip() for c in row.strip("|").split("|")]
         for method in ("lbfgs", "sculpt", "adam"):
             assert cells[header.index(f"{method} succ")] == expected[(f"generic:c{ci}", method)]
-        assert cells[header.index("sculpt ×lb")] == "2.00×"  # paired per trial, not a ratio of medians
-        assert cells[header.index("lbfgs s")] == "2.50"  # median of 1, 2, 3, 4
+        assert cells[header.index("sculpt ×lb")] == "2.00×"   # paired per trial, not a ratio of medians
+        assert cells[header.index("lbfgs s")] == "2.50"         # median of 1, 2, 3, 4
     stats = summarize(records)
     assert [round(s.methods["adam"].rate * 4) for s in stats] == [int(expected[(s.key, "adam")][0]) for s in stats]
 
@@ -378,18 +308,9 @@ def test_plots_are_written(tmp_path: Path) -> None:
     from sculpt.bench.plots import write_plots
 
     res = run_sweep(grid_from_dict(TINY), tmp_path, scheduler="serial", progress=False)
-    records = res.records + [
-        dict(
-            r,
-            method="other",
-            key=r["key"] + "x",
-            success=False,
-            phases=[
-                {"name": "2-sculpt", "figures": {"rows_seen": 10, "rows_accepted": 4}, "truth": {}, "status": "ok"}
-            ],
-        )
-        for r in res.records
-    ]
+    records = res.records + [dict(r, method="other", key=r["key"] + "x", success=False,
+                                  phases=[{"name": "2-sculpt", "figures": {"rows_seen": 10, "rows_accepted": 4},
+                                           "truth": {}, "status": "ok"}]) for r in res.records]
     paths = write_plots(records, tmp_path / "plots")
     assert {p.name for p in paths} == {"success_vs_N.png", "time_vs_size.png", "phases_vs_N.png"}
     for p in paths:
@@ -401,41 +322,17 @@ def test_cli_writes_records_summary_and_plots(tmp_path: Path, capsys: pytest.Cap
     (tmp_path / "g.json").write_text(json.dumps(TINY))
     top = argparse.ArgumentParser(prog="sculpt")
     add_bench_parser(top.add_subparsers(dest="command"))
-    args = top.parse_args(
-        [
-            "bench",
-            "--grid",
-            str(tmp_path / "g.json"),
-            "--out",
-            str(tmp_path / "o"),
-            "--scheduler",
-            "serial",
-            "--no-progress",
-            "--seeds",
-            "1",
-        ]
-        + (["--plots"] if importlib.util.find_spec("matplotlib") else [])
-    )
+    args = top.parse_args(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"),
+                           "--scheduler", "serial", "--no-progress", "--seeds", "1"]
+                          + (["--plots"] if importlib.util.find_spec("matplotlib") else []))
     assert args.func(args) == 0
     records = _lines(tmp_path / "o" / "trials.jsonl")
     assert len(records) == 3 and {r["seed"] for r in records} == {0}
     summary = (tmp_path / "o" / "summary.md").read_text()
     assert summary in capsys.readouterr().out and summary.count("| generic") == 2 * 3  # main + parameter table
     assert json.loads((tmp_path / "o" / "grid.json").read_text())["grid"]["name"] == "tiny"
-    args = top.parse_args(
-        [
-            "bench",
-            "--grid",
-            str(tmp_path / "g.json"),
-            "--out",
-            str(tmp_path / "one"),
-            "--scheduler",
-            "serial",
-            "--no-progress",
-            "--only",
-            records[2]["trial_key"],
-        ]
-    )
+    args = top.parse_args(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "one"),
+                           "--scheduler", "serial", "--no-progress", "--only", records[2]["trial_key"]])
     assert args.func(args) == 0
     assert [r["key"] for r in _lines(tmp_path / "one" / "trials.jsonl")] == [records[2]["key"]]
     if importlib.util.find_spec("matplotlib"):
@@ -451,25 +348,16 @@ def test_recovery_script_uses_the_same_code(tmp_path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     (tmp_path / "g.json").write_text(json.dumps(TINY))
-    assert (
-        module.main(
-            ["--grid", str(tmp_path / "g.json"), "--out", str(tmp_path), "--scheduler", "serial", "--no-progress"]
-        )
-        == 0
-    )
+    assert module.main(["--grid", str(tmp_path / "g.json"), "--out", str(tmp_path), "--scheduler", "serial",
+                        "--no-progress"]) == 0
     assert len(_lines(tmp_path / "trials.jsonl")) == 6
     assert re.search(r"\| generic \| \(3,2,2\) \| 30 ", (tmp_path / "summary.md").read_text())
 
 
 def test_local_processes_give_the_serial_records(tmp_path: Path) -> None:
-    spec = {
-        "name": "procs",
-        "seeds": 2,
-        "methods": ["lbfgs"],
-        "test_samples": 200,
-        "method_options": {"lbfgs": {"max_iter": 40}},
-        "cells": [{"d": 3, "k": 2, "m": 1, "N": 30}],
-    }
+    spec = {"name": "procs", "seeds": 2, "methods": ["lbfgs"], "test_samples": 200,
+            "method_options": {"lbfgs": {"max_iter": 40}},
+            "cells": [{"d": 3, "k": 2, "m": 1, "N": 30}]}
     grid = grid_from_dict(spec)
     serial = run_sweep(grid, tmp_path / "serial", scheduler="serial", progress=False).records
     procs = run_sweep(grid, tmp_path / "procs", scheduler="local", workers=2, progress=False).records
@@ -485,13 +373,8 @@ def test_a_method_refusing_a_cell_is_recorded_as_a_failure_not_run(tmp_path: Pat
         return _oracle(X, Y, m, seed=seed, truth=truth)
 
     register("picky", picky, requires=lambda cell: None if cell.N >= 30 else f"needs N >= 30, got {cell.N}")
-    spec = {
-        "name": "p",
-        "seeds": 1,
-        "methods": ["picky"],
-        "test_samples": 50,
-        "cells": [{"d": 3, "k": 2, "m": 1, "N": [10, 30]}],
-    }
+    spec = {"name": "p", "seeds": 1, "methods": ["picky"], "test_samples": 50,
+            "cells": [{"d": 3, "k": 2, "m": 1, "N": [10, 30]}]}
     res = run_sweep(grid_from_dict(spec), tmp_path, scheduler="serial", progress=False)
     small, large = res.records
     assert calls == [30] and res.errors == 0
@@ -505,20 +388,8 @@ def test_a_method_refusing_a_cell_is_recorded_as_a_failure_not_run(tmp_path: Pat
 
 def test_quick_grid_runs_and_its_lines_follow_the_schema(tmp_path: Path) -> None:
     """`sculpt bench --quick` with the cheap methods (the learners' cost is the benchmark's business)."""
-    args = build_parser().parse_args(
-        [
-            "--quick",
-            "--methods",
-            "exact,lbfgs",
-            "--out",
-            str(tmp_path),
-            "--scheduler",
-            "serial",
-            "--no-progress",
-            "--seeds",
-            "1",
-        ]
-    )
+    args = build_parser().parse_args(["--quick", "--methods", "exact,lbfgs", "--out", str(tmp_path),
+                                      "--scheduler", "serial", "--no-progress", "--seeds", "1"])
     status = run_bench(args)
     records = _lines(tmp_path / "trials.jsonl")
     planned = builtin_grid("quick").with_seeds(1).runs(["exact", "lbfgs"])
@@ -530,27 +401,16 @@ def test_quick_grid_runs_and_its_lines_follow_the_schema(tmp_path: Path) -> None
     for r in records:
         by_trial.setdefault(r["trial_key"], set()).add(r["data_digest"])
     assert any(len(r) > 1 for r in [[x for x in records if x["trial_key"] == t] for t in by_trial])
-    assert all(len(d) == 1 for d in by_trial.values())  # every method saw the same data
+    assert all(len(d) == 1 for d in by_trial.values())            # every method saw the same data
     assert all(r["success"] for r in records if r["method"] == "exact")
-    assert (tmp_path / "summary.md").read_text().count("| generic |") == 2  # main + parameter table
+    assert (tmp_path / "summary.md").read_text().count("| generic |") == 2   # main + parameter table
 
 
 def test_sculpt_command_line_has_the_bench_subcommand(tmp_path: Path) -> None:
     import sculpt.cli as cli
-
     (tmp_path / "g.json").write_text(json.dumps(TINY))
-    status = cli.main(
-        [
-            "bench",
-            "--grid",
-            str(tmp_path / "g.json"),
-            "--out",
-            str(tmp_path / "o"),
-            "--scheduler",
-            "serial",
-            "--no-progress",
-        ]
-    )
+    status = cli.main(["bench", "--grid", str(tmp_path / "g.json"), "--out", str(tmp_path / "o"),
+                       "--scheduler", "serial", "--no-progress"])
     assert status == 0 and len(_lines(tmp_path / "o" / "trials.jsonl")) == 6
 
 
@@ -570,9 +430,8 @@ def test_adam_falls_back_to_the_numpy_adam_without_torch(monkeypatch: pytest.Mon
     import sculpt.bench.methods as methods
 
     monkeypatch.setattr(methods, "adam_implementation", lambda: "numpy")
-    spec = RunSpec(
-        Cell("generic", 3, 2, 1, 30), 0, "adam", {"max_iter": 20, "lr_min": 1e-6, "threads": 1}, test_samples=50
-    )
+    spec = RunSpec(Cell("generic", 3, 2, 1, 30), 0, "adam", {"max_iter": 20, "lr_min": 1e-6, "threads": 1},
+                   test_samples=50)
     monkeypatch.setattr("sculpt.bench.trials.adam_implementation", lambda: "numpy")
     rec = run_trial(spec)
     validate_record(rec)
@@ -583,23 +442,16 @@ def test_adam_falls_back_to_the_numpy_adam_without_torch(monkeypatch: pytest.Mon
 def test_jsonable_keeps_records_small_and_strict() -> None:
     from sculpt.bench.trials import jsonable
 
-    out = jsonable(
-        {
-            "a": np.arange(3),
-            "big": np.ones((20, 20)),
-            "trace": list(range(1000)),
-            "x": np.float64("nan"),
-            "t": (np.int64(2), np.bool_(True)),
-            "o": object,
-        }
-    )
+    out = jsonable({"a": np.arange(3), "big": np.ones((20, 20)), "trace": list(range(1000)), "x": np.float64("nan"),
+                    "t": (np.int64(2), np.bool_(True)), "o": object})
     assert out["a"] == [0, 1, 2] and out["big"]["array_shape"] == [20, 20] and out["big"]["norm"] == 20.0
     assert out["trace"]["list_length"] == 1000 and out["trace"]["last"] == 999 and out["x"] is None
     assert out["t"] == [2, True] and isinstance(out["o"], str)
     json.dumps(out, allow_nan=False)
 
 
-def test_a_method_the_grid_does_not_list_runs_in_every_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_method_the_grid_does_not_list_runs_in_every_cell(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """`--methods vp-lm` on a grid that lists only other methods runs vp-lm everywhere (it ran nothing before);
     a selection with no run is an error, not an empty table."""
     register("oracle-too", _oracle)
@@ -608,24 +460,12 @@ def test_a_method_the_grid_does_not_list_runs_in_every_cell(tmp_path: Path, caps
     assert len(grid.runs(["oracle-too"])) == len(grid.runs()) == 6
     assert len(grid.runs(["oracle", "oracle-too"])) == 12
     (tmp_path / "g.json").write_text(json.dumps(TINY))
-    args = build_parser().parse_args(
-        [
-            "--grid",
-            str(tmp_path / "g.json"),
-            "--methods",
-            "oracle-too",
-            "--out",
-            str(tmp_path / "o"),
-            "--scheduler",
-            "serial",
-            "--no-progress",
-        ]
-    )
+    args = build_parser().parse_args(["--grid", str(tmp_path / "g.json"), "--methods", "oracle-too", "--out",
+                                      str(tmp_path / "o"), "--scheduler", "serial", "--no-progress"])
     assert run_bench(args) == 0
     assert {r["method"] for r in _lines(tmp_path / "o" / "trials.jsonl")} == {"oracle-too"}
-    args = build_parser().parse_args(
-        ["--grid", str(tmp_path / "g.json"), "--only", "no-such-key", "--out", str(tmp_path / "p"), "--no-progress"]
-    )
+    args = build_parser().parse_args(["--grid", str(tmp_path / "g.json"), "--only", "no-such-key", "--out",
+                                      str(tmp_path / "p"), "--no-progress"])
     assert run_bench(args) == 2 and "nothing to run" in capsys.readouterr().err
 
 
@@ -636,20 +476,13 @@ def test_plots_show_curves_or_are_not_written(tmp_path: Path) -> None:
         pytest.skip("matplotlib is not installed (optional extra 'plot'): no plots to check")
     from sculpt.bench.plots import write_plots
 
-    single = {
-        "name": "one",
-        "seeds": 2,
-        "methods": ["oracle"],
-        "test_samples": 50,
-        "cells": [{"regime": "generic", "d": 3, "k": 2, "m": 1, "N": 20}],
-    }
+    single = {"name": "one", "seeds": 2, "methods": ["oracle"], "test_samples": 50,
+              "cells": [{"regime": "generic", "d": 3, "k": 2, "m": 1, "N": 20}]}
     records = run_sweep(grid_from_dict(single), tmp_path / "s", scheduler="serial", progress=False).records
     assert write_plots(records, tmp_path / "none") == []
     res = run_sweep(grid_from_dict(TINY), tmp_path / "t", scheduler="serial", progress=False)
-    zero_angle = [
-        dict(r, phases=[{"name": "4-span", "figures": {}, "truth": {"span_angle_deg": 0.0}, "status": "ok"}])
-        for r in res.records
-    ]
+    zero_angle = [dict(r, phases=[{"name": "4-span", "figures": {}, "truth": {"span_angle_deg": 0.0},
+                                   "status": "ok"}]) for r in res.records]
     assert "phases_vs_N.png" not in {p.name for p in write_plots(zero_angle, tmp_path / "zero")}
 
 

@@ -1,7 +1,6 @@
 """Certificates: the chunked Jacobian algebra against the dense Jacobian, local identifiability verdicts on
 generic and degenerate layers, interval coverage under label noise at a least-squares fit, JSON output and
 bad input."""
-
 from __future__ import annotations
 
 import json
@@ -31,9 +30,8 @@ def noisy(model, n, sigma, seed, distribution="boolean"):
 def least_squares_fit(model, X, Y):
     """The least-squares estimate near ``model`` by scipy's Levenberg–Marquardt on the dense Jacobian of
     sculpt.gradients (independent of the code under test)."""
-    fit = least_squares(
-        residuals, model.params(), jac=jacobian, args=(X, Y, model.m), method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15
-    )
+    fit = least_squares(residuals, model.params(), jac=jacobian, args=(X, Y, model.m), method="lm",
+                        xtol=1e-15, ftol=1e-15, gtol=1e-15)
     return MultiHeadAttention.from_params(fit.x, model.m, model.d)
 
 
@@ -45,14 +43,8 @@ def flat_intervals(cert, perm):
 
 # ------------------------------------------------------------------------------------ algebra
 @SETTINGS
-@given(
-    st.integers(1, 4),
-    st.integers(1, 4),
-    st.integers(1, 3),
-    st.integers(1, 9),
-    st.sampled_from(["boolean", "gaussian"]),
-    st.data(),
-)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(1, 9),
+       st.sampled_from(["boolean", "gaussian"]), st.data())
 def test_normal_equations_match_the_dense_jacobian(d, k, m, n, distribution, data):
     # Θ entries within 6/d (three standard deviations of N(0, (2/d)²)); generic layers and inputs, as random
     # normal draws are: each W_i of norm 1 and condition number <= 10, Gaussian tokens independent and O(1)
@@ -60,11 +52,9 @@ def test_normal_equations_match_the_dense_jacobian(d, k, m, n, distribution, dat
     # the two prediction_se computations differ by 1e-5 relative)
     model = MultiHeadAttention(
         data.draw(gaussian_like((m, d, d), scale=2 / d), label="thetas"),
-        np.stack([data.draw(well_conditioned(d, d), label=f"W_{i}") for i in range(m)]),
-    )
-    X = data.draw(
-        inputs((n, k, d), "boolean") if distribution == "boolean" else independent_tokens((n, k, d)), label="X"
-    )
+        np.stack([data.draw(well_conditioned(d, d), label=f"W_{i}") for i in range(m)]))
+    X = data.draw(inputs((n, k, d), "boolean") if distribution == "boolean"
+                  else independent_tokens((n, k, d)), label="X")
     Y = data.draw(gaussian_like(X.shape), label="Y")
     J = jacobian(model.params(), X, Y, m)
     r = residuals(model.params(), X, Y, m)
@@ -138,7 +128,7 @@ def test_silent_head_hides_its_theta(base):
     truth, X = base
     model = _variant(truth, lambda th, ws: ws.__setitem__(1, 0.0))
     cert = _cert(model, X)
-    dd = model.d**2
+    dd = model.d ** 2
     assert not cert.locally_unique and cert.rank == cert.n_params - dd
     assert len(cert.unidentifiable) == 1
     msg = cert.unidentifiable[0]
@@ -152,7 +142,7 @@ def test_heads_with_equal_theta_see_only_the_sum_of_their_w(base):
     truth, X = base
     model = _variant(truth, lambda th, ws: th.__setitem__(1, th[0]))
     cert = _cert(model, X)
-    assert not cert.locally_unique and cert.rank == cert.n_params - model.d**2
+    assert not cert.locally_unique and cert.rank == cert.n_params - model.d ** 2
     assert len(cert.unidentifiable) == 1
     msg = cert.unidentifiable[0]
     assert "heads 1 and 2" in msg and "W_1 − W_2" in msg and "W_1 + W_2 is identified" in msg
@@ -164,7 +154,7 @@ def test_identical_heads(base):
     truth, X = base
     model = _variant(truth, lambda th, ws: (th.__setitem__(1, th[0]), ws.__setitem__(1, ws[0])))
     cert = _cert(model, X)
-    assert not cert.locally_unique and cert.rank == cert.n_params - 2 * model.d**2
+    assert not cert.locally_unique and cert.rank == cert.n_params - 2 * model.d ** 2
     text = " | ".join(cert.unidentifiable)
     assert "W_1 − W_2" in text and "Θ_2 − Θ_1" in text and "coincide" in text
 
@@ -173,7 +163,7 @@ def test_three_equal_thetas(base):
     truth, X = base
     model = _variant(truth, lambda th, ws: th.__setitem__(slice(None), th[0]))
     cert = _cert(model, X)
-    assert cert.rank == cert.n_params - 2 * model.d**2  # W_1 − W_2, W_1 − W_3
+    assert cert.rank == cert.n_params - 2 * model.d ** 2  # W_1 − W_2, W_1 − W_3
     assert len(cert.unidentifiable) == 2 and all("only W_1 + W_" in u for u in cert.unidentifiable)
 
 
@@ -215,7 +205,7 @@ def test_single_token_sequences_hide_every_theta():
     X = sample_inputs(100, 1, 4, rng=1)
     cert = certify(model, X, model(X), noise=0.01)
     assert not cert.locally_unique
-    assert cert.rank == model.d**2  # only W_1 + W_2 remains
+    assert cert.rank == model.d ** 2  # only W_1 + W_2 remains
     assert sum("k = 1" in u for u in cert.unidentifiable) == 3
     assert np.all(np.isinf(cert.theta_se))
 
@@ -249,7 +239,8 @@ def test_intervals_cover_the_truth_at_the_least_squares_fit():
             lo, hi = flat_intervals(cert, perm)
             t = truth.params()
             hits.append((lo <= t) & (t <= hi))
-            e = est.params() - MultiHeadAttention(truth.thetas[np.argsort(perm)], truth.ws[np.argsort(perm)]).params()
+            e = est.params() - MultiHeadAttention(truth.thetas[np.argsort(perm)],
+                                                  truth.ws[np.argsort(perm)]).params()
             chi2.append(e @ np.linalg.solve(cert.covariance, e) / e.size)
             Xn = sample_inputs(50, 3, 4, rng=seed)
             plo, phi = cert.prediction_interval(Xn)
@@ -280,7 +271,8 @@ def test_sandwich_under_heteroscedastic_noise():
             rates[kind].append(np.mean((lo <= t) & (t <= hi)))
         Yh = truth(X) + 1e-3 * rng.standard_normal(X.shape)
         esth = least_squares_fit(truth, X, Yh)
-        ratio.append(np.median(certify(esth, X, Yh, covariance="sandwich").theta_se / certify(esth, X, Yh).theta_se))
+        ratio.append(np.median(certify(esth, X, Yh, covariance="sandwich").theta_se
+                               / certify(esth, X, Yh).theta_se))
     assert 0.90 <= np.mean(rates["sandwich"]) <= 0.99, rates
     assert 0.85 <= np.median(ratio) <= 1.15, ratio
 
@@ -316,9 +308,8 @@ def test_to_dict_is_strict_json(base):
 
 
 @SETTINGS
-@given(
-    st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 6), st.booleans(), st.booleans(), st.data()
-)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 6), st.booleans(), st.booleans(),
+       st.data())
 def test_to_dict_always_serialises(d, k, m, n, zero_w, noise, data):
     ws = np.zeros((m, d, d)) if zero_w else data.draw(gaussian_like((m, d, d)), label="ws")
     model = MultiHeadAttention(data.draw(gaussian_like((m, d, d)), label="thetas"), ws)
@@ -374,15 +365,8 @@ def test_bad_input():
         certify(model, X5, X5)
     with pytest.raises(ValueError):
         certify(model, X[0, 0], Y[0, 0])  # 1-D
-    for kw in (
-        {"covariance": "hc3"},
-        {"level": 1.0},
-        {"level": 0.0},
-        {"noise": -1.0},
-        {"noise": math.nan},
-        {"rtol": 0.0},
-        {"body": Polytope(np.eye(2), np.ones(2))},
-    ):
+    for kw in ({"covariance": "hc3"}, {"level": 1.0}, {"level": 0.0}, {"noise": -1.0}, {"noise": math.nan},
+               {"rtol": 0.0}, {"body": Polytope(np.eye(2), np.ones(2))}):
         with pytest.raises(ValueError):
             certify(model, X, Y, **kw)
     with pytest.raises(TypeError):

@@ -1,5 +1,4 @@
 """The command line: recover / learn subcommands, files written, exit statuses 0 / 1 / 2."""
-
 from __future__ import annotations
 
 import json
@@ -22,7 +21,6 @@ EXACT = ["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "40", "--se
 def _strict_json(path: Path) -> dict:
     def no_constants(name: str) -> None:
         raise ValueError(f"non-standard JSON constant {name}")
-
     return json.loads(path.read_text(), parse_constant=no_constants)
 
 
@@ -57,14 +55,8 @@ def test_recover_is_reproducible(tmp_path: Path) -> None:
 
 def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "sculpt", *EXACT, "--quiet", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    proc = subprocess.run([sys.executable, "-m", "sculpt", *EXACT, "--quiet", "--out", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "converged = True" in proc.stdout and ": exact." in proc.stdout.splitlines()[0]
     assert _strict_json(tmp_path / "result.json")["converged"] is True
@@ -72,26 +64,8 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
 
 
 def test_not_converged_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = [
-        "recover",
-        "--d",
-        "8",
-        "--k",
-        "4",
-        "--m",
-        "1",
-        "--samples",
-        "60",
-        "--method",
-        "exact",
-        "--noise",
-        "0.01",
-        "--set",
-        "polish.accept_noise=false",
-        "--quiet",
-        "--out",
-        str(tmp_path),
-    ]  # noisy labels: tol only
+    args = ["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "60", "--method", "exact", "--noise", "0.01",
+            "--set", "polish.accept_noise=false", "--quiet", "--out", str(tmp_path)]  # noisy labels: tol only
     assert main(args) == 1
     assert "not converged" in capsys.readouterr().err
     doc = _strict_json(tmp_path / "result.json")
@@ -99,21 +73,18 @@ def test_not_converged_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert (tmp_path / "model.npz").exists()
 
 
-@pytest.mark.parametrize(
-    "argv,message",
-    [
-        (["recover", "--k", "4", "--m", "1", "--samples", "40"], "required: --d"),
-        ([*EXACT[:-2], "--method", "magic"], "invalid choice"),
-        (["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "-5"], "positive integer"),
-        ([*EXACT, "--noise", "-1"], ">= 0"),
-        ([*EXACT, "--scale", "nan"], "finite"),
-        (["recover", "--d", "8", "--k", "4", "--m", "2", "--samples", "40", "--method", "exact"], "m = 1"),
-        (["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "5", "--method", "exact"], "too few examples"),
-        ([*EXACT, "--solver", "NOPE"], "unknown backend"),
-        (["frobnicate"], "invalid choice"),
-        ([], "required"),
-    ],
-)
+@pytest.mark.parametrize("argv,message", [
+    (["recover", "--k", "4", "--m", "1", "--samples", "40"], "required: --d"),
+    ([*EXACT[:-2], "--method", "magic"], "invalid choice"),
+    (["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "-5"], "positive integer"),
+    ([*EXACT, "--noise", "-1"], ">= 0"),
+    ([*EXACT, "--scale", "nan"], "finite"),
+    (["recover", "--d", "8", "--k", "4", "--m", "2", "--samples", "40", "--method", "exact"], "m = 1"),
+    (["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "5", "--method", "exact"], "too few examples"),
+    ([*EXACT, "--solver", "NOPE"], "unknown backend"),
+    (["frobnicate"], "invalid choice"),
+    ([], "required"),
+])
 def test_bad_input_exits_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -147,25 +118,8 @@ def test_learn_from_npz_round_trip(tmp_path: Path) -> None:
     np.savez(data, X=X, Y=truth(X))
     truth.save(tmp_path / "truth.npz")
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "learn",
-                "--data",
-                str(data),
-                "--m",
-                "1",
-                "--method",
-                "exact",
-                "--truth",
-                str(tmp_path / "truth.npz"),
-                "--quiet",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert main(["learn", "--data", str(data), "--m", "1", "--method", "exact", "--truth", str(tmp_path / "truth.npz"),
+                 "--quiet", "--out", str(out)]) == 0
     doc = _strict_json(out / "result.json")
     assert doc["converged"] is True and doc["config"]["examples"] == 30 and doc["config"]["d"] == 8
     assert doc["info"]["truth"]["theta_error"] <= 1e-6
@@ -182,16 +136,13 @@ def test_learn_auto_picks_exact_for_one_head(tmp_path: Path, capsys: pytest.Capt
     assert any(line.split() == ["route", "exact"] for line in capsys.readouterr().out.splitlines())
 
 
-@pytest.mark.parametrize(
-    "arrays,message",
-    [
-        ({"X": np.ones((5, 4, 8))}, "no array Y"),
-        ({"A": np.ones((5, 4, 8))}, "no arrays X and Y"),
-        ({"X": np.ones((5, 4, 8)), "Y": np.ones((5, 4, 7))}, "same shape"),
-        ({"X": np.ones((4, 8)), "Y": np.ones((4, 8))}, "(N, k, d)"),
-        ({"X": np.array([["a"]]), "Y": np.ones((5, 4, 8))}, "dtype"),
-    ],
-)
+@pytest.mark.parametrize("arrays,message", [
+    ({"X": np.ones((5, 4, 8))}, "no array Y"),
+    ({"A": np.ones((5, 4, 8))}, "no arrays X and Y"),
+    ({"X": np.ones((5, 4, 8)), "Y": np.ones((5, 4, 7))}, "same shape"),
+    ({"X": np.ones((4, 8)), "Y": np.ones((4, 8))}, "(N, k, d)"),
+    ({"X": np.array([["a"]]), "Y": np.ones((5, 4, 8))}, "dtype"),
+])
 def test_learn_bad_data_exits_2(tmp_path: Path, arrays: dict, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.npz"
     np.savez(path, **arrays)
@@ -213,12 +164,9 @@ def test_learn_unreadable_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_phase_table_shows_every_phase_and_failures() -> None:
-    phases = [
-        PhaseRecord(
-            "exact-w", figures={"rank": 64, "condition": 7.25, "vector": [1, 2]}, truth={"w_error": 1e-15}, time=0.5
-        ),
-        PhaseRecord("exact-theta", figures={"rank": 60}, status="failed", message="Θ-system rank deficient"),
-    ]
+    phases = [PhaseRecord("exact-w", figures={"rank": 64, "condition": 7.25, "vector": [1, 2]},
+                          truth={"w_error": 1e-15}, time=0.5),
+              PhaseRecord("exact-theta", figures={"rank": 60}, status="failed", message="Θ-system rank deficient")]
     text = phase_table(phases)
     lines = text.splitlines()
     assert lines[2].startswith("exact-w") and "rank=64" in lines[2] and "w_error=1e-15" in lines[2]
@@ -240,11 +188,8 @@ def test_settings_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(argv) == 0
     doc = json.loads((out / "result.json").read_text())
     assert doc["info"]["settings"]["exact"]["rank_tol"] == 1e-8 and doc["info"]["validation_examples"] == 5
-    for item, message in (
-        ("exact.rank_tl=1e-8", "did you mean 'exact.rank_tol'"),
-        ("exact.rank_tol=-1", "exact.rank_tol must lie in"),
-        ("novalue", "NAME=VALUE"),
-    ):
+    for item, message in (("exact.rank_tl=1e-8", "did you mean 'exact.rank_tol'"),
+                          ("exact.rank_tol=-1", "exact.rank_tol must lie in"), ("novalue", "NAME=VALUE")):
         capsys.readouterr()
         assert main([*EXACT, "--quiet", "--set", item]) == 2
         err = capsys.readouterr().err
@@ -276,13 +221,8 @@ def test_closed_pipe_is_quiet() -> None:
     read_fd, write_fd = os.pipe()
     if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: a one-page pipe, so the listing (~28 kB) cannot fit before the close
         fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sculpt", "settings"],
-        stdout=write_fd,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "sculpt", "settings"], stdout=write_fd, stderr=subprocess.PIPE,
+                            text=True, cwd=Path(__file__).resolve().parents[2])
     os.close(write_fd)
     with os.fdopen(read_fd) as reader:
         assert reader.readline().strip()

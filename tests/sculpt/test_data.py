@@ -1,5 +1,4 @@
 """sample_inputs, plant and nondegeneracy."""
-
 from __future__ import annotations
 
 import math
@@ -35,18 +34,11 @@ def test_sample_inputs_gaussian_and_reproducible():
     assert np.array_equal(sample_inputs(5, 2, 2, rng=g1), sample_inputs(5, 2, 2, rng=g2))
 
 
-@pytest.mark.parametrize(
-    "args, kwargs, exc",
-    [
-        ((0, 2, 2), {}, ValueError),
-        ((2, 0, 2), {}, ValueError),
-        ((2, 2, -1), {}, ValueError),
-        ((2.5, 2, 2), {}, TypeError),
-        ((2, 2, 2), {"distribution": "uniform"}, ValueError),
-        ((2, 2, 2), {"rng": "seed"}, TypeError),
-        ((2, 2, 2), {"rng": -3}, ValueError),
-    ],
-)
+@pytest.mark.parametrize("args, kwargs, exc", [
+    ((0, 2, 2), {}, ValueError), ((2, 0, 2), {}, ValueError), ((2, 2, -1), {}, ValueError),
+    ((2.5, 2, 2), {}, TypeError), ((2, 2, 2), {"distribution": "uniform"}, ValueError),
+    ((2, 2, 2), {"rng": "seed"}, TypeError), ((2, 2, 2), {"rng": -3}, ValueError),
+])
 def test_sample_inputs_bad_arguments(args, kwargs, exc):
     with pytest.raises(exc):
         sample_inputs(*args, **kwargs)
@@ -107,24 +99,15 @@ def test_plant_hard_regime_knobs():
     assert report.mean_theta_norm == pytest.approx(2.5, rel=0.2)
 
 
-@pytest.mark.parametrize(
-    "args, kwargs, exc",
-    [
-        ((0, 4, 2), {}, ValueError),
-        ((8, 0, 2), {}, ValueError),
-        ((8, 4, 0), {}, ValueError),
-        ((8, 4, 2), {"scale": 0.0}, ValueError),
-        ((8, 4, 2), {"scale": -1.0}, ValueError),
-        ((8, 4, 2), {"scale": float("nan")}, ValueError),
-        ((8.0, 4, 2), {}, TypeError),
-        ((8, 4, 1), {"weak_head": 0.01}, ValueError),
-        ((8, 4, 2), {"weak_head": 0.0}, ValueError),
-        ((8, 4, 2), {"separation": -0.1}, ValueError),
-        ((8, 4, 2), {"separation": 2.0}, ValueError),
-        ((1, 2, 3), {}, ValueError),  # d = 1 cannot hold 3 distinct, affinely independent heads
-        ((8, 4, 2), {"max_cond": 0.5}, ValueError),
-    ],
-)
+@pytest.mark.parametrize("args, kwargs, exc", [
+    ((0, 4, 2), {}, ValueError), ((8, 0, 2), {}, ValueError), ((8, 4, 0), {}, ValueError),
+    ((8, 4, 2), {"scale": 0.0}, ValueError), ((8, 4, 2), {"scale": -1.0}, ValueError),
+    ((8, 4, 2), {"scale": float("nan")}, ValueError), ((8.0, 4, 2), {}, TypeError),
+    ((8, 4, 1), {"weak_head": 0.01}, ValueError), ((8, 4, 2), {"weak_head": 0.0}, ValueError),
+    ((8, 4, 2), {"separation": -0.1}, ValueError), ((8, 4, 2), {"separation": 2.0}, ValueError),
+    ((1, 2, 3), {}, ValueError),  # d = 1 cannot hold 3 distinct, affinely independent heads
+    ((8, 4, 2), {"max_cond": 0.5}, ValueError),
+])
 def test_plant_bad_arguments(args, kwargs, exc):
     with pytest.raises(exc):
         plant(*args, **kwargs)

@@ -105,9 +105,7 @@ def test_under_noise_a_head_that_only_fits_noise_is_idle_but_a_weak_real_head_is
     Y = Y + 0.01 * np.sqrt(np.mean(Y * Y)) * np.random.default_rng(2).standard_normal(Y.shape)
     extra = plant(8, 4, 1, seed=5)
     scale = 5e-4 * np.linalg.norm(layer.ws[0]) / np.linalg.norm(extra.ws[0])
-    three = MultiHeadAttention(
-        np.concatenate([layer.thetas, extra.thetas]), np.concatenate([layer.ws, scale * extra.ws])
-    )
+    three = MultiHeadAttention(np.concatenate([layer.thetas, extra.thetas]), np.concatenate([layer.ws, scale * extra.ws]))
     assert supported_heads(three, 1e-6) == (3, [])
     assert supported_heads(three, 1e-6, (X, Y), 0.05, 1e-12) == (2, [3])
     weak = plant(8, 4, 2, seed=0, weak_head=0.01)

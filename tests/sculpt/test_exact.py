@@ -1,5 +1,4 @@
 """The exact m = 1 route: recovery from ⌈d²/(k(k−1))⌉ + 3 examples, dependent-token filtering, rank checks."""
-
 from __future__ import annotations
 
 import math
@@ -45,12 +44,8 @@ def test_recovers_from_recommended_sample_size(d: int, k: int, seeds: range, dis
 
 
 @settings(max_examples=12, deadline=None)
-@given(
-    truth=attention_layers(d=8, m=1, theta_norm=2.5, sum_w_cond=10.0),
-    N=st.integers(2, 14),
-    distribution=st.sampled_from(["boolean", "gaussian"]),
-    data=st.data(),
-)
+@given(truth=attention_layers(d=8, m=1, theta_norm=2.5, sum_w_cond=10.0), N=st.integers(2, 14),
+       distribution=st.sampled_from(["boolean", "gaussian"]), data=st.data())
 def test_never_silently_wrong(truth: MultiHeadAttention, N: int, distribution: str, data) -> None:
     """Whatever the examples: either an exact model (converged) or no model with a reason naming the deficient
     system. The head (‖Θ‖_F <= 2.5, cond W <= 10, as plant's) and the N examples are drawn structured."""
@@ -90,10 +85,10 @@ def test_dependent_examples_are_dropped() -> None:
     rng = np.random.default_rng(7)
     X_good = sample_inputs(exact_sample_size(d, k), k, d, rng=rng, distribution="gaussian")
     bad = sample_inputs(4, k, d, rng=rng, distribution="gaussian")
-    bad[0, 1] = bad[0, 0]  # repeated token
-    bad[1, 2] = -bad[1, 0]  # opposite token
-    bad[2, 3] = bad[2, 0] + 2.0 * bad[2, 1]  # a linear combination
-    bad[3, :] = bad[3, 0]  # all tokens equal
+    bad[0, 1] = bad[0, 0]                        # repeated token
+    bad[1, 2] = -bad[1, 0]                       # opposite token
+    bad[2, 3] = bad[2, 0] + 2.0 * bad[2, 1]      # a linear combination
+    bad[3, :] = bad[3, 0]                        # all tokens equal
     X = np.concatenate([bad[:2], X_good, bad[2:]])
     res = exact_single_head(X, truth(X), truth=truth)
     assert res.phase("exact-w").figures["examples_dropped"] == 4
@@ -127,10 +122,8 @@ def test_noisy_labels_do_not_converge_but_give_a_close_model() -> None:
     assert truth.distance(res.model).theta_error < 1e-2
 
 
-@pytest.mark.parametrize(
-    "shape,m,match",
-    [((5, 8, 8), 1, "k < d"), ((5, 9, 8), 1, "k < d"), ((5, 1, 8), 1, "k >= 2"), ((20, 4, 8), 2, "m = 1")],
-)
+@pytest.mark.parametrize("shape,m,match", [((5, 8, 8), 1, "k < d"), ((5, 9, 8), 1, "k < d"),
+                                           ((5, 1, 8), 1, "k >= 2"), ((20, 4, 8), 2, "m = 1")])
 def test_bad_input(shape: tuple[int, int, int], m: int, match: str) -> None:
     X = np.random.default_rng(0).standard_normal(shape)
     with pytest.raises(ValueError, match=match):
@@ -150,14 +143,15 @@ def test_bad_options() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(rows=st.integers(1, 60), n=st.integers(1, 12), rank=st.integers(1, 12), block=st.integers(1, 25), data=st.data())
+@given(rows=st.integers(1, 60), n=st.integers(1, 12), rank=st.integers(1, 12), block=st.integers(1, 25),
+       data=st.data())
 def test_streaming_lstsq_matches_dense(rows: int, n: int, rank: int, block: int, data) -> None:
     """Blockwise TSQR gives numpy's minimum-norm least-squares solution, rank and residual."""
     r = min(rank, rows, n)
     # rank exactly r: a product of two full-rank factors with condition numbers <= 10
     A = data.draw(well_conditioned(rows, r), label="L") @ data.draw(well_conditioned(r, n), label="R")
     b = data.draw(gaussian_like(rows), label="b")
-    sol = _streaming_lstsq(((A[i : i + block], b[i : i + block]) for i in range(0, rows, block)), n, 1e-9)
+    sol = _streaming_lstsq(((A[i:i + block], b[i:i + block]) for i in range(0, rows, block)), n, 1e-9)
     x, _, rank_np, _ = np.linalg.lstsq(A, b, rcond=1e-9)
     assert sol.rank == rank_np == r
     assert np.allclose(sol.x, x, atol=1e-8 * (1 + np.linalg.norm(x)))

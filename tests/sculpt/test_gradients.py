@@ -1,5 +1,4 @@
 """Analytic gradients, residuals, Jacobians and Jacobian products against finite differences."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -92,7 +91,7 @@ def test_normalised_loss_and_structured_form():
     Y = model(X) + 0.1
     loss, gt, gw = loss_and_grad(model.thetas, model.ws, X, Y)
     nloss, ngt, ngw = loss_and_grad(model.thetas, model.ws, X, Y, normalize=True)
-    scale = np.sum(Y**2)
+    scale = np.sum(Y ** 2)
     assert nloss == pytest.approx(loss / scale, rel=1e-13)
     np.testing.assert_allclose(ngt, gt / scale, rtol=1e-13)
     np.testing.assert_allclose(ngw, gw / scale, rtol=1e-13)
@@ -123,19 +122,10 @@ def test_least_squares_with_analytic_jacobian_recovers_from_a_warm_start():
     rng = np.random.default_rng(5)
     x0 = truth.params() * (1 + 0.05 * rng.normal(size=truth.n_params))
     res = least_squares(residuals, x0, jac=jacobian, args=(X, Y, 2), method="lm", xtol=1e-15, ftol=1e-15)
-    assert np.sum(res.fun**2) / np.sum(Y**2) < 1e-20
-    res_op = least_squares(
-        residuals,
-        x0,
-        jac=jacobian_operator,
-        args=(X, Y, 2),
-        method="trf",
-        tr_solver="lsmr",
-        xtol=1e-15,
-        ftol=1e-15,
-        gtol=1e-15,
-    )
-    assert np.sum(res_op.fun**2) / np.sum(Y**2) < 1e-16
+    assert np.sum(res.fun ** 2) / np.sum(Y ** 2) < 1e-20
+    res_op = least_squares(residuals, x0, jac=jacobian_operator, args=(X, Y, 2), method="trf",
+                           tr_solver="lsmr", xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    assert np.sum(res_op.fun ** 2) / np.sum(Y ** 2) < 1e-16
 
 
 def test_pack_unpack_roundtrip_and_layout():

@@ -1,5 +1,4 @@
 """MultiHeadAttention: forward against a direct per-example computation, symmetries, stability, io, metrics."""
-
 from __future__ import annotations
 
 import json
@@ -143,36 +142,30 @@ def test_constructor_and_params_roundtrip():
     assert copy.thetas[0, 0, 0] != 99.0  # the constructor copies
 
 
-@pytest.mark.parametrize(
-    "thetas, ws, exc",
-    [
-        (np.zeros((2, 3, 3)), np.zeros((2, 3, 4)), ValueError),
-        (np.zeros((2, 3, 3)), np.zeros((1, 3, 3)), ValueError),
-        (np.zeros((2, 3, 4)), np.zeros((2, 3, 4)), ValueError),
-        (np.zeros((3,)), np.zeros((3,)), ValueError),
-        (np.full((1, 2, 2), np.nan), np.zeros((1, 2, 2)), ValueError),
-        (np.zeros((1, 2, 2)), np.full((1, 2, 2), np.inf), ValueError),
-        ("abc", np.zeros((1, 2, 2)), TypeError),
-        (np.ones((1, 2, 2)) * 1j, np.zeros((1, 2, 2)), TypeError),  # complex is not silently cast to its real part
-    ],
-)
+@pytest.mark.parametrize("thetas, ws, exc", [
+    (np.zeros((2, 3, 3)), np.zeros((2, 3, 4)), ValueError),
+    (np.zeros((2, 3, 3)), np.zeros((1, 3, 3)), ValueError),
+    (np.zeros((2, 3, 4)), np.zeros((2, 3, 4)), ValueError),
+    (np.zeros((3,)), np.zeros((3,)), ValueError),
+    (np.full((1, 2, 2), np.nan), np.zeros((1, 2, 2)), ValueError),
+    (np.zeros((1, 2, 2)), np.full((1, 2, 2), np.inf), ValueError),
+    ("abc", np.zeros((1, 2, 2)), TypeError),
+    (np.ones((1, 2, 2)) * 1j, np.zeros((1, 2, 2)), TypeError),  # complex is not silently cast to its real part
+])
 def test_constructor_rejects_bad_parameters(thetas, ws, exc):
     with pytest.raises(exc):
         MultiHeadAttention(thetas, ws)
 
 
-@pytest.mark.parametrize(
-    "X, exc",
-    [
-        (np.zeros((2, 3, 5)), ValueError),  # wrong d
-        (np.zeros(4), ValueError),  # 1-D
-        (np.zeros((1, 2, 3, 4)), ValueError),  # 4-D
-        (np.full((2, 3, 4), np.nan), ValueError),
-        (np.zeros((0, 3, 4)), None),  # empty batch is fine
-        ("tokens", TypeError),
-        (np.ones((2, 3, 4), dtype=complex), TypeError),
-    ],
-)
+@pytest.mark.parametrize("X, exc", [
+    (np.zeros((2, 3, 5)), ValueError),  # wrong d
+    (np.zeros(4), ValueError),  # 1-D
+    (np.zeros((1, 2, 3, 4)), ValueError),  # 4-D
+    (np.full((2, 3, 4), np.nan), ValueError),
+    (np.zeros((0, 3, 4)), None),  # empty batch is fine
+    ("tokens", TypeError),
+    (np.ones((2, 3, 4), dtype=complex), TypeError),
+])
 def test_forward_rejects_bad_inputs(X, exc):
     model = random_model(np.random.default_rng(8), 2, 4)
     if exc is None:
@@ -207,7 +200,6 @@ def test_load_rejects_corrupted_and_foreign_files(tmp_path):
     good = tmp_path / "good.npz"
     model.save(good)
     raw = good.read_bytes()
-
     def meta(**kw: object) -> np.ndarray:
         return np.array(json.dumps({"format": "sculpt.MultiHeadAttention", "version": 1, "m": 2, "d": 3, **kw}))
 
@@ -228,16 +220,8 @@ def test_load_rejects_corrupted_and_foreign_files(tmp_path):
     _write_npz(tmp_path / "nanvalues.npz", thetas=model.thetas * np.nan, ws=model.ws, metadata=meta())
     _write_npz(tmp_path / "intarrays.npz", thetas=np.zeros((2, 3, 3), int), ws=model.ws, metadata=meta())
     np.save(tmp_path / "plain.npy", np.zeros(3))
-    names = list(cases) + [
-        "foreign.npz",
-        "wrongformat.npz",
-        "wrongversion.npz",
-        "wrongshape.npz",
-        "badjson.npz",
-        "nanvalues.npz",
-        "intarrays.npz",
-        "plain.npy",
-    ]
+    names = list(cases) + ["foreign.npz", "wrongformat.npz", "wrongversion.npz", "wrongshape.npz",
+                           "badjson.npz", "nanvalues.npz", "intarrays.npz", "plain.npy"]
     for name in names:
         with pytest.raises(ValueError):
             MultiHeadAttention.load(tmp_path / name)

@@ -1,6 +1,5 @@
 """The argmax route for peaked heads (sculpt.phases.argmax): detection, the robust Σ̂W, the per-head W split, each
 head's Θ from its own attention rows, and the route through ``learn``."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -58,15 +57,15 @@ def test_generic_layers_do_not_take_the_route() -> None:
 def test_route_conditions() -> None:
     f = ARGMAX.min_fraction
     assert argmax_route_applies(0.3, 2, 4, 8, f)
-    assert not argmax_route_applies(0.3, 3, 4, 8, f)  # m·k > d: a row does not determine each head's row
-    assert not argmax_route_applies(0.3, 1, 4, 8, f)  # m = 1 has its own exact route
+    assert not argmax_route_applies(0.3, 3, 4, 8, f)    # m·k > d: a row does not determine each head's row
+    assert not argmax_route_applies(0.3, 1, 4, 8, f)    # m = 1 has its own exact route
     assert not argmax_route_applies(f / 2, 2, 4, 8, f)
 
 
 def test_head_attention_is_exact_with_the_true_projections() -> None:
     model, X, Y = _peaked(200, 1, scale=2.5)
     P, res, ok = head_attention(X, Y, model.ws)
-    A = model.attention(X)  # (N, m, k, k)
+    A = model.attention(X)                                   # (N, m, k, k)
     assert np.median(res) < 1e-10
     assert np.max(np.abs(P[ok].transpose(0, 2, 1, 3) - A[ok])) < 1e-6
 
@@ -96,9 +95,8 @@ def test_split_without_a_converging_start_fails_explicitly() -> None:
     model, X, Y = _peaked(1500, 0)
     W = model.ws.sum(0)
     with pytest.raises(PhaseFailed, match="mixed regression"):
-        split_projections(
-            X, Y, W, 2, ARGMAX.merged(restarts=1, max_iter=1, stop_fraction=0.9), rng=np.random.default_rng(0)
-        )
+        split_projections(X, Y, W, 2, ARGMAX.merged(restarts=1, max_iter=1, stop_fraction=0.9),
+                          rng=np.random.default_rng(0))
 
 
 def test_moderately_peaked_heads_fall_back_to_the_body_route() -> None:

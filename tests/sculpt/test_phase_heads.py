@@ -1,6 +1,5 @@
 """Phases 5–6 and the polish on planted instances: the net on the flat, least squares for W, validation
 selection, and the variable-projection Levenberg–Marquardt polish."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -33,14 +32,9 @@ def _span_through(model, tilt: float = 0.0, seed: int = 0) -> SpanEstimate:
     dirs = (T[1:] - T[0]).T
     dirs = dirs + tilt * np.linalg.norm(dirs, axis=0) * rng.standard_normal(dirs.shape) / np.sqrt(T.shape[1])
     flat = AffineSubspace(T[0], dirs)
-    return SpanEstimate(
-        flat=flat,
-        span=np.linalg.qr(np.column_stack([flat.point, flat.basis]))[0],
-        m_estimate=model.m,
-        singular_values=np.zeros(0),
-        gap=0.0,
-        radius=2.0 * max(float(np.linalg.norm(flat.point)), 1.0),
-    )
+    return SpanEstimate(flat=flat, span=np.linalg.qr(np.column_stack([flat.point, flat.basis]))[0],
+                        m_estimate=model.m, singular_values=np.zeros(0), gap=0.0,
+                        radius=2.0 * max(float(np.linalg.norm(flat.point)), 1.0))
 
 
 @settings(max_examples=20, deadline=None)
@@ -127,7 +121,7 @@ def test_polish_converges_from_perturbed_heads(seed: int, m: int, rel: float, da
     the perturbation is drawn structured, rescaled to relative size ``rel`` (a zero draw leaves the heads)."""
     model, X, Y = _data(8, 4, m, 1500, seed)
     D = data.draw(gaussian_like(model.thetas.shape), label="direction")
-    D *= np.sqrt(D.size) / max(float(np.linalg.norm(D)), 1e-300)  # as many unit-variance entries would be
+    D *= np.sqrt(D.size) / max(float(np.linalg.norm(D)), 1e-300)   # as many unit-variance entries would be
     start = model.thetas + rel * np.linalg.norm(model.thetas) / np.sqrt(model.thetas.size) * D
     res, rec = polish(start, X[:1000], Y[:1000], X[1000:], Y[1000:], LEARN.polish, tol=LEARN.tol, rng=seed, truth=model)
     assert res.converged and res.validation_error <= 1e-12

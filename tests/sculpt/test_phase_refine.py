@@ -1,5 +1,4 @@
 """Phase 3 (sculpt.phases.refine): LP certification over the body and the refined ΣW."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +41,7 @@ def test_certified_rows_have_large_margin_in_every_head(pipeline):
     assert np.all(cert.margin > 1.0)
     k = X.shape[1]
     n, a = np.divmod(cert.rows, k)
-    L = np.einsum("rd,ide,rje->rij", X[n, a], model.thetas, X[n])  # true logits (R, m, k)
+    L = np.einsum("rd,ide,rje->rij", X[n, a], model.thetas, X[n])          # true logits (R, m, k)
     top = np.take_along_axis(L, cert.j_star[:, None, None].repeat(model.m, 1), -1)[..., 0]
     np.put_along_axis(L, cert.j_star[:, None, None].repeat(model.m, 1), -np.inf, -1)
     gap = top - L.max(-1)
@@ -74,15 +73,12 @@ def test_refine_keeps_sum_w_when_nothing_is_certified_strongly(pipeline):
     np.testing.assert_array_equal(W3, W1)
 
 
-@pytest.mark.parametrize(
-    "kw, exc",
-    [
-        (dict(W_sum=np.zeros((5, 5))), ValueError),
-        (dict(body="not a body"), TypeError),
-        (dict(settings={"rounds": 0}), ValueError),
-        (dict(settings={"need": 2}), ValueError),
-    ],
-)
+@pytest.mark.parametrize("kw, exc", [
+    (dict(W_sum=np.zeros((5, 5))), ValueError),
+    (dict(body="not a body"), TypeError),
+    (dict(settings={"rounds": 0}), ValueError),
+    (dict(settings={"need": 2}), ValueError),
+])
 def test_bad_input(pipeline, kw, exc):
     model, X, Y, W1, _, body = pipeline
     args = dict(X=X[:300], Y=Y[:300], W_sum=W1, body=body, settings={})
@@ -106,7 +102,7 @@ def test_certify_false_keeps_sum_w_and_says_so(pipeline):
     assert rec.figures["certification_skipped"]
     assert rec.figures.get("certified_total", 0) == 0
     assert "skipped" in rec.message
-    assert kstar.F.shape[0] > 0  # K* is still re-sculpted with the kept ΣW
+    assert kstar.F.shape[0] > 0                      # K* is still re-sculpted with the kept ΣW
 
 
 def test_few_examples_certify_nothing_by_default(pipeline):

@@ -1,5 +1,4 @@
 """Phase 2 (sculpt.phases.sculpting and the batched simplex regression in sculpt.phases._simplex)."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +28,7 @@ def _affine_reference(B: np.ndarray, y: np.ndarray) -> np.ndarray:
     """argmin_{Σq=1} ‖y − qᵀB‖ by the null-space method (one row)."""
     k = B.shape[0]
     q0 = np.full(k, 1.0 / k)
-    N = np.linalg.svd(np.ones((1, k)))[2][1:].T  # basis of {v: Σv = 0}
+    N = np.linalg.svd(np.ones((1, k)))[2][1:].T            # basis of {v: Σv = 0}
     z = np.linalg.lstsq(B.T @ N, y - B.T @ q0, rcond=None)[0]
     return q0 + N @ z
 
@@ -57,7 +56,7 @@ def test_single_pattern_rows_are_recovered_exactly(k, data):
     X = data.draw(pm_one((20, k, d)), label="X")
     W = data.draw(well_conditioned(d, d, scale=3.0), label="W")
     q = data.draw(grid_arrays((20, k, k), 0.0, 1.0), label="weights") + 1e-3
-    q /= q.sum(axis=-1, keepdims=True)  # row a of example n uses pattern q[n, a]
+    q /= q.sum(axis=-1, keepdims=True)                        # row a of example n uses pattern q[n, a]
     Y = q @ (X @ W)
     ok = np.linalg.matrix_rank(X @ W) == k
     fit = simplex_lstsq(X, Y, W)
@@ -100,14 +99,9 @@ def test_simplex_solution_agrees_with_constrained_solver_when_nonnegative():
             if fit.q[n, a].min() < 1e-3:
                 continue
             B = X[n] @ W
-            r = minimize(
-                lambda q: np.sum((Y[n, a] - q @ B) ** 2),
-                np.full(k, 1 / k),
-                method="SLSQP",
-                bounds=[(0, 1)] * k,
-                constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1}],
-                options={"ftol": 1e-14, "maxiter": 500},
-            )
+            r = minimize(lambda q: np.sum((Y[n, a] - q @ B) ** 2), np.full(k, 1 / k), method="SLSQP",
+                         bounds=[(0, 1)] * k, constraints=[{"type": "eq", "fun": lambda q: q.sum() - 1}],
+                         options={"ftol": 1e-14, "maxiter": 500})
             np.testing.assert_allclose(fit.q[n, a], r.x, atol=1e-4)
             checked += 1
     assert checked > 10
@@ -150,8 +144,8 @@ def test_slab_body_fills_equalities_consistent_with_heads(planted):
     assert np.all(body.weights >= 0.02)
     # the equalities hold for every head up to a weighted RMS error well below their spread (nats)
     r = model.thetas.reshape(2, -1) @ body.F.T - body.g
-    rms = np.sqrt(np.average(r**2, weights=np.broadcast_to(body.weights, r.shape)))
-    assert rms < 0.6 < np.sqrt(np.average(body.g**2, weights=body.weights))
+    rms = np.sqrt(np.average(r ** 2, weights=np.broadcast_to(body.weights, r.shape)))
+    assert rms < 0.6 < np.sqrt(np.average(body.g ** 2, weights=body.weights))
     assert rec.truth["span_angle_deg"] < 10.0
     # the slabs are in the polytope: the weighted least-squares point of F θ ≈ g lies in it (up to the box)
     assert body.polytope.n_constraints == rec.figures["n_constraints"]
@@ -222,15 +216,12 @@ def test_sum_w_error_breaks_containment_more(planted):
     assert bad.truth["halfspace_violated_frac_raw"] > good.truth["halfspace_violated_frac_raw"]
 
 
-@pytest.mark.parametrize(
-    "kw, match",
-    [
-        (dict(mode="both"), "mode"),
-        (dict(W_sum=np.zeros((5, 5))), "W_sum"),
-        (dict(W_sum=np.full((6, 6), np.nan)), "W_sum"),
-        (dict(X=np.zeros((4, 1, 6)), Y=np.zeros((4, 1, 6))), "k >= 2"),
-    ],
-)
+@pytest.mark.parametrize("kw, match", [
+    (dict(mode="both"), "mode"),
+    (dict(W_sum=np.zeros((5, 5))), "W_sum"),
+    (dict(W_sum=np.full((6, 6), np.nan)), "W_sum"),
+    (dict(X=np.zeros((4, 1, 6)), Y=np.zeros((4, 1, 6))), "k >= 2"),
+])
 def test_bad_input(planted, kw, match):
     model, X, Y = planted
     args = dict(X=X[:200], Y=Y[:200], W_sum=model.ws.sum(0))
@@ -272,7 +263,7 @@ def test_eta_star_route_is_recorded_and_exact():
     assert rec.figures["eta_star"] >= 0
     if rec.figures["eta_star"] == 0:
         A, b = body.constraints()
-        assert np.all(A @ model.thetas[0].reshape(-1) <= b + 1e-6)  # the true head satisfies every row
+        assert np.all(A @ model.thetas[0].reshape(-1) <= b + 1e-6)   # the true head satisfies every row
 
 
 def test_a_body_too_large_for_lps_is_bounded_at_the_hinge_point(monkeypatch):
@@ -352,9 +343,7 @@ def test_wide_bodies_bound_eta_at_the_hinge_point_without_lps(monkeypatch):
 
 
 @pytest.mark.parametrize("rows,p", [(120, 200), (400, 60)])
-def test_slab_fit_by_normal_equations_matches_the_pivoted_qr(
-    rows: int, p: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_slab_fit_by_normal_equations_matches_the_pivoted_qr(rows: int, p: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Large slab fits solve the normal equations of the smaller side (Cholesky): the same trimmed rows, fit and
     widths as gelsy's minimum-norm least squares, under- and over-determined, with an outlier to trim; a stack
     with repeated rows (singular normal equations) falls back to gelsy."""

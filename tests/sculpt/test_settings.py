@@ -1,6 +1,5 @@
 """Typed settings: validation, deep merge, typos at any depth on every route, resolve(), the pipeline's error
 policy, and truth= never changing a result."""
-
 from __future__ import annotations
 
 import dataclasses
@@ -36,12 +35,8 @@ def _nest(path: str, leaf: dict) -> dict:
     return out
 
 
-ALL_PATHS = [
-    (p, f.name)
-    for p, g in _groups(Settings())
-    for f in dataclasses.fields(g)
-    if not isinstance(getattr(g, f.name), _Group)
-]
+ALL_PATHS = [(p, f.name) for p, g in _groups(Settings()) for f in dataclasses.fields(g)
+             if not isinstance(getattr(g, f.name), _Group)]
 
 
 @pytest.fixture(scope="module")
@@ -183,16 +178,8 @@ def test_a_bug_inside_a_phase_propagates(monkeypatch: pytest.MonkeyPatch, data) 
 
 
 # ground-truth figures that phases record inside their per-round/per-step figures when truth= is given
-TRUTH_KEYS = {
-    "truth",
-    "err_sum_w",
-    "proxy_rel_dist_mean_head",
-    "heads_max_violation",
-    "leakage_max",
-    "true_gap_min",
-    "false_certificates",
-    "margin_violations",
-}
+TRUTH_KEYS = {"truth", "err_sum_w", "proxy_rel_dist_mean_head", "heads_max_violation", "leakage_max",
+              "true_gap_min", "false_certificates", "margin_violations"}
 
 
 def _no_times(obj):
@@ -202,20 +189,15 @@ def _no_times(obj):
 
 def _strip_truth(obj):
     if isinstance(obj, dict):
-        return {
-            k: _strip_truth(v)
-            for k, v in obj.items()
-            if k not in TRUTH_KEYS and k != "time" and not k.endswith("_time")
-        }
+        return {k: _strip_truth(v) for k, v in obj.items() if k not in TRUTH_KEYS and k != "time"
+                and not k.endswith("_time")}
     if isinstance(obj, list):
         return [_strip_truth(v) for v in obj]
     return _no_times(obj)
 
 
-@pytest.mark.parametrize(
-    "method,d,k,m,N",
-    [("sculpt", 6, 3, 2, 3000), ("exact", 8, 4, 1, 100), ("gradient", 6, 3, 2, 300), ("auto", 6, 3, 2, 1200)],
-)
+@pytest.mark.parametrize("method,d,k,m,N", [("sculpt", 6, 3, 2, 3000), ("exact", 8, 4, 1, 100),
+                                            ("gradient", 6, 3, 2, 300), ("auto", 6, 3, 2, 1200)])
 def test_truth_never_changes_the_result(method: str, d: int, k: int, m: int, N: int) -> None:
     """Bit-identical model and records with and without truth=, apart from the truth fields and times."""
     layer = plant(d, k, m, seed=3)

@@ -1,6 +1,5 @@
 """The shared toolkit: one chunked forward pass, one relative MSE, one versions(), one strict JSON writer,
 progress reporting, and the packaging around it (grids as package data, CLI modules without a cycle)."""
-
 from __future__ import annotations
 
 import io
@@ -48,7 +47,8 @@ def direct_forward(thetas: np.ndarray, ws: np.ndarray, X: np.ndarray) -> np.ndar
 def problems(draw):
     """(thetas, ws, X): Θ entries within 3·scale/d (scale 0.3, 3 or 40: near-uniform to saturated attention),
     W entries within 3, ±1 inputs; N up to 97 so that chunks end ragged. Drawn structured (shrinkable)."""
-    N, k, d, m = (draw(st.integers(1, 97)), draw(st.integers(1, 6)), draw(st.integers(1, 7)), draw(st.integers(1, 3)))
+    N, k, d, m = (draw(st.integers(1, 97)), draw(st.integers(1, 6)), draw(st.integers(1, 7)),
+                  draw(st.integers(1, 3)))
     scale = draw(st.sampled_from([0.3, 3.0, 40.0]))
     thetas = draw(gaussian_like((m, d, d), scale=scale / d), label="thetas")
     return thetas, draw(gaussian_like((m, d, d)), label="ws"), draw(pm_one((N, k, d)), label="X")
@@ -77,9 +77,8 @@ def test_chunked_forward_equals_direct_einsum(problem, chunk_elements) -> None:
     Pref /= Pref.sum(axis=-1, keepdims=True)
     np.testing.assert_allclose(P, Pref.transpose(1, 0, 2, 3), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(Pa, Pref, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(
-        (Z @ ws.reshape(m * d, d)).reshape(N, k, d), ref, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(ref).max()))
-    )
+    np.testing.assert_allclose((Z @ ws.reshape(m * d, d)).reshape(N, k, d), ref, rtol=1e-12,
+                               atol=1e-12 * max(1.0, float(np.abs(ref).max())))
 
 
 def test_ragged_last_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +88,8 @@ def test_ragged_last_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fp, "FORWARD_CHUNK_ELEMENTS", 3 * 4 * 2 * 5)  # chunks of 3 sequences: 3 + 3 + 3 + 1
     assert fp.chunk_size(4, 5, 2) == 3
     np.testing.assert_allclose(forward(thetas, ws, X), direct_forward(thetas, ws, X), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(forward(thetas, ws, X[9:]), direct_forward(thetas, ws, X[9:]), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(forward(thetas, ws, X[9:]), direct_forward(thetas, ws, X[9:]), rtol=1e-13,
+                               atol=1e-13)
     assert forward(thetas, ws, X[:0]).shape == (0, 4, 5)
 
 
@@ -118,9 +118,7 @@ def test_chunked_errors_equal_the_unchunked_ones(monkeypatch: pytest.MonkeyPatch
     assert layer_relative_mse(other_t, other_w, X, Y) < 1e-28  # the labels' own layer
     R = Y - direct_forward(thetas, ws, X)
     rss, yy = fp.residual_sums(thetas, ws, X, Y)  # chunks of 2 sequences here
-    assert rss == pytest.approx(float(np.vdot(R, R)), rel=1e-13) and yy == pytest.approx(
-        float(np.vdot(Y, Y)), rel=1e-13
-    )
+    assert rss == pytest.approx(float(np.vdot(R, R)), rel=1e-13) and yy == pytest.approx(float(np.vdot(Y, Y)), rel=1e-13)
     bad = thetas.copy()
     bad[0, 0, 0] = np.inf
     with np.errstate(invalid="ignore", over="ignore"):  # inf logits: the prediction is not finite
@@ -179,7 +177,6 @@ def test_public_names_stay_importable_and_share_the_kernel() -> None:
 def _strict_loads(text: str):
     def refuse(name: str):
         raise ValueError(f"non-standard JSON constant {name}")
-
     return json.loads(text, parse_constant=refuse)
 
 
@@ -195,22 +192,10 @@ class _WithToDict:
 
 
 def test_json_writer_writes_null_for_non_finite_numbers(tmp_path: Path) -> None:
-    value = {
-        "nan": float("nan"),
-        "inf": np.inf,
-        "ninf": np.float64("-inf"),
-        "ok": np.float32(1.5),
-        "ints": np.arange(3),
-        "bools": (np.bool_(True), False),
-        "nested": [{"a": np.array([np.nan, 2.0])}],
-        "scalar_array": np.array(7),
-        "path": tmp_path,
-        "point": _Point(np.nan, "p"),
-        "obj": _WithToDict(),
-        "set": {3, 1},
-        4: "int key",
-        "none": None,
-    }
+    value = {"nan": float("nan"), "inf": np.inf, "ninf": np.float64("-inf"), "ok": np.float32(1.5),
+             "ints": np.arange(3), "bools": (np.bool_(True), False), "nested": [{"a": np.array([np.nan, 2.0])}],
+             "scalar_array": np.array(7), "path": tmp_path, "point": _Point(np.nan, "p"), "obj": _WithToDict(),
+             "set": {3, 1}, 4: "int key", "none": None}
     path = write_json(tmp_path / "sub" / "out.json", value)
     doc = _strict_loads(path.read_text())
     assert doc["nan"] is None and doc["inf"] is None and doc["ninf"] is None and doc["ok"] == 1.5
@@ -222,13 +207,10 @@ def test_json_writer_writes_null_for_non_finite_numbers(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
-        max_leaves=20,
-    )
-)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                max_size=4),
+                    max_leaves=20))
 def test_json_writer_output_always_parses_strictly(value) -> None:
     doc = _strict_loads(dumps(value))
     again = _strict_loads(dumps(doc))
@@ -315,13 +297,9 @@ def test_phase_progress_plain_lines() -> None:
     bar.start("2-sculpt")
     bar.end(_Rec("2-sculpt", "failed", 1.25, "no body"))
     lines = buf.getvalue().splitlines()
-    assert lines == [
-        "[sculpt 1/2] 1-sum-w ...",
-        "[sculpt 1/2]   estimate done",
-        "[sculpt 1/2] [#.] 1-sum-w: ok in 0.50 s",
-        "[sculpt 2/2] 2-sculpt ...",
-        "[sculpt 2/2] [##] 2-sculpt: failed in 1.25 s no body",
-    ]
+    assert lines == ["[sculpt 1/2] 1-sum-w ...", "[sculpt 1/2]   estimate done",
+                     "[sculpt 1/2] [#.] 1-sum-w: ok in 0.50 s", "[sculpt 2/2] 2-sculpt ...",
+                     "[sculpt 2/2] [##] 2-sculpt: failed in 1.25 s no body"]
 
 
 def test_progress_disabled_writes_nothing_and_logs(caplog: pytest.LogCaptureFixture) -> None:
@@ -377,16 +355,13 @@ def test_pyproject_ships_the_grids() -> None:
 @pytest.mark.parametrize("first", ["sculpt.bench.cli", "sculpt.cli"])
 def test_cli_modules_import_alone_without_a_cycle(first: str) -> None:
     """Each CLI module imports in a fresh interpreter on its own; the bench CLI does not import the main one."""
-    code = (
-        f"import sys, {first}\n"
-        f"assert ('sculpt.cli' in sys.modules) == ({first!r} == 'sculpt.cli')\n"
-        "import sculpt.cli\n"
-        "args = sculpt.cli.build_parser().parse_args(['bench', '--quick'])\n"
-        "assert args.func.__module__ == 'sculpt.bench.cli' and args.quick\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
-    )
+    code = (f"import sys, {first}\n"
+            f"assert ('sculpt.cli' in sys.modules) == ({first!r} == 'sculpt.cli')\n"
+            "import sculpt.cli\n"
+            "args = sculpt.cli.build_parser().parse_args(['bench', '--quick'])\n"
+            "assert args.func.__module__ == 'sculpt.bench.cli' and args.quick\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
     src = (ROOT / "sculpt" / "bench" / "cli.py").read_text()
     assert "from ..cli import" not in src and "import sculpt.cli" not in src

@@ -1,5 +1,4 @@
 """from_torch / to_torch against torch.nn.MultiheadAttention (float64)."""
-
 from __future__ import annotations
 
 import numpy as np
@@ -45,17 +44,10 @@ def test_from_torch_eval_mode_with_dropout_is_accepted():
     np.testing.assert_allclose(from_torch(module)(X), torch_forward(module, X), atol=1e-10)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"bias": True},
-        {"batch_first": False},
-        {"add_bias_kv": True},
-        {"add_zero_attn": True},
-        {"kdim": 3, "vdim": 3},
-        {"dropout": 0.5},
-    ],
-)
+@pytest.mark.parametrize("kwargs", [
+    {"bias": True}, {"batch_first": False}, {"add_bias_kv": True}, {"add_zero_attn": True},
+    {"kdim": 3, "vdim": 3}, {"dropout": 0.5},
+])
 def test_from_torch_rejects_unsupported_configurations(kwargs):
     base = {"bias": False, "batch_first": True}
     module = torch.nn.MultiheadAttention(4, 2, **{**base, **kwargs})
