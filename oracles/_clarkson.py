@@ -148,6 +148,9 @@ class KeptLP:
         lo = np.where(pb.pinned, pb.pin, -np.inf)
         hi = np.where(pb.pinned, pb.pin, np.inf)
         self.lo, self.hi = lo.copy(), hi.copy()
+        # per G row: (kind, HiGHS row for a row of A / variable for a bound, -1 when pinned), as Python scalars
+        slot_or_var = np.where(self.is_row, self.row_slot, np.where(pb.pinned[np.maximum(pb.var, 0)], -1, pb.var))
+        self._kind_var = list(zip(pb.kind.tolist(), slot_or_var.tolist()))
         Grows = pb.G[np.flatnonzero(self.is_row)]
         A = sp.vstack([pb.F, Grows], format="csr")
         inf = np.full(Grows.shape[0], np.inf)
@@ -185,18 +188,18 @@ class KeptLP:
         self.implied_at = -1  # n_keeps at the last implied-bound pass
 
     def _set_row(self, j: int, upper: float | None) -> None:
-        """Row j of G in the model with right-hand side ``upper`` (None: free)."""
-        pb = self.pb
-        if self.is_row[j]:
-            self.h.changeRowBounds(int(self.row_slot[j]), -np.inf, np.inf if upper is None else float(upper))
+        """Row j of G in the model with right-hand side ``upper`` (None: free). (On Python scalars: it runs
+        a few times per LP.)"""
+        kind, v = self._kind_var[j]
+        if kind == 0:
+            self.h.changeRowBounds(v, -np.inf, np.inf if upper is None else float(upper))
             return
-        v = int(pb.var[j])
-        if pb.pinned[v]:
+        if v < 0:  # a pinned variable
             return
-        if pb.kind[j] > 0:
-            self.hi[v] = np.inf if upper is None else float(upper)
+        if kind > 0:
+            self.hi[v] = np.inf if upper is None else upper
         else:
-            self.lo[v] = -np.inf if upper is None else -float(upper)
+            self.lo[v] = -np.inf if upper is None else -upper
         self.h.changeColBounds(v, float(self.lo[v]), float(self.hi[v]))
 
     def set_rows(self, rows: np.ndarray, upper: np.ndarray | None) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,10 +47,23 @@ def _controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def single_thread_blas() -> contextlib.AbstractContextManager:
+_BLAS = threading.local()  # whether this thread is inside a single_thread_blas block
+
+
+@contextlib.contextmanager
+def single_thread_blas() -> Iterator[None]:
     """Run BLAS single-threaded inside the block (restored afterwards), through threadpoolctl. For
-    n ~ 100-300 the threaded GEMM gains little and, on oversubscribed cores, is 10-50x slower."""
-    return _controller().limit(limits=1, user_api="blas")
+    n ~ 100-300 the threaded GEMM gains little and, on oversubscribed cores, is 10-50x slower. A block inside
+    another costs nothing (threadpoolctl's limit and restore take 0.1 ms each time)."""
+    if getattr(_BLAS, "inside", False):
+        yield
+        return
+    with _controller().limit(limits=1, user_api="blas"):
+        _BLAS.inside = True
+        try:
+            yield
+        finally:
+            _BLAS.inside = False
 
 
 def _step(v: np.ndarray, dv: np.ndarray) -> float:

@@ -34,4 +34,7 @@ def test_single_thread_blas_limits_and_restores_through_threadpoolctl():
     before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with single_thread_blas():
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+        with single_thread_blas():  # a block inside another: still one thread, and the outer one restores
+            assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
