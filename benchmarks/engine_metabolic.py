@@ -465,6 +465,7 @@ def simplify_one(
         model = fp.load_model(name)
         P, _ = fp.flux_polytope(model)
     row: dict = {"model": name, "variables": P.dim, "rows": P.A_eq.shape[0], "bounds": P.n_bounds}
+    row["model_id"] = model.id if model is not None else name  # (cobra's "salmonella" is iYS1720)
     row["bounds_mode"] = bounds
 
     def engine() -> tuple:
@@ -600,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         "--simplify",
         nargs="*",
         default=None,
-        help="only the simplify table, on these models (e.g. textbook iJO1366 salmonella iYS1720 synthetic:10600x5835)",
+        help="only the simplify table, on these models (e.g. textbook iJO1366 iYS1720 synthetic:10600x5835; iYS1720 is cobra's bundled salmonella)",
     )
     parser.add_argument("--no-fva", action="store_true", help="simplify table: skip cobra's FVA")
     parser.add_argument(

@@ -62,7 +62,7 @@ __all__ = [
 
 DISTRIBUTIONS = ("boolean", "gaussian")
 EXIT_OK, EXIT_NOT_CONVERGED, EXIT_BAD_INPUT = 0, 1, 2
-MAX_ENTRIES = 2**31  # entries of one generated (N, k, d) array
+MAX_ENTRIES = 2**31  # entries of one generated array: (N, k, d) samples, (m, d, d) parameters
 
 
 class BadInput(Exception):
@@ -532,6 +532,11 @@ def run_recover(args: argparse.Namespace) -> int:
                 f"{flag} × --k × --d = {n} × {args.k} × {args.d} entries per array, above the limit of "
                 f"{MAX_ENTRIES} (16 GiB of float64)"
             )
+    if args.m * args.d * args.d > MAX_ENTRIES:
+        raise BadInput(
+            f"--m × --d × --d = {args.m} × {args.d} × {args.d} entries in each of Θ and W, above the limit of "
+            f"{MAX_ENTRIES} (16 GiB of float64)"
+        )
     streams = np.random.SeedSequence([args.seed, 0x5C0]).spawn(4)  # data, noise, learner, test
     try:
         truth = plant(args.d, args.k, args.m, scale=args.scale, seed=args.seed)

@@ -55,7 +55,9 @@ def _stubbed():
     from sculpt.routes import ROUTES
 
     routes = {name: dataclasses.replace(route, run=_fake_route) for name, route in ROUTES.items()}
-    with mock.patch.dict(ROUTES, routes), \
+    # the size limits stay in force but at 32 MiB arrays: a drawn --d 1e3 --m 1e3 (8 GiB per parameter, under the
+    # real 16 GiB limit) is refused at once instead of allocated
+    with mock.patch.dict(ROUTES, routes), mock.patch("sculpt.cli.MAX_ENTRIES", 2**22), \
             mock.patch.object(runner, "run_sweep", side_effect=RuntimeError("stub sweep: grid accepted")), \
             mock.patch("sculpt.result.LearnResult.certificate", new=None):
         yield

@@ -33,6 +33,10 @@ def result(example):
 def test_the_bundled_models_load_without_a_network(example):
     model = example.load_model("textbook")
     assert len(model.reactions) == 95 and len(model.metabolites) == 72
+    # the BiGG ids name the bundled files: cobra's "salmonella" is iYS1720 (the genome-scale table's fourth model)
+    assert example.load_model("e_coli_core").id == model.id == "e_coli_core"
+    ys = example.load_model("iYS1720")
+    assert ys.id == "iYS1720" and len(ys.reactions) == 3357 and len(ys.metabolites) == 2436
 
 
 def test_hull_matches_cobra_fva_and_an_independent_rank(example, result):

@@ -82,6 +82,8 @@ def test_not_converged_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (["recover", "--d", "8", "--k", "4", "--m", "2", "--samples", "40", "--method", "exact"], "m = 1"),
     (["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", "5", "--method", "exact"], "too few examples"),
     ([*EXACT, "--solver", "NOPE"], "unknown backend"),
+    (["recover", "--d", "100000", "--k", "4", "--m", "1000", "--samples", "40"], "--m × --d × --d"),
+    (["recover", "--d", "8", "--k", "4", "--m", "1", "--samples", str(10**12)], "--samples × --k × --d"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
 ])
