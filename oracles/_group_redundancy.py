@@ -50,6 +50,10 @@ class BoundGroups:
         # rows whose certificate was seen to rewrite on rows present (a member whose opposite row no longer
         # does is dropped when its group is formed, where each rewriting is checked again)
         self.rewrites = np.zeros(pb.G.shape[0], dtype=bool)
+        # memo entries already found valid during the current step (nothing is decided between a step's
+        # eligibility test, its u and its group: one check each per step)
+        self._step = 0
+        self._valid: dict[int, int] = {}
         self.n_lps = 0
         self.n_rows = 0
         self.n_failed = 0  # group LPs inside P that certified nothing
@@ -87,7 +91,8 @@ class BoundGroups:
         hit = self._memo.get(k)
         if hit is not None:
             y, names, _ = hit
-            if y is None or np.all(out.kept[names] | ~decided[names]):
+            if y is None or self._valid.get(k) == self._step or np.all(out.kept[names] | ~decided[names]):
+                self._valid[k] = self._step
                 return y
         store = out.info.get("_mult", {})
         assert isinstance(store, dict)
@@ -104,6 +109,7 @@ class BoundGroups:
         names, pb = np.fromiter(acc, dtype=int, count=len(acc)), self.lp.pb
         w = np.fromiter(acc.values(), dtype=float, count=len(acc))
         self._memo[k] = (acc, names, pb.h[k] - pb.s0[k] + float(w @ pb.s0[names]))
+        self._valid[k] = self._step
         return acc
 
     def _u(self, out: Outcome, rows: np.ndarray, decided: np.ndarray) -> np.ndarray:
@@ -196,6 +202,7 @@ class BoundGroups:
         from ._clarkson import keep_hits, multipliers
 
         lp, pb = self.lp, self.lp.pb
+        self._step += 1
         if self.n_failed >= _FAILS and self.n_failed > 2 * self.n_certifying:
             return False  # the bounds are as wide as the fluxes go: groups certify nothing here
         if not self._eligible_row(out, i, decided):
