@@ -49,7 +49,7 @@ def timed(f, *args, **kw):
 
 
 SHORT = 1.0  # seconds: a run under this is repeated (REPEATS times in all) and its fastest time kept, both sides
-REPEATS = 5
+REPEATS = 10
 
 
 def best_of(run, seconds) -> tuple[object, int]:

@@ -217,7 +217,9 @@ class KeptLP:
             v, hi = pb.var[rows[b]], pb.kind[rows[b]] > 0
             self.hi[v[hi]] = up[b[hi]]
             self.lo[v[~hi]] = -up[b[~hi]]
-            cols = np.unique(v).astype(np.int32)
+            cols = np.sort(v).astype(np.int32)  # (HiGHS takes an ascending set)
+            if np.any(cols[1:] == cols[:-1]):
+                cols = np.unique(cols)
             self.h.changeColsBounds(cols.size, cols, self.lo[cols], self.hi[cols])
 
     def keep(self, j: int) -> None:
@@ -364,12 +366,12 @@ class KeptLP:
 def multipliers(lp: KeptLP, sol: Solution, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The LP's multipliers on the kept rows of G (>= 0): (indices into G, values)."""
     pb = lp.pb
-    rd = np.asarray(sol.row_dual)[pb.F.shape[0] :]
-    cd = np.asarray(sol.col_dual)
     K = np.flatnonzero(kept)
     vals = np.zeros(K.size)
     r = lp.is_row[K]
-    vals[r] = np.abs(rd[lp.row_slot[K[r]] - pb.F.shape[0]])
+    if r.any():  # (on a flux polytope every row is a bound: the row duals are not read)
+        vals[r] = np.abs(np.asarray(sol.row_dual)[lp.row_slot[K[r]]])
+    cd = np.asarray(sol.col_dual)
     b = ~r
     # HiGHS minimises -g_i x: a column's reduced cost is <= 0 at its upper bound and >= 0 at its lower one, so
     # its sign says which bound row carries it (a variable with both bounds kept has one multiplier, not two)
