@@ -480,8 +480,8 @@ def shoot(pb: Problem, s0: np.ndarray, x: np.ndarray, alive: np.ndarray, open_: 
     hit = alive[tied][open_[alive[tied]]]
     if tied.size > 1 or hit.size != 1 or s0[alive[k]] <= 0:
         return hit, 0.0
-    rest = np.delete(t, k)
-    t2 = float(np.min(rest)) if rest.size else np.inf
+    t[k] = np.inf  # (t is this call's own array)
+    t2 = float(np.min(t))
     return hit, float((t2 - t1) * gd[k]) if np.isfinite(t2) else np.inf
 
 
@@ -851,17 +851,23 @@ def _expanded(Y: sp.csr_matrix, store: dict[int, tuple[np.ndarray, np.ndarray]],
     left = np.zeros(kept.size, dtype=bool)
     left[np.fromiter(store, dtype=int, count=len(store))] = True
     left &= ~kept
+    m = Y.shape[0]
     for _ in range(64):
-        C = Y.tocoo()
-        sub = left[C.col] & (C.col != C.row)
+        Y.sum_duplicates()  # (canonical CSR: the masks below keep each row's entries sorted)
+        row = np.repeat(np.arange(m), np.diff(Y.indptr))
+        sub = left[Y.indices] & (Y.indices != row)
         if not sub.any():
             break
-        keep = ~sub
-        K = sp.csr_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=Y.shape)
-        L = sp.csr_matrix((C.data[sub], (C.row[sub], C.col[sub])), shape=Y.shape)
+        K, L = (_masked_rows(Y, row, mask) for mask in (~sub, sub))
         Y = (K + L @ Y).tocsr()
     Y.sum_duplicates()
     return Y
+
+
+def _masked_rows(Y: sp.csr_matrix, row: np.ndarray, mask: np.ndarray) -> sp.csr_matrix:
+    """The entries of CSR ``Y`` where ``mask`` holds (``row``: each entry's row), as CSR without a sort."""
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row[mask], minlength=Y.shape[0]))])
+    return sp.csr_matrix((Y.data[mask], Y.indices[mask], indptr), shape=Y.shape)
 
 
 def expand_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> None:
