@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from ._bent_rays import bent_rays
 from ._group_redundancy import BoundGroups
 from ._local_redundancy import WIDER_HOPS, WIDER_SHARE, local_redundant
+from ._sparse import take_rows
 from ._vertex_certificates import Witnesses, implied_bounds, vertex_phase
 from .errors import EmptyBodyError, SolverError, UnboundedError
 from .solvers.backend_highs import run
@@ -151,7 +152,7 @@ class KeptLP:
         # per G row: (kind, HiGHS row for a row of A / variable for a bound, -1 when pinned), as Python scalars
         slot_or_var = np.where(self.is_row, self.row_slot, np.where(pb.pinned[np.maximum(pb.var, 0)], -1, pb.var))
         self._kind_var = list(zip(pb.kind.tolist(), slot_or_var.tolist()))
-        Grows = pb.G[np.flatnonzero(self.is_row)]
+        Grows = take_rows(pb.G, np.flatnonzero(self.is_row))
         A = sp.vstack([pb.F, Grows], format="csr")
         inf = np.full(Grows.shape[0], np.inf)
         self.backend = HighsBackend()

@@ -77,6 +77,13 @@ def scale_rows(A: Matrix, s: np.ndarray) -> Matrix:
     return A * s[:, None]
 
 
+def take_rows(A: Matrix, idx: np.ndarray) -> Matrix:
+    """A[idx] (a copy), without scipy's fancy row indexing (~0.1 ms a call) when idx is empty."""
+    if sp.issparse(A) and np.size(idx) == 0:
+        return sp.csr_matrix((0, A.shape[1]))
+    return A[idx]  # type: ignore[index]
+
+
 def dense(A: Matrix) -> np.ndarray:
     return A.toarray() if sp.issparse(A) else np.asarray(A)
 

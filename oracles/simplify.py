@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from . import _clarkson as ck
 from ._dense_ipm import single_thread_blas
+from ._sparse import take_rows
 from ._vertex_certificates import Witnesses
 from .affine import ImplicitEqualities, _check_tol, affine_hull
 from .bodies import Polytope
@@ -319,7 +320,7 @@ def _problem(P: Polytope, ie: ImplicitEqualities, basis: np.ndarray, tol: float)
     flat_fixed = np.flatnonzero((np.linalg.norm(basis, axis=1) <= 1e-9) & ~np.isfinite(pin))
     pin[flat_fixed] = x0[flat_fixed]  # constant on the flat (fixed through the equalities): fixed columns
     pinned = np.isfinite(pin)
-    F = sp.vstack([sp.csr_matrix(S.Ae), G[np.flatnonzero(eq & (kind == 0))]], format="csr")
+    F = sp.vstack([sp.csr_matrix(S.Ae), take_rows(G, np.flatnonzero(eq & (kind == 0)))], format="csr")
     f = np.concatenate([S.be, S.h[eq & (kind == 0)]])
     entry_row = np.repeat(np.arange(F.shape[0]), np.diff(F.indptr))
     on_free = ~pinned[F.indices] & (F.data != 0)
@@ -419,7 +420,7 @@ def _assemble(
 
 
 def _rows(A: object, idx: np.ndarray) -> object:
-    return A[idx]  # type: ignore[index]
+    return take_rows(A, idx)  # type: ignore[arg-type]
 
 
 def _vstack(A: object, B: object, sparse: bool) -> object:
