@@ -847,8 +847,8 @@ def _store_matrix(store: dict[int, tuple[np.ndarray, np.ndarray]], m: int) -> sp
 def _expanded(Y: sp.csr_matrix, store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> sp.csr_matrix:
     """Y with every multiplier on a row that left (redundant itself, with a certificate) replaced by that row's
     own multipliers, scaled: Y <- Y_K + Y_L Y (columns kept / left), until no column that left remains. A
-    certificate names only rows present when it was found, so the rows form a DAG and each product at least
-    halves the longest chain left (a self-reference, which that rules out, would stay as it is)."""
+    certificate names only rows present when it was found, so the rows form a DAG (no row names itself) and
+    each product at least doubles the length of the chains resolved; a store that breaks this raises."""
     left = np.zeros(kept.size, dtype=bool)
     left[np.fromiter(store, dtype=int, count=len(store))] = True
     left &= ~kept
@@ -856,13 +856,14 @@ def _expanded(Y: sp.csr_matrix, store: dict[int, tuple[np.ndarray, np.ndarray]],
     for _ in range(64):
         Y.sum_duplicates()  # (canonical CSR: the masks below keep each row's entries sorted)
         row = np.repeat(np.arange(m), np.diff(Y.indptr))
-        sub = left[Y.indices] & (Y.indices != row)
-        if not sub.any():
-            break
-        K, L = (_masked_rows(Y, row, mask) for mask in (~sub, sub))
+        on_left = left[Y.indices]
+        if not on_left.any():
+            return Y
+        if np.any(on_left & (Y.indices == row)):
+            raise ValueError("multipliers: a redundant row's certificate names the row itself")
+        K, L = (_masked_rows(Y, row, mask) for mask in (~on_left, on_left))
         Y = (K + L @ Y).tocsr()
-    Y.sum_duplicates()
-    return Y
+    raise ValueError("multipliers: the certificates do not resolve onto kept rows (a cycle among them)")
 
 
 def _masked_rows(Y: sp.csr_matrix, row: np.ndarray, mask: np.ndarray) -> sp.csr_matrix:

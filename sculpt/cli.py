@@ -530,12 +530,12 @@ def run_recover(args: argparse.Namespace) -> int:
         if n * args.k * args.d > MAX_ENTRIES:
             raise BadInput(
                 f"{flag} × --k × --d = {n} × {args.k} × {args.d} entries per array, above the limit of "
-                f"{MAX_ENTRIES} (16 GiB of float64)"
+                f"{MAX_ENTRIES} ({MAX_ENTRIES * 8 / 2**30:g} GiB of float64)"
             )
     if args.m * args.d * args.d > MAX_ENTRIES:
         raise BadInput(
             f"--m × --d × --d = {args.m} × {args.d} × {args.d} entries in each of Θ and W, above the limit of "
-            f"{MAX_ENTRIES} (16 GiB of float64)"
+            f"{MAX_ENTRIES} ({MAX_ENTRIES * 8 / 2**30:g} GiB of float64)"
         )
     streams = np.random.SeedSequence([args.seed, 0x5C0]).spawn(4)  # data, noise, learner, test
     try:

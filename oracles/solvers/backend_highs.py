@@ -89,13 +89,17 @@ def scheduler_threads() -> int:
 
 
 def run(h: Highs) -> None:
-    """``h.run()``; a run HiGHS refused because this thread's scheduler changed size since it was probed (someone
-    reset it) is run again with ``threads`` = 0, and the size is probed again for the next models."""
+    """``h.run()``; a run HiGHS refuses (an error) while ``threads`` is set (the engine's probed size after this
+    thread's scheduler was reset to another, or a caller's own option that differs from the running scheduler's)
+    is run again with ``threads`` = 0; a refused probed size is probed again for the next models. (HiGHS keeps
+    the previous model status on a refused run of an unchanged model, so only the run's own status is read.)"""
     hp = _highspy()
-    if h.run() != hp.HighsStatus.kError or h.getModelStatus() != hp.HighsModelStatus.kNotset:
+    if h.run() != hp.HighsStatus.kError:
         return
-    if h.getOptions().threads != 0:
-        _SCHEDULER.threads = None
+    threads = h.getOptions().threads
+    if threads != 0:
+        if threads == getattr(_SCHEDULER, "threads", None):
+            _SCHEDULER.threads = None
         h.setOptionValue("threads", 0)
         h.run()
 

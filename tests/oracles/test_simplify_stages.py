@@ -92,6 +92,16 @@ def test_expanded_multipliers_name_kept_rows_only() -> None:
     assert dict(zip(store[6][0].tolist(), store[6][1].tolist())) == pytest.approx({1: 0.5, 2: 3.0})
 
 
+def test_a_certificate_naming_its_own_row_is_refused() -> None:
+    """A certificate names only rows present when it was found, never its own row: a store that breaks this
+    raises instead of being resolved into a wrong combination."""
+    kept = np.zeros(4, dtype=bool)
+    kept[2] = True
+    store = {0: (np.array([1]), np.array([1.0])), 1: (np.array([1, 2]), np.array([0.5, 1.0]))}
+    with pytest.raises(ValueError, match="names the row itself"):
+        expand_multipliers(store, kept)
+
+
 def _kept_bounds(s: object) -> set[tuple[str, int]]:
     return {("upper", int(j)) for j in s.kept_upper} | {("lower", int(j)) for j in s.kept_lower}  # type: ignore[attr-defined]
 

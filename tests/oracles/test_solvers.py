@@ -330,3 +330,10 @@ def test_a_run_refused_for_its_thread_count_is_solved_with_the_default():
         assert bh.scheduler_threads() == k
     finally:
         bh._SCHEDULER.threads = k
+    # a model already solved, run again unchanged with a refused size (HiGHS then keeps the old model status):
+    # run again with the default
+    raw.setOptionValue("threads", k)
+    bh.run(raw)
+    raw.setOptionValue("threads", k + 1)
+    bh.run(raw)
+    assert raw.getOptions().threads == 0 and raw.getModelStatus() == highspy.HighsModelStatus.kOptimal
