@@ -149,9 +149,10 @@ class KeptLP:
         lo = np.where(pb.pinned, pb.pin, -np.inf)
         hi = np.where(pb.pinned, pb.pin, np.inf)
         self.lo, self.hi = lo.copy(), hi.copy()
-        # per G row: (kind, HiGHS row for a row of A / variable for a bound, -1 when pinned), as Python scalars
-        slot_or_var = np.where(self.is_row, self.row_slot, np.where(pb.pinned[np.maximum(pb.var, 0)], -1, pb.var))
-        self._kind_var = list(zip(pb.kind.tolist(), slot_or_var.tolist()))
+        # per G row, what setting its right-hand side changes: the HiGHS row of a row of A, the variable of a
+        # bound, -1 for a pinned variable's bound (nothing); also as Python scalars, for ``_set_row``
+        self._target = np.where(self.is_row, self.row_slot, np.where(pb.pinned[np.maximum(pb.var, 0)], -1, pb.var))
+        self._kind_target = list(zip(pb.kind.tolist(), self._target.tolist()))
         Grows = take_rows(pb.G, np.flatnonzero(self.is_row))
         A = sp.vstack([pb.F, Grows], format="csr")
         inf = np.full(Grows.shape[0], np.inf)
@@ -191,7 +192,7 @@ class KeptLP:
     def _set_row(self, j: int, upper: float | None) -> None:
         """Row j of G in the model with right-hand side ``upper`` (None: free). (On Python scalars: it runs
         a few times per LP.)"""
-        kind, v = self._kind_var[j]
+        kind, v = self._kind_target[j]
         if kind == 0:
             self.h.changeRowBounds(v, -np.inf, np.inf if upper is None else float(upper))
             return
@@ -206,18 +207,16 @@ class KeptLP:
     def set_rows(self, rows: np.ndarray, upper: np.ndarray | None) -> None:
         """Rows of G in the model with right-hand sides ``upper`` (None: free): ``_set_row`` for many rows, the
         bounds in one HiGHS call."""
-        pb = self.pb
         rows = np.asarray(rows, dtype=int)
         up = np.full(rows.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
-        r = self.is_row[rows]
-        for slot, u in zip(self.row_slot[rows[r]].tolist(), up[r].tolist()):  # (rows of A: rare here)
-            self.h.changeRowBounds(int(slot), -np.inf, u)
-        b = np.flatnonzero(~r)
-        b = b[~pb.pinned[pb.var[rows[b]]]]
-        if b.size:
-            v, hi = pb.var[rows[b]], pb.kind[rows[b]] > 0
-            self.hi[v[hi]] = up[b[hi]]
-            self.lo[v[~hi]] = -up[b[~hi]]
+        kind, t = self.pb.kind[rows], self._target[rows]
+        for slot, u in zip(t[kind == 0].tolist(), up[kind == 0].tolist()):  # (rows of A: rare here)
+            self.h.changeRowBounds(slot, -np.inf, u)
+        b = (kind != 0) & (t >= 0)
+        if b.any():
+            v, hi, u = t[b], kind[b] > 0, up[b]
+            self.hi[v[hi]] = u[hi]
+            self.lo[v[~hi]] = -u[~hi]
             cols = np.sort(v).astype(np.int32)  # (HiGHS takes an ascending set)
             if np.any(cols[1:] == cols[:-1]):
                 cols = np.unique(cols)
@@ -827,11 +826,11 @@ def tighten(out: Outcome, lp: KeptLP, rows: np.ndarray, s0: np.ndarray) -> None:
             out.value[j], out.exact_value[j] = lp.maximize(int(j))[0], True
 
 
-def multiplier_matrix(out: Outcome, m: int) -> sp.csr_matrix:
+def multiplier_matrix(out: Outcome) -> sp.csr_matrix:
     """The multipliers of each redundant row on the kept rows, as an m x m CSR matrix (row j: row j's)."""
     store = out.info.pop("_mult", {})
     assert isinstance(store, dict)
-    return _expanded(_store_matrix(store, m), store, out.kept)
+    return expanded_multipliers(store, out.kept)
 
 
 def _store_matrix(store: dict[int, tuple[np.ndarray, np.ndarray]], m: int) -> sp.csr_matrix:
@@ -872,13 +871,8 @@ def _masked_rows(Y: sp.csr_matrix, row: np.ndarray, mask: np.ndarray) -> sp.csr_
     return sp.csr_matrix((Y.data[mask], Y.indices[mask], indptr), shape=Y.shape)
 
 
-def expand_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> None:
-    """Rewrite, in place, each redundant row's multipliers on kept rows only (``_expanded``): a multiplier on
-    a row that left after it (itself redundant) is replaced by that row's own multipliers, scaled
-    (y_r g_r <= y_r Σ y'_k g_k keeps the inequality)."""
-    if not store:
-        return
-    Y = _expanded(_store_matrix(store, kept.size), store, kept)
-    for j in list(store):
-        a, b = Y.indptr[j], Y.indptr[j + 1]
-        store[j] = (Y.indices[a:b].astype(int), Y.data[a:b].copy())
+def expanded_multipliers(store: dict[int, tuple[np.ndarray, np.ndarray]], kept: np.ndarray) -> sp.csr_matrix:
+    """Each redundant row's multipliers (``store``: row -> (rows named, values)) rewritten on kept rows only, as
+    an m x m CSR matrix: a multiplier on a row that left after it (itself redundant) is replaced by that row's
+    own multipliers, scaled (y_r g_r <= y_r Σ y'_k g_k keeps the inequality; ``_expanded``)."""
+    return _expanded(_store_matrix(store, kept.size), store, kept)

@@ -15,7 +15,7 @@ has a few hundred variables, so the LP costs about a millisecond where one over 
 Rows are tested one at a time, widest slack at x0 first, against every row not yet found redundant: a row
 found redundant leaves the system before the next test (removing rows one at a time, each implied by the
 rows left, never changes P, and of two rows that imply each other only one goes). Its multipliers may then
-name rows that later leave too; ``expand_multipliers`` rewrites every certificate on the kept rows alone.
+name rows that later leave too; ``expanded_multipliers`` rewrites every certificate on the kept rows alone.
 A test that fails decides nothing: the row goes on to the rays, vertex and Clarkson LPs.
 """
 
@@ -178,11 +178,11 @@ def _solve(
     model.a_matrix_.format_ = hp.MatrixFormat.kColwise
     model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = A.indptr, A.indices, A.data
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = V.size, m
-    highs.passModel(model)  # type: ignore[attr-defined]
+    highs.passModel(model)
     run(highs)
-    if highs.getModelStatus() != hp.HighsModelStatus.kOptimal:  # type: ignore[attr-defined]
+    if highs.getModelStatus() != hp.HighsModelStatus.kOptimal:
         return None
-    sol = highs.getSolution()  # type: ignore[attr-defined]
+    sol = highs.getSolution()
     x = np.asarray(sol.col_value)
     rd = np.abs(np.asarray(sol.row_dual)[ne : ne + R.size])
     cd = np.asarray(sol.col_dual)

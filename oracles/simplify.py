@@ -360,7 +360,7 @@ def _assemble(
     pos = np.where(pb.kind == 0, S.row, np.where(pb.kind > 0, m + S.var, m + n + S.var))  # G row -> L index
     margin, value = np.full(L, np.nan), np.full(L, np.nan)
     margin[pos], value[pos] = out.margin, out.value
-    Y = ck.multiplier_matrix(out, pb.G.shape[0]).tocoo()
+    Y = ck.multiplier_matrix(out).tocoo()
     mult = sp.csr_matrix((Y.data, (pos[Y.row], pos[Y.col])), shape=(L, L))
     rows_a = pb.kind == 0
     kept = np.sort(S.row[rows_a & out.kept])

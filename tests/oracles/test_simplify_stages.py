@@ -12,7 +12,7 @@ from test_simplify import _recheck_bound_multipliers, _vertex_network
 
 from oracles import Polytope, simplify
 from oracles._bent_rays import bent_rays
-from oracles._clarkson import expand_multipliers
+from oracles._clarkson import expanded_multipliers
 
 
 def _max_without(G: np.ndarray, h: np.ndarray, basis: np.ndarray, x0: np.ndarray, j: int) -> float:
@@ -86,10 +86,14 @@ def test_expanded_multipliers_name_kept_rows_only() -> None:
     kept = np.zeros(8, dtype=bool)
     kept[[1, 2]] = True
     store = {5: (np.array([6, 1]), np.array([2.0, 1.0])), 6: (np.array([1, 2]), np.array([0.5, 3.0]))}
-    expand_multipliers(store, kept)
-    y5 = dict(zip(store[5][0].tolist(), store[5][1].tolist()))
-    assert y5 == pytest.approx({1: 2.0 * 0.5 + 1.0, 2: 2.0 * 3.0})
-    assert dict(zip(store[6][0].tolist(), store[6][1].tolist())) == pytest.approx({1: 0.5, 2: 3.0})
+    Y = expanded_multipliers(store, kept).tocsr()
+
+    def row(j: int) -> dict[int, float]:
+        a, b = Y.indptr[j], Y.indptr[j + 1]
+        return dict(zip(Y.indices[a:b].tolist(), Y.data[a:b].tolist()))
+
+    assert row(5) == pytest.approx({1: 2.0 * 0.5 + 1.0, 2: 2.0 * 3.0})
+    assert row(6) == pytest.approx({1: 0.5, 2: 3.0})
 
 
 def test_a_certificate_naming_its_own_row_is_refused() -> None:
@@ -99,7 +103,7 @@ def test_a_certificate_naming_its_own_row_is_refused() -> None:
     kept[2] = True
     store = {0: (np.array([1]), np.array([1.0])), 1: (np.array([1, 2]), np.array([0.5, 1.0]))}
     with pytest.raises(ValueError, match="names the row itself"):
-        expand_multipliers(store, kept)
+        expanded_multipliers(store, kept)
 
 
 def _kept_bounds(s: object) -> set[tuple[str, int]]:
